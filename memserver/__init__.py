@@ -1,0 +1,42 @@
+"""memserver: a local MCP server that gives any MCP client a long-term memory it can search by meaning.
+
+The public names are imported lazily, so that `import memserver` (and the MCP server's start-up) never waits
+on onnxruntime, tokenizers or hnswlib.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Embedder",
+    "Hit",
+    "Memory",
+    "MemoryStore",
+    "MemserverError",
+    "__version__",
+]
+
+_LAZY = {
+    "Embedder": "memserver.embedder",
+    "MemoryStore": "memserver.store",
+    "Memory": "memserver.store",
+    "Hit": "memserver.store",
+    "MemserverError": "memserver.errors",
+}
+
+if TYPE_CHECKING:
+    from memserver.embedder import Embedder
+    from memserver.errors import MemserverError
+    from memserver.store import Hit, Memory, MemoryStore
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memserver' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,48 @@
+"""The exceptions memserver raises, and when.
+
+    MemserverError                  base: every error below carries a message a person can act on
+    ├── ModelError                  the embedding model cannot be found, loaded or trusted
+    │   └── ModelNotFoundError      no source had the model; the message lists every source tried
+    ├── InvalidInputError           bad arguments to the store (empty content, bad id, limit out of range, ...)
+    ├── StoreError                  the store on disk cannot be used as it is
+    │   ├── CorruptJournalError     the journal is damaged before its last line (a torn last line is repaired)
+    │   └── StoreLockedError        another process held the store's lock for too long
+    └── ConfigError                 a setting (environment variable, flag, token file) is invalid
+
+The MCP server turns InvalidInputError into a tool result with isError: true; the CLI turns any MemserverError
+into one line on stderr and exit status 1. Nothing here knows about MCP.
+"""
+
+from __future__ import annotations
+
+
+class MemserverError(Exception):
+    """Base class of every error memserver raises on purpose."""
+
+
+class ModelError(MemserverError):
+    """The embedding model cannot be found, loaded or trusted."""
+
+
+class ModelNotFoundError(ModelError):
+    """No source had the model; the message names every source tried and what to do."""
+
+
+class InvalidInputError(MemserverError, ValueError):
+    """An argument is wrong; the message names it and the rule it broke."""
+
+
+class StoreError(MemserverError):
+    """The store on disk cannot be used as it is."""
+
+
+class CorruptJournalError(StoreError):
+    """The journal is damaged somewhere before its last line."""
+
+
+class StoreLockedError(StoreError):
+    """Another process held the store's lock for longer than the timeout."""
+
+
+class ConfigError(MemserverError):
+    """A setting (environment variable, flag, token file) is invalid."""
