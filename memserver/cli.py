@@ -16,23 +16,119 @@ from memserver.errors import MemserverError
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
 
+REFERENCE_FIXTURE = "tests/data/minilm-reference.json"
+FIDELITY_THRESHOLD = 0.99999
+
+
 def cmd_model(args: argparse.Namespace) -> int:
-    raise NotImplementedError("memserver model")
+    """memserver model fetch | verify | info."""
+    import json
+    from pathlib import Path
+
+    from memserver import model
+    from memserver.embedder import Embedder
+
+    embedder = Embedder(args.model_dir).load()  # resolves, caches, and checks the model's interface
+    files = embedder.files
+    assert files is not None
+    if args.action == "fetch":
+        for reason in files.tried:
+            print(f"  passed over: {reason}", file=sys.stderr)
+        print(f"{model.MODEL_ID}: {files.detail}")
+        print(f"  model.onnx      {files.model}")
+        print(f"  tokenizer.json  {files.tokenizer}")
+        return 0
+    if args.action == "info":
+        info = {
+            "model_id": model.MODEL_ID,
+            "source": files.source,
+            "detail": files.detail,
+            "dir": str(files.directory),
+            "files": {
+                path.name: {"path": str(path), "bytes": path.stat().st_size, "sha256": model.sha256_file(path)}
+                for path in (files.model, files.tokenizer)
+            },
+            "dim": embedder.dim,
+            "max_seq_length": embedder.max_seq_length,
+            "hub_revision": model.HUB_REVISION,
+            "threads": embedder.threads,
+        }
+        print(json.dumps(info, indent=2))
+        return 0
+    # verify: the reference texts against sentence-transformers' vectors
+    import numpy as np
+
+    path = Path(args.reference) if args.reference else Path(__file__).resolve().parent.parent / REFERENCE_FIXTURE
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))["items"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise MemserverError(f"cannot read the reference embeddings {path}: {exc}; pass --reference FILE") from exc
+    expected = np.array([item["embedding"] for item in items], dtype=np.float64)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    cosines = (embedder.embed([item["text"] for item in items]).astype(np.float64) * expected).sum(axis=1)
+    worst = int(np.argmin(cosines))
+    ok = cosines.min() >= FIDELITY_THRESHOLD
+    print(
+        f"{'ok' if ok else 'FAILED'}: min cosine {cosines.min():.8f} (text {worst}), mean {cosines.mean():.10f} "
+        f"over {len(items)} reference texts; threshold {FIDELITY_THRESHOLD}; model {files.model}"
+    )
+    return 0 if ok else 1
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    raise NotImplementedError("memserver embed")
+    """memserver embed TEXT...: print each text's word pieces and embedding as JSON."""
+    import json
+
+    from memserver.embedder import Embedder
+
+    embedder = Embedder(args.model_dir)
+    vectors = embedder.embed(args.texts)
+    items = [
+        {"text": text, "tokens": embedder.tokenize(text), "embedding": vector.tolist()}
+        for text, vector in zip(args.texts, vectors, strict=True)
+    ]
+    print(json.dumps({"model": embedder.model_name, "dim": embedder.dim, "items": items}, ensure_ascii=False))
+    return 0
 
 
 # --- server commands (owned by the server work) ----------------------------------------------------------------
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    raise NotImplementedError("memserver serve")
+    """Serve MCP over stdio (default) or streamable HTTP; the store loads in the background."""
+    import logging
+    import os
+
+    from memserver import transports
+    from memserver.errors import ConfigError
+    from memserver.server import build_server
+
+    # Logs go to stderr only: in stdio mode stdout is the protocol stream.
+    level = os.environ.get("MEMSERVER_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(stream=sys.stderr, level=level, format="memserver %(levelname)s %(name)s: %(message)s")
+    if not args.http and (args.host or args.port or args.allowed_host):
+        raise ConfigError("--host, --port and --allowed-host apply to --http only")
+    if not args.http:
+        transports.serve_stdio(build_server(data_dir=args.data_dir))
+        return 0
+    tokens = transports.load_tokens()
+    server = build_server(data_dir=args.data_dir, per_user=bool(tokens))
+    transports.serve_http(
+        server,
+        host=args.host or transports.DEFAULT_HOST,
+        port=transports.DEFAULT_PORT if args.port is None else args.port,
+        tokens=tokens,
+        allowed_hosts=args.allowed_host or (),
+        max_body_bytes=args.max_body_bytes,
+    )
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    raise NotImplementedError("memserver demo")
+    """Store five sample memories and recall "what should I read next?" through a real MCP session."""
+    from memserver.demo import run_demo
+
+    return run_demo(args.data_dir)
 
 
 # --- the parser -------------------------------------------------------------------------------------------------
@@ -46,7 +142,61 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memserver {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    model_cmd = commands.add_parser(
+        "model",
+        help="fetch, verify or describe the embedding model",
+        description="Find the all-MiniLM-L6-v2 files (and cache them), check them against sentence-transformers, "
+        "or describe them. Example: memserver model verify",
+    )
+    model_cmd.add_argument("action", choices=["fetch", "verify", "info"])
+    model_cmd.add_argument("--model-dir", metavar="DIR", help="folder with model.onnx + tokenizer.json")
+    model_cmd.add_argument("--reference", metavar="FILE", help=f"reference embeddings for verify ({REFERENCE_FIXTURE})")
+    model_cmd.set_defaults(func=cmd_model)
+
+    embed_cmd = commands.add_parser(
+        "embed",
+        help="print the word pieces and embeddings of texts as JSON",
+        description='Embed texts and print JSON. Example: memserver embed "hello world"',
+    )
+    embed_cmd.add_argument("texts", nargs="+", metavar="TEXT")
+    embed_cmd.add_argument("--model-dir", metavar="DIR", help="folder with model.onnx + tokenizer.json")
+    embed_cmd.set_defaults(func=cmd_embed)
+
     # (each area adds its sub-commands here)
+
+    # -- server commands
+    serve = commands.add_parser(
+        "serve",
+        help="run the MCP server (stdio by default; this is also what bare `memserver` does)",
+        description="Run the MCP server over stdio (what desktop clients spawn) or, with --http, over streamable "
+        "HTTP at http://HOST:PORT/mcp. Environment: MCP_MEMORY_PATH, MCP_MEMORY_COLLECTION, MEMSERVER_TOKENS, "
+        "MEMSERVER_TOKEN_FILE, MEMSERVER_LOG_LEVEL.",
+        epilog="Example: memserver serve --http --port 8000",
+    )
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", help="address to bind with --http (default 127.0.0.1; others need tokens)")
+    serve.add_argument("--port", type=int, help="port with --http (default 8000; 0 picks a free one)")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="an extra Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0)",
+    )
+    serve.add_argument(
+        "--max-body-bytes", type=int, default=1024 * 1024, help="largest HTTP request body (default 1 MiB)"
+    )
+    serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
+    serve.set_defaults(func=cmd_serve)
+
+    demo = commands.add_parser(
+        "demo",
+        help="store five sample memories and recall 'what should I read next?'",
+        description="Start the server, store five sample memories through MCP and recall "
+        "'what should I read next?', printing the top three with scores.",
+        epilog="Example: uv run memserver demo",
+    )
+    demo.add_argument("--data-dir", help="keep the demo's memories here (default: a temporary directory)")
+    demo.set_defaults(func=cmd_demo)
 
     return parser
 

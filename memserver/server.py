@@ -1,0 +1,386 @@
+"""The MCP server: `build_server()` returns an `mcp.server.lowlevel.Server` whose handlers answer the MCP methods.
+
+Read it in protocol order: `list_tools`, `call_tool`, `list_resources`, `list_resource_templates`,
+`read_resource`, each named after the method it answers and passed to the `Server` constructor as `on_<name>=`.
+
+Errors land on three planes (see the SDK's "handling errors" guide):
+  1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
+     -> `CallToolResult(is_error=True)` with a message naming the field and the rule;
+  2. a request for something that does not exist (unknown tool, unknown resource) -> JSON-RPC error -32602;
+  3. anything else is a bug or a failing disk -> traceback on stderr, a short isError result (tools) or -32603
+     (resources), and the server keeps serving. The SDK would otherwise send `str(exc)` with code 0.
+
+Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
+neither, and the store (with its embedder) is built in a background thread that starts with the server's
+lifespan. The first call that needs the store waits for it. Blocking store calls run in worker threads so the
+event loop keeps answering. The server never touches files itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from memserver import __version__, resources, tools
+from memserver.errors import InvalidInputError, MemserverError
+
+if TYPE_CHECKING:
+    from memserver.store import MemoryStore
+
+logger = logging.getLogger(__name__)
+_MEMORY_ID = re.compile(r"^[0-9a-f]{32}$")  # the store's ids: uuid4 hex
+# MEMSERVER_TIMING=1 (benchmarks/recall_mcp.py): each tool result carries `_meta["memserver/timing"]` with the
+# milliseconds spent embedding, in the tool's work (store call) and in the whole handler. Off by default.
+TIMING = os.environ.get("MEMSERVER_TIMING", "") == "1"
+_tally = threading.local()  # per worker thread: seconds spent embedding during the current tool call
+
+INSTRUCTIONS = (
+    "memserver is the user's long-term memory, kept on their own machine. Call recall before answering when "
+    "something the user said in an earlier conversation could matter (preferences, decisions, names, project "
+    "facts); call remember when they tell you something worth keeping, one self-contained fact per call; call "
+    "forget when they ask you to forget something or a memory turns out wrong."
+)
+
+StoreFactory = Callable[[str | None], "MemoryStore"]
+"""Builds the store of one user (None: the single user of stdio or of HTTP without tokens). Called in a thread."""
+
+
+# --- the store, loaded in the background --------------------------------------------------------------------------
+
+
+class Stores:
+    """The stores this server serves, one per user, each built once in a background thread on first need.
+
+    `start()` begins building the default store (or, with per-user stores, warms the shared model) without
+    waiting; `get(user)` awaits the user's store without blocking the event loop.
+    """
+
+    def __init__(self, factory: StoreFactory, *, per_user: bool = False) -> None:
+        self.factory = factory
+        self.per_user = per_user
+        self._futures: dict[str | None, Future[MemoryStore]] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start loading in the background; returns at once."""
+        if self.per_user:
+            warm = getattr(self.factory, "warm", None)
+            if warm is not None:
+                threading.Thread(target=_log_failure(warm), name="memserver-warm", daemon=True).start()
+        else:
+            self._future(None)
+
+    async def get(self, user: str | None) -> MemoryStore:
+        """The store of `user`, waiting (in a worker thread) until it is built. Re-raises a failed build."""
+        if self.per_user and user is None:
+            # Fail closed: a per-user server must never fall back to a shared store.
+            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
+        future = self._future(user if self.per_user else None)
+        if not future.done():
+            await anyio.to_thread.run_sync(future.exception, abandon_on_cancel=True)
+        return future.result()
+
+    def close(self) -> None:
+        with self._lock:
+            futures, self._futures = list(self._futures.values()), {}
+        for future in futures:
+            if future.done() and future.exception() is None:
+                try:
+                    future.result().close()
+                except Exception:
+                    logger.exception("closing a store failed")
+
+    def _future(self, user: str | None) -> Future[MemoryStore]:
+        with self._lock:
+            future = self._futures.get(user)
+            if future is None or (future.done() and future.exception() is not None):  # a failed build is retried
+                future = self._futures[user] = Future()
+                threading.Thread(
+                    target=self._build, args=(user, future), name=f"memserver-store-{user or 'default'}", daemon=True
+                ).start()
+            return future
+
+    def _build(self, user: str | None, future: Future[MemoryStore]) -> None:
+        try:
+            future.set_result(self.factory(user))
+            logger.info("store ready%s", f" for user {user}" if user else "")
+        except BaseException as exc:
+            logger.error("the memory store could not be opened: %s", exc, exc_info=not isinstance(exc, MemserverError))
+            future.set_exception(exc)
+
+
+def _log_failure(fn: Callable[[], Any]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            fn()
+        except Exception:
+            logger.exception("loading the model in the background failed; the first call will retry")
+
+    return run
+
+
+class DefaultStoreFactory:
+    """MemoryStore per user, all sharing one Embedder (the model is loaded once per process).
+
+    User None gets the store at `data_dir` (MCP_MEMORY_PATH or the platform default) and the configured
+    collection. A named user's memories live under `<data_dir>/users/<user>/`, a separate folder tree, so no
+    collection name can ever reach another user's memories.
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, collection: str | None = None) -> None:
+        self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
+        self.collection = collection
+        self._embedder: Any = None
+        self._lock = threading.Lock()
+
+    def embedder(self) -> Any:
+        with self._lock:
+            if self._embedder is None:
+                from memserver.embedder import Embedder
+
+                self._embedder = _TimedEmbedder(Embedder()) if TIMING else Embedder()
+            return self._embedder
+
+    def warm(self) -> None:
+        self.embedder().load()
+
+    def __call__(self, user: str | None) -> MemoryStore:
+        from memserver import config
+        from memserver.store import MemoryStore
+
+        base = self.data_dir or config.data_dir()
+        path = base if user is None else base / "users" / user
+        embedder = self.embedder()
+        store = MemoryStore(path=path, collection=self.collection, embedder=embedder)
+        embedder.load()  # the first recall should not pay for the model either
+        return store
+
+
+# --- the handlers, in protocol order --------------------------------------------------------------------------------
+
+Context = ServerRequestContext[Stores]
+
+
+async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    """tools/list: the four tools, with the schemas `call_tool` validates against."""
+    return types.ListToolsResult(tools=list(tools.TOOLS))
+
+
+async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+    """tools/call: validate the arguments against the advertised schema, then run the tool in a worker thread."""
+    tool = tools.TOOLS_BY_NAME.get(params.name)
+    if tool is None:
+        # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+    try:
+        args = tools.validate_arguments(tool, params.arguments)
+    except tools.ArgumentError as exc:
+        # Spec: invalid arguments are a tool execution error, reported in the result so the model can correct them.
+        return _tool_error(str(exc))
+    started = time.perf_counter()
+    timing: dict[str, float] = {}
+    try:
+        store = await ctx.lifespan_context.get(_user(ctx))
+        payload = await anyio.to_thread.run_sync(partial(_timed, _RUN[tool.name], store, args, timing))
+    except InvalidInputError as exc:
+        return _tool_error(str(exc))
+    except MCPError:
+        raise
+    except MemserverError as exc:  # the model is missing, the store is locked, ...: the message says what to do
+        logger.error("%s failed: %s", tool.name, exc)
+        return _tool_error(f"{tool.name} failed: {exc}")
+    except Exception:
+        logger.exception("%s failed", tool.name)
+        return _tool_error(f"{tool.name} failed because of an internal error in memserver; its log has the details")
+    # Spec: structuredContent must match outputSchema; for older clients, the same JSON also goes in a text block.
+    result = types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        structured_content=payload,
+    )
+    if TIMING:  # spec: _meta keys may carry a prefix ending in "/"
+        timing["handler_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        result.meta = {"memserver/timing": timing}
+    return result
+
+
+async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    """resources/list: the fixed resources (the per-tag and per-memory ones are templates)."""
+    return types.ListResourcesResult(resources=list(resources.RESOURCES))
+
+
+async def list_resource_templates(
+    ctx: Context, params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
+    """resources/templates/list: memory://tags/{tag} and memory://memories/{id}."""
+    return types.ListResourceTemplatesResult(resource_templates=list(resources.TEMPLATES))
+
+
+async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    """resources/read: parse the memory:// URI and read it from the store."""
+    uri = str(params.uri)
+    try:
+        target = resources.parse(uri)
+        store = await ctx.lifespan_context.get(_user(ctx))
+        text = await anyio.to_thread.run_sync(resources.read, store, target)
+    except (resources.UnknownResourceError, InvalidInputError) as exc:
+        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data.
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"uri": uri}) from None
+    except MCPError:
+        raise
+    except Exception:
+        logger.exception("reading %s failed", uri)
+        raise MCPError(
+            code=types.INTERNAL_ERROR, message=f"Reading {uri} failed; the server log has the details"
+        ) from None
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=resources.JSON, text=text)])
+
+
+# --- the tools' work (blocking; runs in a worker thread) -------------------------------------------------------------
+
+
+def _remember(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+    memory = store.add(args["content"], tags=args.get("tags"), source=args.get("source"))
+    return {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
+
+
+def _recall(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+    hits = store.search(
+        args["query"],
+        limit=args["limit"],
+        tags=args.get("tags"),
+        source=args.get("source"),
+        since=args.get("since"),
+        until=args.get("until"),
+        min_score=args.get("min_score"),
+        mode=args["mode"],
+    )
+    return {"results": [{**resources.memory_json(hit.memory), "score": round(float(hit.score), 4)} for hit in hits]}
+
+
+def _list_recent(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+    memories = store.list_recent(limit=args["limit"], tags=args.get("tags"))
+    return {"memories": [resources.memory_json(m) for m in memories]}
+
+
+def _forget(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+    memory_id = args["memory_id"]
+    normalized = memory_id.strip().lower()
+    if not _MEMORY_ID.match(normalized):  # contract: an id that names no memory is deleted: false, not an error
+        return {"id": memory_id, "deleted": False}
+    return {"id": memory_id, "deleted": bool(store.delete(normalized))}
+
+
+_RUN: dict[str, Callable[[MemoryStore, dict[str, Any]], dict[str, Any]]] = {
+    tools.REMEMBER.name: _remember,
+    tools.RECALL.name: _recall,
+    tools.LIST_RECENT.name: _list_recent,
+    tools.FORGET.name: _forget,
+}
+
+
+def _timed(
+    run: Callable[[MemoryStore, dict[str, Any]], dict[str, Any]],
+    store: MemoryStore,
+    args: dict[str, Any],
+    timing: dict[str, float],
+) -> dict[str, Any]:
+    """Run a tool's work; with TIMING, record embed_ms and work_ms into `timing` (in the worker thread)."""
+    if not TIMING:
+        return run(store, args)
+    _tally.embed = 0.0
+    started = time.perf_counter()
+    payload = run(store, args)
+    timing["work_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    timing["embed_ms"] = round(_tally.embed * 1000, 3)
+    return payload
+
+
+class _TimedEmbedder:
+    """With MEMSERVER_TIMING=1: the Embedder, adding the time spent in each embed call to the thread's tally."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._inner.embed(texts)
+        finally:
+            _tally.embed = getattr(_tally, "embed", 0.0) + time.perf_counter() - started
+
+    def embed_query(self, text: str) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._inner.embed_query(text)
+        finally:
+            _tally.embed = getattr(_tally, "embed", 0.0) + time.perf_counter() - started
+
+
+def _tool_error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def _user(ctx: Context) -> str | None:
+    """The user named by the request's bearer token (HTTP with tokens), else None."""
+    request = ctx.request
+    user = request.scope.get("user") if request is not None else None
+    return user.access_token.client_id if isinstance(user, AuthenticatedUser) else None
+
+
+# --- assembly ---------------------------------------------------------------------------------------------------------
+
+
+def build_server(
+    store_factory: StoreFactory | None = None, *, per_user: bool = False, data_dir: str | Path | None = None
+) -> Server[Stores]:
+    """The memserver MCP server.
+
+    Args:
+        store_factory: builds a user's store; default `DefaultStoreFactory(data_dir)` (the real model).
+            Tests pass one that uses a fake embedder.
+        per_user: serve one store per authenticated user (HTTP with tokens); a request without a user is refused.
+        data_dir: where the default factory keeps the memories (default: MCP_MEMORY_PATH or the platform's).
+    """
+    stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
+
+    @asynccontextmanager
+    async def lifespan(server: Server[Stores]) -> AsyncIterator[Stores]:
+        stores.start()  # background: the handshake and tools/list are answered meanwhile
+        try:
+            yield stores
+        finally:
+            await anyio.to_thread.run_sync(stores.close, abandon_on_cancel=True)
+
+    return Server(
+        "memserver",
+        version=__version__,
+        title="memserver",
+        description="Long-term memory for MCP clients, searched by meaning, stored on this machine.",
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
+    )

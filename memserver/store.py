@@ -1,0 +1,1112 @@
+"""MemoryStore: durable, crash-safe, multi-process memory with search by meaning.
+
+The journal (journal.py) is the record of truth; vectors sit in a row file beside it; the vector index (index.py)
+and any other DerivedIndex are fed by one replay path, `_apply`, used for this process's own writes (each write
+is appended, then read back through the same path), for catching up on other processes' writes, and for the
+journal tail after a checkpoint. Every call first checks (one stat) whether the journal grew or was replaced.
+
+Locks: one thread lock (`_mu`) serialises all calls in a process (hnswlib does not lock reads against inserts);
+embedding runs outside it. Across processes, writers hold the lock file exclusively, readers catching up hold it
+shared. This module never imports mcp, and imports the Embedder (onnxruntime) only when none is given.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import hashlib
+import heapq
+import logging
+import math
+import mmap
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memserver import config
+from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
+from memserver.index import VectorIndex
+from memserver.journal import (
+    JOURNAL_NAME,
+    LOCK_NAME,
+    AddRecord,
+    DerivedIndex,
+    FileLock,
+    Journal,
+    encode_line,
+    fsync_dir,
+    fsync_fd,
+    write_all,
+)
+
+if TYPE_CHECKING:
+    from memserver.embedder import TextEmbedder
+
+log = logging.getLogger(__name__)
+
+# --- limits (InvalidInputError names the argument and the rule) ------------------------------------------------
+MAX_CONTENT_CHARS = 20_000
+MAX_TAGS = 20
+MAX_TAG_CHARS = 64
+MAX_SOURCE_CHARS = 200
+MAX_LIMIT = 1000
+# Filtered searches whose matching set is at most this large are ranked exactly by numpy over the stored vectors;
+# larger sets go through HNSW with a filter (falling back to exact if it returns too few). Measured in
+# benchmarks/store.py: at 100k, exact over 10k rows costs about what a filtered HNSW search does.
+BRUTE_FORCE_MAX = 10_000
+# Checkpoint the derived indexes when this many journal records are not covered by the checkpoint on disk
+# (on open, close and after import_), and from the write path only past WRITE_CHECKPOINT_RECORDS.
+CHECKPOINT_RECORDS = 200
+WRITE_CHECKPOINT_RECORDS = 5000
+IMPORT_BATCH = 1000
+
+_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_MODES = ("hybrid", "semantic", "keyword")
+
+
+# --- public types ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A stored memory. `duplicate` and `similar` describe the add() that returned it; they are not stored."""
+
+    id: str
+    content: str
+    created_at: str
+    tags: tuple[str, ...]
+    source: str
+    duplicate: bool = False
+    similar: tuple[tuple[str, float], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "content": self.content,
+            "created_at": self.created_at,
+            "tags": list(self.tags),
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result: the memory and its cosine similarity to the query (1 is identical)."""
+
+    memory: Memory
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.memory.to_dict(), "score": self.score}
+
+
+@dataclass
+class _NewItem:
+    """A validated memory waiting to be written."""
+
+    content: str
+    tags: tuple[str, ...]
+    source: str
+    key: bytes
+    id: str = ""
+    created_at: str = ""
+    vector: np.ndarray | None = None
+    dup_of: int = -1  # index of an earlier item with the same content in the same batch
+
+
+def _memory(r: AddRecord, duplicate: bool = False) -> Memory:
+    return Memory(r.id, r.content, r.created_at, r.tags, r.source, duplicate)
+
+
+# --- validation ----------------------------------------------------------------------------------------------------
+
+
+def _content_key(content: str) -> bytes:
+    """Exact-duplicate key: the content with whitespace trimmed and collapsed."""
+    return hashlib.blake2b(" ".join(content.split()).encode("utf-8"), digest_size=16).digest()
+
+
+def _check_text(value: object, name: str, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise InvalidInputError(f"{name} must not be empty")
+    if len(text) > max_chars:
+        raise InvalidInputError(f"{name} is {len(text)} characters; the limit is {max_chars}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{name} is not valid Unicode text (a lone surrogate at {exc.start})") from None
+    return text
+
+
+def _check_tags(tags: object, name: str = "tags") -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple)):
+        raise InvalidInputError(f"{name} must be a list of strings, got {type(tags).__name__}")
+    out: dict[str, None] = {}
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidInputError(f"{name} must be a list of strings; found {type(tag).__name__}")
+        t = tag.strip()
+        if not t:
+            raise InvalidInputError(f"{name} must not contain empty strings")
+        if len(t) > MAX_TAG_CHARS:
+            raise InvalidInputError(f"{name}: tag {t[:20]!r}... is {len(t)} characters; the limit is {MAX_TAG_CHARS}")
+        if _CONTROL_RE.search(t):
+            raise InvalidInputError(f"{name}: tag {t!r} contains a control character")
+        out[t] = None
+    if len(out) > MAX_TAGS:
+        raise InvalidInputError(f"{name} has {len(out)} distinct tags; the limit is {MAX_TAGS}")
+    return tuple(out)
+
+
+def _check_source(source: object) -> str:
+    if source is None:
+        return ""
+    if not isinstance(source, str):
+        raise InvalidInputError(f"source must be a string, got {type(source).__name__}")
+    s = source.strip()
+    if len(s) > MAX_SOURCE_CHARS:
+        raise InvalidInputError(f"source is {len(s)} characters; the limit is {MAX_SOURCE_CHARS}")
+    if _CONTROL_RE.search(s):
+        raise InvalidInputError("source must not contain control characters (newlines, tabs, ...)")
+    return s
+
+
+def _check_id(memory_id: object, name: str = "memory_id") -> str:
+    if not isinstance(memory_id, str) or not _ID_RE.match(memory_id.strip().lower()):
+        raise InvalidInputError(f"{name} must be 32 hexadecimal characters (as returned by add), got {memory_id!r}")
+    return memory_id.strip().lower()
+
+
+def _check_limit(limit: object, name: str = "limit") -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidInputError(f"{name} must be an integer, got {type(limit).__name__}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInputError(f"{name} must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def _iso(dt: datetime) -> str:
+    """The one stored time format: UTC, microseconds, '+00:00' (so strings sort in time order)."""
+    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _now() -> str:
+    return _iso(datetime.now(timezone.utc))
+
+
+def _parse_time(value: object, name: str) -> tuple[datetime, bool]:
+    """A date/datetime or ISO 8601 string -> (aware datetime, date_only); naive times are taken as UTC."""
+    if isinstance(value, datetime):
+        dt, date_only = value, False
+    elif isinstance(value, date):
+        dt, date_only = datetime(value.year, value.month, value.day), True
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if len(text) == 10:
+                d = date.fromisoformat(text)
+                dt, date_only = datetime(d.year, d.month, d.day), True
+            else:
+                dt, date_only = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00")), False
+        except ValueError:
+            raise InvalidInputError(
+                f"{name} must be an ISO 8601 date or date-time (e.g. 2026-11-30 or 2026-11-30T13:08:00Z), got {value!r}"
+            ) from None
+    else:
+        raise InvalidInputError(f"{name} must be an ISO 8601 string, got {type(value).__name__}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt, date_only
+
+
+def _time_bounds(since: object, until: object) -> tuple[str | None, str | None, bool]:
+    """(low key inclusive, high key, high inclusive). A date-only `until` includes that whole (UTC) day."""
+    lo = hi = None
+    hi_inclusive = True
+    if since is not None:
+        lo = _iso(_parse_time(since, "since")[0])
+    if until is not None:
+        dt, date_only = _parse_time(until, "until")
+        if date_only:
+            dt, hi_inclusive = dt + timedelta(days=1), False
+        hi = _iso(dt)
+    if lo is not None and hi is not None and (lo > hi or (lo == hi and not hi_inclusive)):
+        raise InvalidInputError(f"since ({since}) must not be later than until ({until})")
+    return lo, hi, hi_inclusive
+
+
+def _check_vector(value: object, dim: int, name: str) -> np.ndarray:
+    try:
+        v = np.asarray(value, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be a list of {dim} numbers") from None
+    if v.shape != (dim,) or not np.isfinite(v).all():
+        raise InvalidInputError(f"{name} must be {dim} finite numbers, got shape {v.shape}")
+    norm = float(np.linalg.norm(v))
+    if norm == 0.0:
+        raise InvalidInputError(f"{name} must not be the zero vector")
+    return v / norm
+
+
+# --- the store -----------------------------------------------------------------------------------------------------
+
+
+class MemoryStore:
+    """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
+
+    Example::
+
+        with MemoryStore("/tmp/mem", "demo", embedder=my_embedder) as store:
+            m = store.add("The staging DB password rotates every Monday", tags=["ops"])
+            hits = store.search("when does the password change?", limit=3)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        collection: str | None = None,
+        embedder: TextEmbedder | None = None,
+        *,
+        lock_timeout: float = 30.0,
+        M: int | None = None,
+        ef_construction: int | None = None,
+        ef: int | None = None,
+    ) -> None:
+        if embedder is None:
+            from memserver.embedder import Embedder  # onnxruntime only when the caller brings no embedder
+
+            embedder = Embedder()
+        self.embedder: TextEmbedder = embedder
+        self.dim = int(embedder.dim)
+        root = Path(os.path.abspath(os.path.expanduser(path))) if path is not None else config.data_dir()
+        self.collection = config.validate_collection(collection) if collection else config.collection_name()
+        self.folder = root / self.collection
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._rowbytes = self.dim * 4
+        self._mu = threading.RLock()
+        self._lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout)
+        self._vindex = VectorIndex(
+            self.dim,
+            **{k: v for k, v in (("M", M), ("ef_construction", ef_construction), ("ef", ef)) if v is not None},
+        )
+        # Further derived indexes (the keyword index) are appended here; they all follow `_apply`.
+        self._derived: list[DerivedIndex] = [self._vindex]
+        self._journal: Journal | None = None
+        self._vfd = -1
+        self._closed = False
+        with self._mu:
+            self._load()
+
+    # --- opening, replay, catching up -------------------------------------------------------------------------
+
+    def _reset_state(self) -> None:
+        self._records: dict[str, AddRecord] = {}
+        self._row_ids: dict[int, str] = {}
+        self._keys: dict[bytes, str] = {}
+        self._tag_rows: dict[str, set[int]] = {}
+        self._source_rows: dict[str, set[int]] = {}
+        self._times: list[tuple[str, int]] = []  # (created_at, row), sorted
+        self._next_row = 0
+        self._offset = 0
+        self._seen: tuple[tuple[int, int], int] = ((0, 0), -1)
+        self._skip_until: dict[str, int] = {}
+        self._count_at: dict[str, int] = {}
+        self._uncovered = 0
+        self._map: mmap.mmap | None = None
+        self._map_rows = 0
+        self._vectors_repaired: dict[int, np.ndarray] = {}
+        self._vcrc: dict[int, int] = {}  # row -> CRC-32 of its vector bytes, from the journal
+
+    def _open_files(self) -> None:
+        path = self.folder / JOURNAL_NAME
+        if not path.exists():
+            with self._lock.hold(exclusive=True):
+                if not path.exists():
+                    Journal.create(
+                        path,
+                        {
+                            "generation": uuid.uuid4().hex,
+                            "dim": self.dim,
+                            "model": str(self.embedder.model_name),
+                            "created_at": _now(),
+                        },
+                    )
+        self._journal = Journal(path)
+        header = self._journal.header
+        if header.get("dim") != self.dim or header.get("model") != str(self.embedder.model_name):
+            self._journal.close()
+            raise ModelMismatchError(
+                f"collection {self.collection!r} at {self.folder} holds vectors of model {header.get('model')!r} "
+                f"(dim {header.get('dim')}), but the embedder is {self.embedder.model_name!r} (dim {self.dim}); "
+                "use the same model, or another collection (MCP_MEMORY_COLLECTION)"
+            )
+        self._vpath = self.folder / f"vectors-{self._journal.generation}.f32"
+        self._vfd = os.open(self._vpath, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def _load(self) -> None:
+        """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them."""
+        self._close_files()
+        self._reset_state()
+        self._open_files()
+        assert self._journal is not None
+        self._offset = self._journal.header_end
+        with self._lock.hold(exclusive=False):
+            stamps: dict[str, dict[str, Any] | None] = {}
+            for d in self._derived:
+                d.reset()
+                stamps[d.name] = d.load(self.folder, self._journal.generation)
+                if stamps[d.name] is None:  # not fed during the replay: rebuilt in bulk after it
+                    d.reset()
+                    self._skip_until[d.name] = sys.maxsize
+                else:
+                    self._skip_until[d.name] = int(stamps[d.name]["offset"])  # type: ignore[index]
+                    if self._skip_until[d.name] == self._offset:
+                        self._count_at[d.name] = 0
+            torn = self._catch_up(repair=False)
+        rebuilt = False
+        for d in self._derived:
+            stamp = stamps[d.name]
+            if stamp is not None and self._count_at.get(d.name) != stamp.get("count"):
+                log.warning("the %s index checkpoint does not match the journal; rebuilding it", d.name)
+                stamp = None
+            if stamp is None:
+                self._rebuild(d)
+                rebuilt = rebuilt or d.persistent
+        self._skip_until.clear()
+        with self._lock.hold(exclusive=True):
+            if torn:
+                self._catch_up(repair=True)
+            self._cleanup_other_generations()
+        if self._uncovered >= CHECKPOINT_RECORDS or (rebuilt and self._records):
+            self._checkpoint()
+
+    def _rebuild(self, d: DerivedIndex) -> None:
+        """Bulk-rebuild one derived index from the live records and their stored vectors (no re-embedding)."""
+        t0 = time.perf_counter()
+        d.reset()
+        live = sorted(self._records.values(), key=lambda r: r.row)
+        for i in range(0, len(live), 10_000):
+            batch = live[i : i + 10_000]
+            d.add(batch, self._vectors_for(batch))
+        if live:
+            log.info("rebuilt the %s index of %d memories in %.1f s", d.name, len(live), time.perf_counter() - t0)
+
+    def _catch_up(self, repair: bool) -> bool:
+        """Apply every good journal line past our offset; returns True if a torn tail is left (not repaired).
+
+        With `repair` (exclusive lock held), a torn tail is set aside and cut off.
+        """
+        assert self._journal is not None
+        while True:
+            result = self._journal.read(self._offset)
+            if result.entries:
+                self._apply(result.entries)
+            self._offset = result.end
+            if result.done:
+                break
+        size = result.size
+        torn = size > self._offset
+        if torn and repair:
+            self._journal.set_aside_tail(self._offset)
+            size, torn = self._offset, False
+        self._seen = (self._journal.identity, size)
+        return torn
+
+    def _refresh(self) -> None:
+        """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""
+        if self._closed or self._journal is None:
+            raise StoreError("the store is closed")
+        try:
+            st = os.stat(self._journal.path)
+            ident, size = (st.st_dev, st.st_ino), st.st_size
+        except FileNotFoundError:
+            ident, size = (0, 0), -1
+        if ident != self._journal.identity:
+            log.info("journal %s was replaced (compacted by another process); reloading", self._journal.path)
+            self._load()
+        elif (ident, size) != self._seen:
+            with self._lock.hold(exclusive=False):
+                self._catch_up(repair=False)
+
+    def _apply(self, entries: Sequence[tuple[int, dict[str, Any]]]) -> None:
+        """The one replay path: journal records -> metadata, then every derived index (adds batched)."""
+        pending: list[tuple[int, AddRecord]] = []
+        for end, rec in entries:
+            op = rec.get("op")
+            if op == "add":
+                r = AddRecord(
+                    rec["id"], rec["content"], rec["created_at"], tuple(rec["tags"]), rec["source"], int(rec["row"])
+                )
+                if r.id in self._records:  # replayed twice cannot happen; be safe anyway
+                    continue
+                self._meta_add(r)
+                if "vcrc" in rec:
+                    self._vcrc[r.row] = int(rec["vcrc"], 16)
+                pending.append((end, r))
+            elif op == "del":
+                r2 = self._records.get(rec.get("id", ""))
+                if r2 is None:
+                    continue
+                self._flush(pending)
+                pending = []
+                self._meta_del(r2)
+                for d in self._derived:
+                    if end > self._skip_until.get(d.name, 0):
+                        d.remove([r2])
+            else:
+                continue
+            self._uncovered += 1
+            for name, until in self._skip_until.items():
+                if end == until:
+                    self._count_at[name] = len(self._records)
+        self._flush(pending)
+
+    def _flush(self, pending: list[tuple[int, AddRecord]]) -> None:
+        if not pending:
+            return
+        for d in self._derived:
+            until = self._skip_until.get(d.name, 0)
+            batch = [r for end, r in pending if end > until]
+            if batch:
+                d.add(batch, self._vectors_for(batch))
+
+    def _meta_add(self, r: AddRecord) -> None:
+        self._records[r.id] = r
+        self._row_ids[r.row] = r.id
+        self._keys.setdefault(_content_key(r.content), r.id)
+        for t in r.tags:
+            self._tag_rows.setdefault(t, set()).add(r.row)
+        self._source_rows.setdefault(r.source, set()).add(r.row)
+        key = (r.created_at, r.row)
+        if not self._times or key > self._times[-1]:
+            self._times.append(key)
+        else:
+            bisect.insort(self._times, key)
+        self._next_row = max(self._next_row, r.row + 1)
+
+    def _meta_del(self, r: AddRecord) -> None:
+        del self._records[r.id]
+        self._row_ids.pop(r.row, None)
+        k = _content_key(r.content)
+        if self._keys.get(k) == r.id:
+            del self._keys[k]
+        for t in r.tags:
+            rows = self._tag_rows.get(t)
+            if rows is not None:
+                rows.discard(r.row)
+                if not rows:
+                    del self._tag_rows[t]
+        rows = self._source_rows.get(r.source)
+        if rows is not None:
+            rows.discard(r.row)
+            if not rows:
+                del self._source_rows[r.source]
+        i = bisect.bisect_left(self._times, (r.created_at, r.row))
+        if i < len(self._times) and self._times[i] == (r.created_at, r.row):
+            del self._times[i]
+
+    # --- vector rows ---------------------------------------------------------------------------------------------
+
+    def _read_rows(self, rows: Sequence[int]) -> np.ndarray:
+        """Raw vector rows from the row file (consecutive rows in one read)."""
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        i = 0
+        while i < len(rows):
+            j = i + 1
+            while j < len(rows) and rows[j] == rows[j - 1] + 1 and j - i < 65536:
+                j += 1
+            nbytes = (j - i) * self._rowbytes
+            data = os.pread(self._vfd, nbytes, rows[i] * self._rowbytes)
+            if len(data) != nbytes:
+                raise StoreError(
+                    f"{self._vpath} is shorter than the journal says (rows {rows[i]}..{rows[j - 1]} missing)"
+                )
+            out[i:j] = np.frombuffer(data, dtype=np.float32).reshape(j - i, self.dim)
+            i = j
+        return out
+
+    def _vectors_for(self, records: Sequence[AddRecord]) -> np.ndarray:
+        """Stored vectors of `records`, each checked against its CRC; a damaged row is re-embedded (logged)."""
+        rows = [r.row for r in records]
+        try:
+            vecs = self._read_rows(rows)
+        except StoreError:
+            vecs = None
+        crcs = self._vcrc
+        bad: list[int] = []
+        for i, r in enumerate(records):
+            if vecs is None:
+                bad.append(i)
+                continue
+            want = crcs.get(r.row)
+            if want is not None and zlib.crc32(vecs[i].tobytes()) != want:
+                bad.append(i)
+        if bad:
+            if vecs is None:
+                vecs = np.zeros((len(records), self.dim), dtype=np.float32)
+            log.error(
+                "%d stored vector row(s) in %s are damaged or missing; re-embedding them (run compact() to rewrite)",
+                len(bad),
+                self._vpath,
+            )
+            fixed = self._embed([records[i].content for i in bad])
+            for i, v in zip(bad, fixed, strict=False):
+                vecs[i] = v
+                self._vectors_repaired[records[i].row] = v
+        return vecs
+
+    def _matrix(self, rows: np.ndarray) -> np.ndarray:
+        """Stored vectors of live rows via a read-only map of the row file (for exact ranking)."""
+        need = int(rows.max()) + 1 if len(rows) else 0
+        if need > self._map_rows:
+            if self._map is not None:
+                with contextlib.suppress(BufferError):  # a caller may still hold a view; the GC closes it
+                    self._map.close()
+            size = os.fstat(self._vfd).st_size
+            self._map = mmap.mmap(self._vfd, size, access=mmap.ACCESS_READ)
+            self._map_rows = size // self._rowbytes
+        assert self._map is not None
+        mat = np.frombuffer(self._map, dtype=np.float32, count=self._map_rows * self.dim).reshape(-1, self.dim)
+        out = mat[rows]
+        if self._vectors_repaired:
+            for i, row in enumerate(rows.tolist()):
+                if row in self._vectors_repaired:
+                    out[i] = self._vectors_repaired[row]
+        return out
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+        if vecs.shape != (len(texts), self.dim) or not np.isfinite(vecs).all():
+            raise StoreError(f"the embedder returned shape {vecs.shape} (or non-finite values) for {len(texts)} texts")
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return vecs / np.where(norms == 0, 1, norms)
+
+    # --- writing -------------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Thread lock + exclusive file lock, caught up on everything (a torn tail repaired) before writing."""
+        with self._mu:
+            self._refresh()
+            with self._lock.hold(exclusive=True):
+                self._catch_up(repair=True)
+                yield
+                if self._uncovered >= WRITE_CHECKPOINT_RECORDS:
+                    self._checkpoint_locked()
+
+    def _write_adds(self, items: list[_NewItem]) -> list[Memory]:
+        """Write the non-duplicate items (vectors already set) in one group commit; results in item order."""
+        with self._writing():
+            assert self._journal is not None
+            fresh: list[_NewItem] = []
+            out: list[Memory | None] = [None] * len(items)
+            batch_keys: dict[bytes, int] = {}
+            for i, it in enumerate(items):
+                existing = self._keys.get(it.key)
+                if existing is not None:
+                    out[i] = _memory(self._records[existing], duplicate=True)
+                elif it.id and it.id in self._records:
+                    out[i] = _memory(self._records[it.id], duplicate=True)
+                elif it.key in batch_keys:
+                    it.dup_of = batch_keys[it.key]
+                else:
+                    batch_keys[it.key] = i
+                    fresh.append(it)
+            if fresh:
+                missing = [it for it in fresh if it.vector is None]
+                if missing:  # was a duplicate when embedding began, and has been deleted since: rare
+                    for it, v in zip(missing, self._embed([it.content for it in missing]), strict=False):
+                        it.vector = v
+                first_row = self._next_row
+                vecs = np.stack([it.vector for it in fresh]).astype(np.float32)  # type: ignore[misc]
+                recs: list[dict[str, Any]] = []
+                for n, it in enumerate(fresh):
+                    it.id = it.id or uuid.uuid4().hex
+                    recs.append(
+                        {
+                            "op": "add",
+                            "id": it.id,
+                            "content": it.content,
+                            "created_at": it.created_at or _now(),
+                            "tags": list(it.tags),
+                            "source": it.source,
+                            "row": first_row + n,
+                            "vcrc": f"{zlib.crc32(vecs[n].tobytes()):08x}",
+                        }
+                    )
+                # Vectors first (and durable), then the journal lines that reference them.
+                os.lseek(self._vfd, first_row * self._rowbytes, os.SEEK_SET)
+                write_all(self._vfd, vecs.tobytes())
+                fsync_fd(self._vfd)
+                self._journal.append(recs)
+                self._catch_up(repair=False)
+            for i, it in enumerate(items):
+                if out[i] is None:
+                    if it.dup_of >= 0:
+                        out[i] = _memory(self._records[items[it.dup_of].id], duplicate=True)
+                    else:
+                        out[i] = _memory(self._records[it.id])
+            return out  # type: ignore[return-value]
+
+    def _new_item(self, content: object, tags: object, source: object, where: str = "") -> _NewItem:
+        text = _check_text(content, f"{where}content", MAX_CONTENT_CHARS)
+        return _NewItem(text, _check_tags(tags, f"{where}tags"), _check_source(source), _content_key(text))
+
+    def _embed_missing(self, items: list[_NewItem]) -> None:
+        """Embed (outside every lock) the items that are not already known duplicates and have no vector."""
+        with self._mu:
+            self._refresh()
+            todo = [it for it in items if it.vector is None and it.key not in self._keys]
+        if todo:  # known duplicates need no vector: the write path returns the existing memory
+            for it, v in zip(todo, self._embed([it.content for it in todo]), strict=False):
+                it.vector = v
+
+    def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
+        """Store one memory (durable when this returns); an exact duplicate returns the existing one."""
+        return self.add_many([{"content": content, "tags": tags, "source": source}])[0]
+
+    def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
+        """Store several memories with one batched embedding and one fsync; all are validated before any write."""
+        new: list[_NewItem] = []
+        for n, item in enumerate(items):
+            where = f"items[{n}]." if not isinstance(items, list) or len(items) != 1 else ""
+            if isinstance(item, str):
+                new.append(self._new_item(item, None, None, where))
+            elif isinstance(item, dict):
+                unknown = set(item) - {"content", "tags", "source"}
+                if unknown:
+                    raise InvalidInputError(f"{where or 'item.'}{sorted(unknown)[0]} is not a memory field")
+                new.append(self._new_item(item.get("content"), item.get("tags"), item.get("source"), where))
+            else:
+                raise InvalidInputError(f"items[{n}] must be a string or a dict, got {type(item).__name__}")
+        if not new:
+            return []
+        self._embed_missing(new)
+        return self._write_adds(new)
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete a memory for good (durable when this returns); False if there is no such memory."""
+        mid = _check_id(memory_id)
+        with self._writing():
+            assert self._journal is not None
+            if mid not in self._records:
+                return False
+            self._journal.append([{"op": "del", "id": mid, "at": _now()}])
+            self._catch_up(repair=False)
+            return True
+
+    # --- reading -------------------------------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory | None:
+        mid = _check_id(memory_id)
+        with self._mu:
+            self._refresh()
+            r = self._records.get(mid)
+            return _memory(r) if r else None
+
+    def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
+        """Newest first; with `tags`, only memories sharing at least one of them."""
+        limit = _check_limit(limit)
+        wanted = _check_tags(tags)
+        with self._mu:
+            self._refresh()
+            if wanted:
+                keys = self._candidate_keys(self._tag_union(wanted))
+                top = heapq.nlargest(limit, keys)
+            else:
+                top = self._times[-limit:][::-1]
+            return [_memory(self._records[self._row_ids[row]]) for _, row in top]
+
+    def _tag_union(self, tags: Sequence[str]) -> set[int]:
+        out: set[int] = set()
+        for t in tags:
+            out |= self._tag_rows.get(t, set())
+        return out
+
+    def _candidate_keys(self, rows: Iterable[int]) -> list[tuple[str, int]]:
+        recs, ids = self._records, self._row_ids
+        return [(recs[ids[row]].created_at, row) for row in rows]
+
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
+        min_score: float | None = None,
+        mode: str = "hybrid",
+    ) -> list[Hit]:
+        """The `limit` memories closest in meaning to `query` among those matching every filter, best first.
+
+        Filters restrict the candidates before ranking: tags match when a memory has any of them; `since`/`until`
+        bound created_at (inclusive; a date-only `until` includes that day, UTC). `mode` is accepted for the
+        keyword index to come; today every mode ranks by vector similarity.
+        """
+        text = _check_text(query, "query", MAX_CONTENT_CHARS)
+        if mode not in _MODES:
+            raise InvalidInputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+        args = self._search_args(limit, tags, source, since, until, min_score)
+        q = np.asarray(self.embedder.embed_query(text), dtype=np.float32).reshape(-1)
+        return self._search(q, *args)
+
+    def search_by_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int = 5,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        """`search` with a ready query vector (benchmarks, and callers that embed themselves)."""
+        q = _check_vector(vector, self.dim, "vector")
+        return self._search(q, *self._search_args(limit, tags, source, since, until, min_score))
+
+    def _search_args(
+        self, limit: object, tags: object, source: object, since: object, until: object, min_score: object
+    ) -> tuple[int, tuple[str, ...], str | None, tuple[str | None, str | None, bool], float | None]:
+        limit = _check_limit(limit)
+        wanted = _check_tags(tags)
+        src = None if source is None else _check_source(source)
+        bounds = _time_bounds(since, until)
+        if min_score is not None:
+            if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or math.isnan(min_score):
+                raise InvalidInputError(f"min_score must be a number between -1 and 1, got {min_score!r}")
+            if not -1.0 <= float(min_score) <= 1.0:
+                raise InvalidInputError(f"min_score must be between -1 and 1, got {min_score}")
+            min_score = float(min_score)
+        return limit, wanted, src, bounds, min_score  # type: ignore[return-value]
+
+    def _candidates(
+        self, tags: tuple[str, ...], source: str | None, bounds: tuple[str | None, str | None, bool]
+    ) -> np.ndarray | None:
+        """Rows of live memories matching every filter, or None when there is no filter (all of them)."""
+        lo, hi, hi_inclusive = bounds
+        rows: set[int] | None = None
+        if tags:
+            rows = self._tag_union(tags)
+        if source is not None:
+            by_source = self._source_rows.get(source, set())
+            rows = set(by_source) if rows is None else rows & by_source
+        if lo is None and hi is None:
+            return None if rows is None else np.fromiter(rows, dtype=np.int64, count=len(rows))
+        i = 0 if lo is None else bisect.bisect_left(self._times, (lo, -1))
+        if hi is None:
+            j = len(self._times)
+        else:
+            j = (
+                bisect.bisect_right(self._times, (hi, 1 << 62))
+                if hi_inclusive
+                else bisect.bisect_left(self._times, (hi, -1))
+            )
+        if rows is None or j - i <= len(rows):
+            in_range = [row for _, row in self._times[i:j]]
+            if rows is not None:
+                in_range = [row for row in in_range if row in rows]
+            return np.asarray(in_range, dtype=np.int64)
+        recs, ids = self._records, self._row_ids
+        keep = [
+            row
+            for row in rows
+            if (lo is None or recs[ids[row]].created_at >= lo)
+            and (hi is None or (recs[ids[row]].created_at <= hi if hi_inclusive else recs[ids[row]].created_at < hi))
+        ]
+        return np.asarray(keep, dtype=np.int64)
+
+    def _search(
+        self,
+        q: np.ndarray,
+        limit: int,
+        tags: tuple[str, ...],
+        source: str | None,
+        bounds: tuple[str | None, str | None, bool],
+        min_score: float | None,
+    ) -> list[Hit]:
+        if q.shape != (self.dim,):
+            raise StoreError(f"the query vector has shape {q.shape}, expected ({self.dim},)")
+        with self._mu:
+            self._refresh()
+            cand = self._candidates(tags, source, bounds)
+            rows, scores = self._rank(q, limit, cand)
+            hits = []
+            for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
+                if (min_score is not None and score < min_score) or row not in self._row_ids:
+                    continue
+                hits.append(Hit(_memory(self._records[self._row_ids[row]]), float(score)))
+            return hits
+
+    def _rank(self, q: np.ndarray, limit: int, cand: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Top rows among `cand` (None = all): exact for small sets, HNSW otherwise, never fewer than possible."""
+        total = len(self._records) if cand is None else len(cand)
+        k = min(limit, total)
+        if k == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        if cand is not None and total <= BRUTE_FORCE_MAX:
+            return self._exact(q, k, cand)
+        allowed = None if cand is None else set(cand.tolist())
+        try:
+            rows, scores = self._vindex.search(q, k, None if allowed is None else allowed.__contains__)
+        except RuntimeError:  # hnswlib found fewer than k (a sparse filter): rank exactly instead
+            rows = np.empty(0, dtype=np.int64)
+            scores = np.empty(0, dtype=np.float32)
+        if len(rows) < k:
+            all_rows = cand if cand is not None else np.fromiter(self._row_ids, dtype=np.int64)
+            return self._exact(q, k, all_rows)
+        return rows, scores
+
+    def _exact(self, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scores = self._matrix(rows) @ q
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
+        top = top[np.lexsort((rows[top], -scores[top]))]
+        return rows[top], scores[top]
+
+    def tag_counts(self) -> dict[str, int]:
+        """Live memories per tag, most used first."""
+        with self._mu:
+            self._refresh()
+            return dict(sorted(((t, len(r)) for t, r in self._tag_rows.items()), key=lambda kv: (-kv[1], kv[0])))
+
+    def stats(self) -> dict[str, Any]:
+        with self._mu:
+            self._refresh()
+            on_disk = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+            return {
+                "count": len(self._records),
+                "collection": self.collection,
+                "path": str(self.folder),
+                "model": str(self.embedder.model_name),
+                "dim": self.dim,
+                "index": self._vindex.params(),
+                "bytes_on_disk": on_disk,
+                "journal_bytes": self._offset,
+                "deleted_pending_compaction": self._next_row - len(self._records),
+            }
+
+    # --- bulk: export / import / compact ----------------------------------------------------------------------
+
+    def export(self, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+        """Every live memory as a plain dict, oldest first; with `include_vectors`, also "vector" (list of floats).
+
+        A snapshot taken at the first next(); vectors let import_ skip re-embedding (same model only).
+        """
+        with self._mu:
+            self._refresh()
+            assert self._journal is not None
+            generation = self._journal.generation
+            snapshot = [self._records[self._row_ids[row]] for _, row in self._times]
+        for i in range(0, len(snapshot), IMPORT_BATCH):
+            batch = snapshot[i : i + IMPORT_BATCH]
+            vecs = None
+            if include_vectors:
+                with self._mu:
+                    assert self._journal is not None
+                    if self._journal.generation != generation or self._journal.replaced():
+                        raise StoreError("the store was compacted during export; run the export again")
+                    vecs = self._vectors_for(batch)
+            for n, r in enumerate(batch):
+                d = _memory(r).to_dict()
+                if vecs is not None:
+                    d["vector"] = vecs[n].tolist()
+                yield d
+
+    def import_(self, records: Iterable[dict[str, Any]]) -> int:
+        """Add exported records, keeping id and created_at; skips known ids and duplicate content.
+
+        Records with a "vector" (from the same model) are not re-embedded: the bulk-load path. Work goes in batches
+        of IMPORT_BATCH, each validated in full before it is written; on an error, earlier batches stay written
+        and running the import again skips them. Returns how many memories were added.
+        """
+        added = 0
+        batch: list[_NewItem] = []
+        for n, rec in enumerate(records):
+            batch.append(self._import_item(rec, n))
+            if len(batch) >= IMPORT_BATCH:
+                added += self._import_batch(batch)
+                batch = []
+        if batch:
+            added += self._import_batch(batch)
+        with self._mu:
+            if self._uncovered >= CHECKPOINT_RECORDS:
+                self._checkpoint()
+        return added
+
+    def _import_item(self, rec: object, n: int) -> _NewItem:
+        where = f"records[{n}]."
+        if not isinstance(rec, dict):
+            raise InvalidInputError(f"records[{n}] must be a dict, got {type(rec).__name__}")
+        it = self._new_item(rec.get("content"), rec.get("tags"), rec.get("source"), where)
+        if rec.get("id") is not None:
+            it.id = _check_id(rec["id"], f"{where}id")
+        if rec.get("created_at") is not None:
+            it.created_at = _iso(_parse_time(rec["created_at"], f"{where}created_at")[0])
+        if rec.get("vector") is not None:
+            it.vector = _check_vector(rec["vector"], self.dim, f"{where}vector")
+        return it
+
+    def _import_batch(self, batch: list[_NewItem]) -> int:
+        with self._mu:
+            self._refresh()
+            batch = [it for it in batch if not (it.id and it.id in self._records) and it.key not in self._keys]
+        if not batch:
+            return 0
+        self._embed_missing(batch)
+        return sum(1 for m in self._write_adds(batch) if not m.duplicate)
+
+    def compact(self) -> dict[str, Any]:
+        """Rewrite journal and vectors without deleted memories (see journal.py for why a crash here is safe).
+
+        Holds the exclusive lock throughout, including the index rebuild (labels are rows, which change).
+        """
+        with self._mu:
+            self._refresh()
+            with self._lock.hold(exclusive=True):
+                self._catch_up(repair=True)
+                assert self._journal is not None
+                before = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+                removed = self._next_row - len(self._records)
+                generation = uuid.uuid4().hex
+                vpath = self.folder / f"vectors-{generation}.f32"
+                jtmp = self.folder / f"{JOURNAL_NAME}.compact-tmp"
+                live = [self._records[self._row_ids[row]] for _, row in self._times]
+                header = {**self._journal.header, "generation": generation, "compacted_at": _now()}
+                header.pop("crc", None)
+                header.pop("op", None)
+                header.pop("format", None)
+                Journal.create(jtmp, header)
+                vfd = os.open(vpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                jfd = os.open(jtmp, os.O_WRONLY | os.O_APPEND)
+                try:
+                    for i in range(0, len(live), 10_000):
+                        batch = live[i : i + 10_000]
+                        vecs = self._vectors_for(batch)
+                        write_all(vfd, vecs.tobytes())
+                        lines = []
+                        for n, r in enumerate(batch):
+                            lines.append(
+                                encode_line(
+                                    {
+                                        "op": "add",
+                                        "id": r.id,
+                                        "content": r.content,
+                                        "created_at": r.created_at,
+                                        "tags": list(r.tags),
+                                        "source": r.source,
+                                        "row": i + n,
+                                        "vcrc": f"{zlib.crc32(vecs[n].tobytes()):08x}",
+                                    }
+                                )
+                            )
+                        write_all(jfd, b"".join(lines))
+                    fsync_fd(vfd)
+                    fsync_fd(jfd)
+                finally:
+                    os.close(vfd)
+                    os.close(jfd)
+                fsync_dir(self.folder)
+                os.replace(jtmp, self.folder / JOURNAL_NAME)  # the atomic switch to the new generation
+                fsync_dir(self.folder)
+                self._load_locked()
+                after = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+        return {"count": len(self._records), "removed": removed, "bytes_before": before, "bytes_after": after}
+
+    def _load_locked(self) -> None:
+        """Reload while this process already holds the exclusive lock (after compaction)."""
+        self._close_files()
+        self._reset_state()
+        self._open_files()
+        assert self._journal is not None
+        self._offset = self._journal.header_end
+        for d in self._derived:
+            d.reset()
+        self._catch_up(repair=True)
+        self._cleanup_other_generations()
+        if self._records:
+            self._checkpoint_locked()
+
+    def _cleanup_other_generations(self) -> None:
+        """Remove vector and temp files of other generations (left by a compaction); exclusive lock held."""
+        assert self._journal is not None
+        if self._journal.replaced():
+            return
+        for p in self.folder.iterdir():
+            if (p.name.startswith("vectors-") and p != self._vpath) or p.name.endswith(".compact-tmp"):
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+    # --- checkpoints and closing ---------------------------------------------------------------------------------
+
+    def _checkpoint(self) -> None:
+        with self._lock.hold(exclusive=True):
+            self._catch_up(repair=True)
+            self._checkpoint_locked()
+
+    def _checkpoint_locked(self) -> None:
+        """Save every derived index with the journal position it covers (caller holds the exclusive lock)."""
+        assert self._journal is not None
+        stamp = {"generation": self._journal.generation, "offset": self._offset, "count": len(self._records)}
+        for d in self._derived:
+            try:
+                d.save(self.folder, stamp)
+            except OSError as exc:  # a failed checkpoint costs replay time on the next open, never data
+                log.warning("could not save the %s index checkpoint: %s", d.name, exc)
+                return
+        self._uncovered = 0
+
+    def _close_files(self) -> None:
+        if getattr(self, "_map", None) is not None:
+            with contextlib.suppress(BufferError):
+                self._map.close()  # type: ignore[union-attr]
+            self._map = None
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        if self._vfd >= 0:
+            os.close(self._vfd)
+            self._vfd = -1
+
+    def close(self) -> None:
+        """Checkpoint if worthwhile, then release files. Safe to call twice."""
+        with self._mu:
+            if self._closed:
+                return
+            try:
+                if self._journal is not None and self._uncovered >= CHECKPOINT_RECORDS:
+                    self._refresh()
+                    self._checkpoint()
+            except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
+                log.warning("checkpoint on close failed: %s", exc)
+            self._closed = True
+            self._close_files()
+            self._lock.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self._closed:
+                self._close_files()
+                self._lock.close()

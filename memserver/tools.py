@@ -1,0 +1,337 @@
+"""The four memory tools as MCP `Tool` constants, with hand-written JSON Schemas, and argument validation.
+
+The schemas below are the contract: `tools/list` advertises them verbatim and `validate_arguments` checks every
+`tools/call` against the very same dicts (the low-level SDK server validates nothing). Messages follow pydantic's
+wording, field first: `limit: Input should be greater than or equal to 1`.
+
+Knows nothing about the store or the transports.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError as SchemaViolation
+
+# Bounds shared by the schemas and the docs. Results are bounded: no tool can dump the whole store.
+MAX_CONTENT_CHARS = 20_000
+MAX_QUERY_CHARS = 2_000
+MAX_TAGS = 20
+MAX_TAG_CHARS = 64
+MAX_SOURCE_CHARS = 200
+MAX_RECALL = 50
+MAX_LIST = 100
+
+# ISO 8601 date or date-time (offset optional; no offset means UTC): 2026-01-31, 2026-01-31T09:30:00Z, ...
+SEARCH_MODES = ("hybrid", "semantic", "keyword")
+
+ISO_DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
+
+_TAGS = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS},
+    "maxItems": MAX_TAGS,
+}
+_SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS}
+
+MEMORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "The memory's id (use it with forget)."},
+        "content": {"type": "string"},
+        "created_at": {"type": "string", "description": "When it was stored, ISO 8601 UTC."},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "source": {"type": "string", "description": "Where it came from; empty when not given."},
+    },
+    "required": ["id", "content", "created_at", "tags", "source"],
+}
+
+HIT_SCHEMA: dict[str, Any] = {
+    **MEMORY_SCHEMA,
+    "properties": {
+        **MEMORY_SCHEMA["properties"],
+        "score": {"type": "number", "description": "Cosine similarity to the query, -1..1; higher is closer."},
+    },
+    "required": [*MEMORY_SCHEMA["required"], "score"],
+}
+
+
+REMEMBER = types.Tool(
+    name="remember",
+    title="Remember",
+    description=(
+        "Store a fact in long-term memory so it can be recalled in later conversations. Call it when the user "
+        "tells you something worth keeping beyond this conversation (a preference, a decision, a name, a project "
+        "detail, a to-do) or asks you to remember something. Write one self-contained fact per call, in plain "
+        "words that will make sense on their own later (e.g. 'The user prefers tabs over spaces in Python'), not "
+        "a transcript. Storing exactly the same text again stores nothing and returns status 'duplicate' with the "
+        "existing id."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "content": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_CONTENT_CHARS,
+                "description": "The fact to remember, self-contained.",
+            },
+            "tags": {
+                **_TAGS,
+                "description": "Optional labels to group and filter by, e.g. ['project:x', 'preference'].",
+            },
+            "source": {**_SOURCE, "description": "Optional origin, e.g. 'chat', a file path or a URL."},
+        },
+        "required": ["content"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "status": {"type": "string", "enum": ["stored", "duplicate"]},
+        },
+        "required": ["id", "status"],
+    },
+    annotations=types.ToolAnnotations(
+        title="Remember",
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=True,  # the same content again is a "duplicate", not a second copy
+        open_world_hint=False,
+    ),
+)
+
+RECALL = types.Tool(
+    name="recall",
+    title="Recall memories",
+    description=(
+        "Search long-term memory by meaning and return the most relevant memories, best first. Call it before "
+        "answering whenever something the user told you earlier could matter: their preferences, past decisions, "
+        "names, project facts. Phrase the query as what you need to know ('which editor does the user use?'). "
+        "Narrow it with tags, source, or a time window (since/until: an ISO 8601 date or date-time, UTC when no "
+        "offset is given). Each result has a score, the cosine similarity to the query: unrelated text typically "
+        "scores around 0.1-0.3, a close match 0.5 or more; min_score drops weaker results."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_QUERY_CHARS,
+                "description": "What to look for, in natural language.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_RECALL,
+                "default": 5,
+                "description": "How many results at most.",
+            },
+            "tags": {**_TAGS, "description": "Only memories carrying at least one of these tags."},
+            "source": {**_SOURCE, "description": "Only memories with exactly this source."},
+            "since": {
+                "type": "string",
+                "pattern": ISO_DATE_PATTERN,
+                "description": "Only memories stored at or after this ISO 8601 date or date-time.",
+            },
+            "until": {
+                "type": "string",
+                "pattern": ISO_DATE_PATTERN,
+                "description": "Only memories stored at or before this ISO 8601 date or date-time.",
+            },
+            "min_score": {
+                "type": "number",
+                "minimum": -1,
+                "maximum": 1,
+                "description": "Drop results whose score (cosine similarity) is below this.",
+            },
+            "mode": {
+                "type": "string",
+                "enum": list(SEARCH_MODES),
+                "default": "hybrid",
+                "description": "hybrid (default) ranks by words and meaning together; semantic by meaning only; "
+                "keyword by matching words only (names, ids, exact phrases).",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"results": {"type": "array", "items": HIT_SCHEMA, "maxItems": MAX_RECALL}},
+        "required": ["results"],
+    },
+    annotations=types.ToolAnnotations(
+        title="Recall memories", read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
+LIST_RECENT = types.Tool(
+    name="list_recent",
+    title="List recent memories",
+    description=(
+        "List the most recently stored memories, newest first, optionally only those carrying one of the given tags. "
+        "Use it to review what was remembered lately or to browse a tag; use recall instead when looking for "
+        "something specific."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_LIST,
+                "default": 10,
+                "description": "How many memories at most.",
+            },
+            "tags": {**_TAGS, "description": "Only memories carrying at least one of these tags."},
+        },
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"memories": {"type": "array", "items": MEMORY_SCHEMA, "maxItems": MAX_LIST}},
+        "required": ["memories"],
+    },
+    annotations=types.ToolAnnotations(
+        title="List recent memories", read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
+FORGET = types.Tool(
+    name="forget",
+    title="Forget a memory",
+    description=(
+        "Permanently delete one memory by its id (ids come from recall, list_recent or remember). Use it when the "
+        "user asks you to forget something, or when a memory is wrong or out of date (then remember the corrected "
+        "fact). An id that does not exist returns deleted: false."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "memory_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The id to delete."},
+        },
+        "required": ["memory_id"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"}},
+        "required": ["id", "deleted"],
+    },
+    annotations=types.ToolAnnotations(
+        title="Forget a memory",
+        read_only_hint=False,
+        destructive_hint=True,
+        idempotent_hint=True,  # forgetting twice leaves the same state; the second answer is deleted: false
+        open_world_hint=False,
+    ),
+)
+
+TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET)
+TOOLS_BY_NAME: dict[str, types.Tool] = {tool.name: tool for tool in TOOLS}
+
+
+class ArgumentError(ValueError):
+    """Arguments that break a tool's input schema; `errors` holds one 'field: rule' line per problem."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Check `arguments` against `tool.input_schema` and return them with the schema's defaults filled in.
+
+    Raises:
+        ArgumentError: listing every problem, pydantic-style (`limit: Input should be less than or equal to 50`).
+    """
+    schema = tool.input_schema
+    args = dict(arguments or {})
+    problems = sorted(_validator(tool.name).iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
+    if problems:
+        messages: list[str] = []
+        for problem in problems:
+            for message in _describe(problem, schema):
+                if message not in messages:
+                    messages.append(message)
+        raise ArgumentError(messages)
+    for name, prop in schema.get("properties", {}).items():
+        if name not in args and "default" in prop:
+            args[name] = prop["default"]
+        elif prop.get("type") == "integer" and isinstance(args.get(name), float):
+            args[name] = int(args[name])  # JSON Schema counts 5.0 as an integer; the store wants an int
+    return args
+
+
+@cache
+def _validator(tool_name: str) -> Any:
+    # jsonschema is imported on the first tools/call, not at start-up (it is a dependency of mcp as well).
+    from jsonschema import Draft202012Validator
+
+    schema = TOOLS_BY_NAME[tool_name].input_schema
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+_TYPE_NAMES = {
+    "string": "a valid string",
+    "integer": "a valid integer",
+    "number": "a valid number",
+    "boolean": "a valid boolean",
+    "array": "a valid list",
+    "object": "a valid dictionary",
+}
+
+_PATTERN_HINTS = {
+    ISO_DATE_PATTERN: "Input should be an ISO 8601 date or date-time, e.g. 2026-01-31 or 2026-01-31T09:30:00Z",
+}
+
+
+def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
+    """One jsonschema error -> 'field: rule' lines in pydantic's wording."""
+    where = ".".join(str(part) for part in error.absolute_path)
+    rule, value, instance = error.validator, error.validator_value, error.instance
+
+    def at(message: str, field: str = where) -> str:
+        return f"{field}: {message}" if field else message
+
+    if rule == "required":
+        missing = [name for name in value if isinstance(instance, dict) and name not in instance]
+        return [at("Field required", f"{where}.{name}" if where else name) for name in missing]
+    if rule == "additionalProperties":
+        known = list(error.schema.get("properties", {}))
+        lines = []
+        for extra in sorted(set(instance) - set(known)):
+            close = difflib.get_close_matches(extra, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(known)})"
+            lines.append(at("Extra inputs are not permitted" + hint, f"{where}.{extra}" if where else extra))
+        return lines
+    if rule == "type":
+        wanted = value if isinstance(value, str) else value[0]
+        return [at(f"Input should be {_TYPE_NAMES.get(wanted, wanted)}")]
+    if rule == "minimum":
+        return [at(f"Input should be greater than or equal to {value}")]
+    if rule == "maximum":
+        return [at(f"Input should be less than or equal to {value}")]
+    if rule == "minLength":
+        return [at(f"String should have at least {value} character{'s' if value != 1 else ''}")]
+    if rule == "maxLength":
+        return [at(f"String should have at most {value} characters")]
+    if rule == "maxItems":
+        return [at(f"List should have at most {value} items, not {len(instance)}")]
+    if rule == "enum":
+        options = [repr(option) for option in value]
+        listed = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
+        return [at(f"Input should be {listed}")]
+    if rule == "pattern":
+        return [at(_PATTERN_HINTS.get(value, f"String should match pattern {value!r}"))]
+    return [at(error.message)]

@@ -1,0 +1,139 @@
+"""Helpers for the end-to-end tests: real `memserver serve` processes (real store, real model) driven by the MCP
+SDK's client. Sessions live on a background event loop (an anyio blocking portal) so a module can share one
+server process across plain synchronous tests; every wait is bounded (anyio.fail_after, request timeouts, or a
+deadline on the process)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from anyio.from_thread import BlockingPortal
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+TIMEOUT = 60.0  # the first call of a fresh server may wait for the model to load
+SERVE = [sys.executable, "-m", "memserver", "serve"]
+
+
+def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSERVER_TOKEN", "MCP_MEMORY_"))}
+    env.update(MCP_MEMORY_PATH=str(data_dir), MEMSERVER_LOG_LEVEL="INFO", **extra)
+    return env
+
+
+class Live:
+    """A connected MCP `Client`, called from synchronous code: `live.call_tool("recall", {...})`."""
+
+    def __init__(self, portal: BlockingPortal, client: Client) -> None:
+        self.portal = portal
+        self.client = client
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+        if not callable(method):
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            async def bounded() -> Any:
+                with anyio.fail_after(TIMEOUT):
+                    return await method(*args, **kwargs)
+
+            return self.portal.call(bounded)
+
+        return call
+
+
+@asynccontextmanager
+async def _connected(transport: Any) -> AsyncIterator[Client]:
+    # mode="legacy": the initialize handshake, as desktop clients do it today.
+    async with Client(transport, mode="legacy", read_timeout_seconds=TIMEOUT) as client:
+        yield client
+
+
+@contextmanager
+def stdio_session(portal: BlockingPortal, data_dir: Path, log: Path) -> Iterator[Live]:
+    """Spawn `memserver serve` (stdio) on `data_dir` and connect to it; its stderr goes to `log`."""
+    params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=server_env(data_dir))
+    with log.open("a") as errlog, portal.wrap_async_context_manager(_connected(stdio_client(params, errlog))) as c:
+        yield Live(portal, c)
+
+
+@asynccontextmanager
+async def _http_connected(url: str, token: str | None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(TIMEOUT)) as http,
+        _connected(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+@contextmanager
+def http_session(portal: BlockingPortal, url: str, token: str | None = None) -> Iterator[Live]:
+    with portal.wrap_async_context_manager(_http_connected(url, token)) as client:
+        yield Live(portal, client)
+
+
+@dataclass
+class HttpServer:
+    process: subprocess.Popen[str]
+    url: str
+    log: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def http_server(data_dir: Path, *args: str, **env: str) -> Iterator[HttpServer]:
+    """Run `memserver serve --http --port 0 ARGS` and yield it once it prints its URL."""
+    process = subprocess.Popen(
+        [*SERVE, "--http", "--port", "0", *args],
+        env=server_env(data_dir, **env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+    url: list[str] = []
+
+    def drain() -> None:  # keep reading so the pipe never fills; remember the URL line
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            match = re.search(r"serving MCP at (\S+)", line)
+            if match and not url:
+                url.append(match.group(1))
+                found.set()
+        found.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        if not found.wait(TIMEOUT) or not url:
+            raise RuntimeError("memserver serve --http did not start:\n" + "".join(lines))
+        yield HttpServer(process, url[0], lines)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    start = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - start

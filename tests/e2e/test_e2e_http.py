@@ -1,0 +1,119 @@
+"""`memserver serve --http` as a subprocess: transport security, bearer tokens and per-user isolation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import mcp_types as types
+import pytest
+from anyio.from_thread import BlockingPortal
+from mcp.shared.exceptions import MCPError
+
+from tests.e2e.servers import SERVE, HttpServer, http_server, http_session, server_env
+
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdef"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """One HTTP server with two users' tokens, on a free loopback port."""
+    with http_server(tmp_path_factory.mktemp("http-data"), MEMSERVER_TOKENS=f"alice:{ALICE}, bob:{BOB}") as running:
+        yield running
+
+
+def post(url: str, *, token: str | None = ALICE, body: bytes | None = None, **headers: str) -> httpx2.Response:
+    all_headers = {**MCP_HEADERS, **headers}
+    if token:
+        all_headers["Authorization"] = f"Bearer {token}"
+    with httpx2.Client(timeout=30) as http:
+        return http.post(url, content=body or json.dumps(INITIALIZE).encode(), headers=all_headers)
+
+
+def test_a_valid_token_initializes(server: HttpServer) -> None:
+    """With a known bearer token, initialize succeeds and a session id is issued."""
+    response = post(server.url)
+    assert response.status_code == 200, response.text
+    assert response.headers.get("mcp-session-id")
+
+
+@pytest.mark.parametrize("token", [None, "not-a-known-token-at-all"])
+def test_missing_or_unknown_token_is_401(server: HttpServer, token: str | None) -> None:
+    """No token or a token nobody was given: 401 with a Bearer challenge."""
+    response = post(server.url, token=token)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_foreign_origin_is_403(server: HttpServer) -> None:
+    """DNS-rebinding protection: a browser page from another origin gets 403 even with a valid token."""
+    assert post(server.url, Origin="http://evil.example").status_code == 403
+
+
+def test_foreign_host_is_421(server: HttpServer) -> None:
+    """DNS-rebinding protection: a Host header that is not this server's gets 421."""
+    assert post(server.url, Host="evil.example:8000").status_code == 421
+
+
+def test_oversized_body_is_413(server: HttpServer) -> None:
+    """A body over the limit (1 MiB by default) is refused before it is parsed."""
+    assert post(server.url, body=b" " * (1024 * 1024 + 1)).status_code == 413
+
+
+def test_a_session_cannot_be_used_with_another_users_token(server: HttpServer) -> None:
+    """Alice's session id presented with Bob's token is not found (404)."""
+    session_id = post(server.url).headers["mcp-session-id"]
+    ping = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode()
+    response = post(server.url, token=BOB, body=ping, **{"mcp-session-id": session_id})
+    assert response.status_code == 404
+
+
+def test_users_are_isolated(server: HttpServer, portal: BlockingPortal) -> None:
+    """Each token's user has their own memories: Bob can neither see, read nor forget Alice's."""
+    with http_session(portal, server.url, ALICE) as alice, http_session(portal, server.url, BOB) as bob:
+        secret = "Alice's locker code is 4711."
+        stored = alice.call_tool("remember", {"content": secret, "tags": ["private"]}).structured_content
+        assert stored["status"] == "stored"
+
+        found = bob.call_tool("recall", {"query": "locker code", "limit": 50}).structured_content["results"]
+        assert secret not in [hit["content"] for hit in found]
+        assert bob.call_tool("list_recent", {"limit": 100}).structured_content["memories"] == []
+        assert bob.call_tool("remember", {"content": secret}).structured_content["status"] == "stored"  # own copy
+        assert bob.call_tool("forget", {"memory_id": stored["id"]}).structured_content["deleted"] is False
+        with pytest.raises(MCPError) as caught:
+            bob.read_resource(f"memory://memories/{stored['id']}")
+        assert caught.value.error.code == types.INVALID_PARAMS
+        assert json.loads(bob.read_resource("memory://tags").contents[0].text)["tags"] == []
+
+        mine = alice.call_tool("recall", {"query": "locker code", "limit": 1}).structured_content["results"]
+        assert mine[0]["id"] == stored["id"]
+        stats = [json.loads(s.read_resource("memory://stats").contents[0].text) for s in (alice, bob)]
+        assert stats[0]["path"] != stats[1]["path"]
+
+
+def test_plain_loopback_http_needs_no_token(tmp_path: Path, portal: BlockingPortal) -> None:
+    """Without tokens, the default loopback server serves MCP and still refuses foreign origins."""
+    with http_server(tmp_path) as running, http_session(portal, running.url) as live:
+        assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget"]
+        assert live.call_tool("remember", {"content": "HTTP without tokens works."}).structured_content["id"]
+        assert post(running.url, token=None, Origin="http://evil.example").status_code == 403
+
+
+def test_non_loopback_without_tokens_is_refused(tmp_path: Path) -> None:
+    """Binding a non-loopback address without tokens exits 1 with an explanation."""
+    done = subprocess.run(
+        [*SERVE, "--http", "--host", "0.0.0.0"], env=server_env(tmp_path), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "without authentication" in done.stderr and "MEMSERVER_TOKENS" in done.stderr
