@@ -202,7 +202,10 @@ def base_vectors(cache: Path, texts: list[str]) -> np.ndarray:
 
 
 def synthetic(n: int, base: list[str], vecs: np.ndarray, seed: int = 0, start: int = 0) -> Iterator[dict[str, Any]]:
-    """`n` import records (content, tags, created_at, vector) mixing two real sentences each; see the docstring."""
+    """`n` import records (content, tags, created_at, vector) mixing two real sentences each; see the docstring.
+
+    created_at grows with the record number (one a minute), as `MemoryStore.export` yields them (oldest first).
+    """
     rng = np.random.default_rng(seed)
     t0 = datetime(2023, 1, 1, tzinfo=timezone.utc)
     tags = ["work", "family", "health", "travel", "finance", "home", "reading", "project", "idea", "todo"]
@@ -216,13 +219,12 @@ def synthetic(n: int, base: list[str], vecs: np.ndarray, seed: int = 0, start: i
         g /= np.linalg.norm(g, axis=1, keepdims=True)
         v = vecs[a] + w * vecs[b] + 0.25 * g
         v /= np.linalg.norm(v, axis=1, keepdims=True)
-        secs = rng.integers(0, 3 * 365 * 86400, m)
         for j in range(m):
             i = start + lo + j
             yield {
                 "content": f"{base[a[j]]} Also: {base[b[j]]} (#{i})",
                 "tags": [tags[i % len(tags)]],
-                "created_at": (t0 + timedelta(seconds=int(secs[j]))).isoformat(),
+                "created_at": (t0 + timedelta(seconds=i * 60)).isoformat(),  # oldest first, as export gives
                 "vector": v[j],
             }
 
@@ -245,18 +247,28 @@ def ensure_store(cache: Path, n: int, *, log_every: int = 100_000) -> Path:
         shutil.rmtree(root)
     base, _ = corpus()
     vecs = base_vectors(cache, base)
+    from memserver import store as store_mod
     from memserver.embedder import Embedder
     from memserver.store import MemoryStore
 
+    # The write path checkpoints (saves the whole HNSW index) every WRITE_CHECKPOINT_RECORDS records: during a bulk
+    # import that is quadratic (at 1M, ~200 saves of a growing index). Fixtures are built with one checkpoint at
+    # the end instead; the index, journal and vectors are the same. (See benchmarks/README.md, "findings".)
+    saved_limit = store_mod.WRITE_CHECKPOINT_RECORDS
+    store_mod.WRITE_CHECKPOINT_RECORDS = 1 << 62
     log(f"building a store of {n:,} memories in {root} (import_ with precomputed vectors)")
     t0 = time.perf_counter()
-    added = 0
+
+    def progress(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for i, rec in enumerate(records):
+            if i and i % log_every == 0:
+                log(f"  {i:,} / {n:,} after {time.perf_counter() - t0:.0f} s")
+            yield rec
+
     with MemoryStore(root, COLLECTION, embedder=Embedder()) as store:  # the model is never loaded: vectors given
-        step = max(log_every, 1)
-        for lo in range(0, n, step):
-            added += store.import_(synthetic(min(step, n - lo), base, vecs, seed=lo, start=lo))
-            log(f"  {lo + min(step, n - lo):,} / {n:,} after {time.perf_counter() - t0:.0f} s")
+        added = store.import_(progress(synthetic(n, base, vecs)))  # one call: one checkpoint at its end
     build_s = time.perf_counter() - t0
+    store_mod.WRITE_CHECKPOINT_RECORDS = saved_limit
     if added != n:
         raise RuntimeError(f"built {added} memories, expected {n}")
     done.write_text(json.dumps({"n": n, "build_s": round(build_s, 1), "per_s": round(n / build_s)}) + "\n")
@@ -316,3 +328,8 @@ def sdk_import_s(repeat: int = 5) -> dict[str, float]:
             times.append(time.perf_counter() - t0)
         out[name] = round(statistics.median(times), 3)
     return out
+
+
+if __name__ == "__main__":  # pre-build cached stores: python benchmarks/_common.py 100000 1000000
+    for size in sys.argv[1:]:
+        ensure_store(cache_dir(), int(size))

@@ -30,7 +30,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as C  # noqa: E402
+import _common as C
 
 
 async def remember_over_mcp(root: Path, texts: list[str]) -> dict[str, Any]:

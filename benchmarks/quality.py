@@ -1,26 +1,32 @@
-"""Retrieval quality: recall@5, recall@10 and MRR of semantic, keyword and hybrid ranking, per query category.
+"""Retrieval quality through MemoryStore: recall@5, recall@10 and MRR of semantic, keyword and hybrid search.
 
-Loads benchmarks/data/quality.json (built by benchmarks/data/make_quality.py), embeds every memory with the real
-Embedder, ranks each query three ways over the whole set, and reports:
+Loads benchmarks/data/quality.json (built by benchmarks/data/make_quality.py: 703 memories, 319 queries in six
+categories, 20 unanswerable queries, 25 restatements), imports the memories into a fresh MemoryStore with their
+created_at and their vectors from the real Embedder, and reports:
 
-- recall@5, recall@10, MRR per mode (semantic = exact cosine, keyword = BM25, hybrid = RRF of the two), overall
-  and per category;
-- the score scale of the model: cosine of unrelated (query, memory) pairs vs relevant ones, and the best score
-  an unanswerable query reaches, to choose a default `min_score` from data;
-- cosine of restatements (near-duplicates) vs distinct memories on the same topic, to choose the threshold at
-  which `remember` reports `similar`.
+- recall@5, recall@10, MRR per mode (`store.search(mode=...)`), overall and per category, and search latency;
+- a fusion grid (RRF k, keyword weight, depth, a recency prior) over the store's own semantic and keyword
+  rankings, which is where the store's FUSION_* constants come from;
+- the score scale (cosine) of the model: relevant hits vs the best hit of unanswerable queries, per mode, and how
+  often the "no strong match" note (tools.WEAK_MATCH_SCORE) fires on each;
+- near-duplicates: `store.add` of each restatement must return the original in `similar`; distinct memories on
+  the same topic at NEAR_DUPLICATE_SCORE;
+- with --scale N: hybrid vs semantic recall latency on a bulk-loaded store of N memories (benchmarks/_common.py's
+  synthetic corpus, cached), search alone and with the query embedding (what a recall call pays).
 
-    uv run python benchmarks/quality.py            # full run, writes benchmarks/results/quality.json
-    uv run python benchmarks/quality.py --quick    # smoke test: 60 queries, fake embedder allowed
+    uv run python benchmarks/quality.py                  # full run, writes benchmarks/results/quality.json
+    uv run python benchmarks/quality.py --scale 100000   # plus the latency at 100k (builds a cached store once)
+    uv run python benchmarks/quality.py --quick          # smoke test: 60 queries, no grid, scale 2000
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,14 +35,20 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _common  # noqa: E402
+
+from memserver import store as store_mod  # noqa: E402
+from memserver import tools  # noqa: E402
 from memserver.fusion import reciprocal_rank_fusion  # noqa: E402
-from memserver.keyword import KeywordIndex, date_text  # noqa: E402
+from memserver.store import MemoryStore  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "quality.json"
 RESULTS = ROOT / "benchmarks" / "results" / "quality.json"
 MODES = ("semantic", "keyword", "hybrid")
-DEPTH = 50  # how deep each ranking goes into the fusion (the store fetches the same)
+DEPTH = 50  # ranking depth scored (MRR looks this deep)
+NO_FILTER = ((), None, (None, None, True), None)  # tags, source, time bounds, min_score for MemoryStore._search
 
 
 def load_embedder(fake: bool) -> object:
@@ -51,6 +63,11 @@ def load_embedder(fake: bool) -> object:
     return Embedder()
 
 
+def store_id(key: str) -> str:
+    """The store wants 32-hex ids; the data set's ids are readable names."""
+    return hashlib.md5(key.encode()).hexdigest()
+
+
 def rank_metrics(ranking: Sequence[str], relevant: set[str]) -> dict[str, float]:
     """recall@5, recall@10 (share of the relevant ids found) and reciprocal rank of the first relevant id."""
     rr = next((1.0 / (i + 1) for i, key in enumerate(ranking) if key in relevant), 0.0)
@@ -61,188 +78,317 @@ def rank_metrics(ranking: Sequence[str], relevant: set[str]) -> dict[str, float]
     }
 
 
+def mean(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: round(statistics.fmean(r[key] for r in rows), 3) for key in rows[0]}
+
+
 def percentiles(values: Sequence[float]) -> dict[str, float]:
     array = np.asarray(values, np.float64)
     return {
         name: round(float(np.percentile(array, p)), 3)
-        for name, p in (("min", 0), ("p5", 5), ("median", 50), ("p95", 95), ("p99", 99), ("max", 100))
+        for name, p in (("min", 0), ("p5", 5), ("median", 50), ("p95", 95), ("max", 100))
     }
 
 
-def evaluate(data: dict, embedder: object, *, limit: int | None, use_date: bool, rrf_k: int) -> dict:
+def share_at_least(values: Sequence[float], t: float) -> float:
+    return round(sum(v >= t for v in values) / max(1, len(values)), 3)
+
+
+def fuse(
+    sem: list[str], kw: list[str], created: dict[str, str], *, k: int, w_kw: float, depth: int, recency: float
+) -> list[str]:
+    """The store's fusion, offline, with a candidate recency prior: newest of the fused set first."""
+    rankings: list[list[str]] = [sem[:depth], kw[:depth]]
+    weights = [1.0, w_kw]
+    if recency:
+        pool = list(dict.fromkeys(sem[:depth] + kw[:depth]))
+        rankings.append(sorted(pool, key=created.__getitem__, reverse=True))
+        weights.append(recency)
+    return [key for key, _ in reciprocal_rank_fusion(rankings, k=k, weights=weights)]
+
+
+def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> dict:
     memories = data["memories"]
-    ids = [m["id"] for m in memories]
     queries = data["queries"][:limit] if limit else data["queries"]
+    name_of = {store_id(m["id"]): m["id"] for m in memories}
+    created = {m["id"]: m["created_at"] for m in memories}
 
     started = time.perf_counter()
-    vectors = embedder.embed([m["content"] for m in memories])  # type: ignore[attr-defined]
+    vectors = np.asarray(embedder.embed([m["content"] for m in memories]), np.float32)  # type: ignore[attr-defined]
     embed_seconds = time.perf_counter() - started
+    by_name = dict(zip((m["id"] for m in memories), vectors, strict=True))
 
-    index = KeywordIndex()
-    started = time.perf_counter()
-    index.add_many((m["id"], m["content"] + (" " + date_text(m["created_at"]) if use_date else "")) for m in memories)
-    build_ms = (time.perf_counter() - started) * 1000
+    with tempfile.TemporaryDirectory(prefix="memserver-quality-") as tmp:
+        store = MemoryStore(tmp, "quality", embedder=embedder)  # type: ignore[arg-type]
+        records = [
+            {"id": store_id(m["id"]), "content": m["content"], "created_at": m["created_at"], "vector": v}
+            for m, v in zip(memories, vectors, strict=True)
+        ]
+        store.import_(records)
 
-    per_mode: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
-    categories: dict[str, dict[str, list[dict[str, float]]]] = {}
-    relevant_cos: list[float] = []
-    unrelated_cos: list[float] = []
-    timing: dict[str, list[float]] = {"embed_query": [], "semantic": [], "keyword": [], "fusion": []}
+        per_mode: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+        categories: dict[str, dict[str, list[dict[str, float]]]] = {}
+        top_scores: dict[str, list[float]] = {mode: [] for mode in MODES}
+        best_relevant: list[float] = []
+        search_ms: dict[str, list[float]] = {mode: [] for mode in MODES}
+        embed_ms: list[float] = []
+        deep: list[tuple[dict, list[str], list[str]]] = []  # (query, semantic@100, keyword@100) for the grid
+        for query in queries:
+            relevant = set(query["relevant"])
+            t0 = time.perf_counter()
+            qv = np.asarray(embedder.embed_query(query["query"]), np.float32)  # type: ignore[attr-defined]
+            embed_ms.append((time.perf_counter() - t0) * 1000)
+            for mode in MODES:
+                t0 = time.perf_counter()
+                hits = store._search(qv, DEPTH, *NO_FILTER, text=query["query"], mode=mode)
+                search_ms[mode].append((time.perf_counter() - t0) * 1000)
+                ranking = [name_of[h.memory.id] for h in hits]
+                metrics = rank_metrics(ranking, relevant)
+                per_mode[mode].append(metrics)
+                categories.setdefault(query["category"], {m: [] for m in MODES})[mode].append(metrics)
+                # what the recall note looks at: the best score among the results a recall of 5 returns
+                top_scores[mode].append(max(h.score for h in hits[:5]) if hits else float("nan"))
+            best_relevant.append(max(float(by_name[k] @ qv) for k in relevant))
+            if grid:
+                sem, kw = (
+                    [name_of[h.memory.id] for h in store._search(qv, 100, *NO_FILTER, text=query["query"], mode=m)]
+                    for m in ("semantic", "keyword")
+                )
+                deep.append((query, sem, kw))
 
-    def semantic(query_vector: np.ndarray) -> tuple[list[str], np.ndarray]:
-        scores = vectors @ query_vector
-        order = np.argsort(-scores, kind="stable")[:DEPTH]
-        return [ids[i] for i in order], scores
+        unanswerable_top: dict[str, list[float]] = {mode: [] for mode in MODES}
+        for text in data["unanswerable"]:
+            for mode in MODES:
+                hits = store.search(text, limit=5, mode=mode)
+                unanswerable_top[mode].append(max(h.score for h in hits) if hits else float("nan"))
 
-    for query in queries:
-        relevant = set(query["relevant"])
-        t0 = time.perf_counter()
-        qv = embedder.embed_query(query["query"])  # type: ignore[attr-defined]
-        t1 = time.perf_counter()
-        sem, scores = semantic(qv)
-        t2 = time.perf_counter()
-        kw = [key for key, _ in index.search(query["query"], DEPTH)]
-        t3 = time.perf_counter()
-        hyb = [key for key, _ in reciprocal_rank_fusion([sem, kw], k=rrf_k)]
-        t4 = time.perf_counter()
-        for name, value in zip(timing, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
-            value_ms = value * 1000
-            timing[name].append(value_ms)
-        by_mode = {"semantic": sem, "keyword": kw, "hybrid": hyb}
-        for mode, ranking in by_mode.items():
-            metrics = rank_metrics(ranking, relevant)
-            per_mode[mode].append(metrics)
-            categories.setdefault(query["category"], {m: [] for m in MODES})[mode].append(metrics)
-        mask = np.isin(np.asarray(ids), list(relevant))
-        relevant_cos.extend(scores[mask].tolist())
-        unrelated_cos.extend(scores[~mask].tolist())
+        # near-duplicates through the real add(): the restatement is stored and names the original in `similar`
+        found, flagged_scores = 0, []
+        for dup in data["duplicates"]:
+            memory = store.add(dup["content"])
+            ids = [mid for mid, _ in memory.similar]
+            found += store_id(dup["of"]) in ids
+            flagged_scores.extend(score for _, score in memory.similar)
+        store.close()
 
-    def mean(rows: list[dict[str, float]]) -> dict[str, float]:
-        return {key: round(statistics.fmean(r[key] for r in rows), 3) for key in rows[0]}
-
-    by_id = dict(zip(ids, vectors, strict=True))
-    unanswerable_top = [float(np.max(vectors @ embedder.embed_query(q))) for q in data["unanswerable"]]  # type: ignore[attr-defined]
-    answerable_top_relevant = []
-    for query in queries:
-        qv = embedder.embed_query(query["query"])  # type: ignore[attr-defined]
-        answerable_top_relevant.append(max(float(by_id[k] @ qv) for k in query["relevant"]))
-    dup_vectors = embedder.embed([d["content"] for d in data["duplicates"]])  # type: ignore[attr-defined]
-    duplicate_cos = [float(v @ by_id[d["of"]]) for v, d in zip(dup_vectors, data["duplicates"], strict=True)]
-    related_cos = [float(by_id[a] @ by_id[b]) for a, b in data["related"]]
-
-    def share_at_least(values: list[float], t: float) -> float:
-        return round(sum(v >= t for v in values) / len(values), 3)
-
-    floors = [round(0.05 * i, 2) for i in range(1, 11)]
-    thresholds = [round(0.75 + 0.025 * i, 3) for i in range(9)]
-
-    return {
+    dup_vectors = _dup_vectors(data, embedder)
+    duplicate_cos = [float(by_name[d["of"]] @ v) for d, v in zip(data["duplicates"], dup_vectors, strict=True)]
+    related_cos = [float(by_name[a] @ by_name[b]) for a, b in data["related"]]
+    weak = tools.WEAK_MATCH_SCORE
+    result = {
         "memories": len(memories),
         "queries": len(queries),
-        "use_date": use_date,
-        "rrf_k": rrf_k,
         "depth": DEPTH,
+        "fusion": {
+            "k": store_mod.FUSION_K,
+            "weights": list(store_mod.FUSION_WEIGHTS),
+            "depth": store_mod.FUSION_DEPTH,
+            "recency": store_mod.FUSION_RECENCY,
+        },
         "overall": {mode: mean(rows) for mode, rows in per_mode.items()},
         "by_category": {
             cat: {"n": len(rows["hybrid"]), **{mode: mean(r) for mode, r in rows.items()}}
             for cat, rows in sorted(categories.items())
         },
         "score_scale": {
-            "non_relevant_pairs": percentiles(unrelated_cos),
-            "relevant_pairs": percentiles(relevant_cos),
-            "best_relevant_per_query": percentiles(answerable_top_relevant),
-            "top1_of_unanswerable_queries": percentiles(unanswerable_top),
-            # min_score t: share of queries whose best relevant memory survives, share of unanswerable queries
-            # that still return something
+            "best_relevant_per_query": percentiles(best_relevant),
+            **{f"best_of_5_answerable_{m}": percentiles(np.nan_to_num(v, nan=-1.0)) for m, v in top_scores.items()},
+            **{
+                f"best_of_5_unanswerable_{mode}": percentiles(np.nan_to_num(v, nan=-1.0))
+                for mode, v in unanswerable_top.items()
+            },
             "min_score_tradeoff": {
                 str(t): {
-                    "relevant_kept": share_at_least(answerable_top_relevant, t),
-                    "unanswerable_answered": share_at_least(unanswerable_top, t),
+                    "relevant_kept": share_at_least(best_relevant, t),
+                    "unanswerable_answered": share_at_least(unanswerable_top["semantic"], t),
                 }
-                for t in floors
+                for t in [round(0.05 * i, 2) for i in range(1, 11)]
+            },
+            # the recall note: share of queries whose top hit scores below WEAK_MATCH_SCORE (or that found nothing)
+            "weak_match_note": {
+                "threshold": weak,
+                **{
+                    mode: {
+                        "answerable_flagged": round(
+                            1 - share_at_least(np.nan_to_num(top_scores[mode], nan=-1), weak), 3
+                        ),
+                        "unanswerable_flagged": round(
+                            1 - share_at_least(np.nan_to_num(unanswerable_top[mode], nan=-1), weak), 3
+                        ),
+                    }
+                    for mode in MODES
+                },
             },
         },
         "near_duplicates": {
+            "threshold": store_mod.NEAR_DUPLICATE_SCORE,
             "restatement_pairs": percentiles(duplicate_cos),
             "distinct_related_pairs": percentiles(related_cos),
-            # threshold t: share of restatements flagged as similar, share of distinct related memories flagged
+            "add_similar_found_original": round(found / len(data["duplicates"]), 3),
+            "restatements_flagged": share_at_least(duplicate_cos, store_mod.NEAR_DUPLICATE_SCORE),
+            "related_flagged": share_at_least(related_cos, store_mod.NEAR_DUPLICATE_SCORE),
             "threshold_tradeoff": {
                 str(t): {
                     "restatements_flagged": share_at_least(duplicate_cos, t),
                     "related_flagged": share_at_least(related_cos, t),
                 }
-                for t in thresholds
+                for t in (0.75, 0.78, 0.8, 0.82, 0.85, 0.88, 0.9)
             },
         },
         "timing_ms": {
             "embed_corpus_total": round(embed_seconds * 1000, 1),
-            "keyword_build": round(build_ms, 2),
-            **{f"{name}_p50": round(float(np.percentile(v, 50)), 3) for name, v in timing.items()},
+            "embed_query_p50": round(float(np.median(embed_ms)), 3),
+            **{f"search_{mode}_p50": round(float(np.median(v)), 3) for mode, v in search_ms.items()},
+            **{f"search_{mode}_p95": round(float(np.percentile(v, 95)), 3) for mode, v in search_ms.items()},
         },
     }
+    if grid:
+        result["fusion_grid"] = fusion_grid(deep, created)
+    return result
+
+
+def _dup_vectors(data: dict, embedder: object) -> np.ndarray:
+    return np.asarray(embedder.embed([d["content"] for d in data["duplicates"]]), np.float32)  # type: ignore[attr-defined]
+
+
+def fusion_grid(deep: list[tuple[dict, list[str], list[str]]], created: dict[str, str]) -> list[dict]:
+    """recall@5 / recall@10 / MRR of the fusion for each (k, keyword weight, depth, recency weight)."""
+    rows = []
+    for k in (10, 20, 30, 60, 100):
+        for w_kw in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0):
+            for depth in (10, 20, 30, 50, 100):
+                for recency in (0.0, 0.1, 0.25, 0.5):
+                    metrics = [
+                        rank_metrics(
+                            fuse(sem, kw, created, k=k, w_kw=w_kw, depth=depth, recency=recency),
+                            set(q["relevant"]),
+                        )
+                        for q, sem, kw in deep
+                    ]
+                    changed = [m for (q, _, _), m in zip(deep, metrics, strict=True) if q["category"] == "changed"]
+                    rows.append(
+                        {
+                            "k": k,
+                            "w_kw": w_kw,
+                            "depth": depth,
+                            "recency": recency,
+                            **mean(metrics),
+                            "changed_mrr": mean(changed)["mrr"] if changed else None,
+                        }
+                    )
+    return rows
+
+
+def scale(n: int, cache: Path, data: dict, embedder: object, *, repeats: int) -> dict:
+    """Hybrid vs semantic latency on a bulk-loaded store of n memories (cached in `cache`)."""
+    root = _common.ensure_store(cache, n)
+    texts = [q["query"] for q in data["queries"]] + list(data["unanswerable"])
+    qvs = np.asarray(embedder.embed(texts), np.float32)  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    store = MemoryStore(root, _common.COLLECTION, embedder=embedder)  # type: ignore[arg-type]
+    open_s = time.perf_counter() - t0
+    search: dict[str, list[float]] = {"semantic": [], "hybrid": [], "keyword": []}
+    full: dict[str, list[float]] = {"semantic": [], "hybrid": []}
+    for text, qv in zip(texts * repeats, np.concatenate([qvs] * repeats), strict=True):
+        for mode in search:  # interleaved, so load on the machine hits every mode alike
+            t0 = time.perf_counter()
+            store._search(qv, 5, *NO_FILTER, text=text, mode=mode)
+            search[mode].append((time.perf_counter() - t0) * 1000)
+    for text in texts[:100]:
+        for mode in full:  # what a recall call pays: the query embedding plus the search
+            t0 = time.perf_counter()
+            store.search(text, limit=5, mode=mode)
+            full[mode].append((time.perf_counter() - t0) * 1000)
+    count = store.stats()["count"]
+    store.close()
+
+    def p(values: list[float], q: float) -> float:
+        return round(float(np.percentile(values, q)), 3)
+
+    out = {
+        "n": count,
+        "open_s": round(open_s, 3),
+        "search_ms": {m: {"p50": p(v, 50), "p95": p(v, 95)} for m, v in search.items()},
+        "recall_ms": {m: {"p50": p(v, 50), "p95": p(v, 95)} for m, v in full.items()},
+    }
+    out["hybrid_over_semantic"] = {
+        "search_p50": round(out["search_ms"]["hybrid"]["p50"] / out["search_ms"]["semantic"]["p50"], 3),
+        "recall_p50": round(out["recall_ms"]["hybrid"]["p50"] / out["recall_ms"]["semantic"]["p50"], 3),
+        "recall_p95": round(out["recall_ms"]["hybrid"]["p95"] / out["recall_ms"]["semantic"]["p95"], 3),
+    }
+    return out
 
 
 def print_report(result: dict) -> None:
+    f = result["fusion"]
     print(
         f"{result['queries']} queries over {result['memories']} memories "
-        f"(date in keyword text: {result['use_date']}, rrf k={result['rrf_k']}, depth {result['depth']})"
+        f"(hybrid: RRF k={f['k']}, weights vector/keyword {f['weights']}, depth {f['depth']}, recency {f['recency']})"
     )
-    header = f"{'':14}" + "".join(f"{mode:>27}" for mode in MODES)
-    print(header)
+    print(f"{'':14}" + "".join(f"{mode:>27}" for mode in MODES))
     print(f"{'':14}" + "   R@5   R@10    MRR      " * 3)
-    rows = [("all", len(result["by_category"]) and result["queries"], result["overall"])]
+    rows = [("all", result["queries"], result["overall"])]
     rows += [(cat, v["n"], v) for cat, v in result["by_category"].items()]
     for name, n, values in rows:
         cells = "".join(
             f"   {values[m]['recall@5']:.3f}  {values[m]['recall@10']:.3f}  {values[m]['mrr']:.3f}     " for m in MODES
         )
         print(f"{name:>10} {n:>3}{cells}")
-    print("\ncosine scale (min / p5 / median / p95 / p99 / max):")
-    for name, stats in {**result["score_scale"], **result["near_duplicates"]}.items():
-        if name.endswith("tradeoff"):
-            continue
-        print(f"  {name:32} " + " / ".join(f"{stats[k]:.3f}" for k in ("min", "p5", "median", "p95", "p99", "max")))
-    print("\nmin_score t: share of queries keeping their best relevant hit / of unanswerable queries answered")
+    print("\ncosine scale (min / p5 / median / p95 / max):")
+    for name, stats in result["score_scale"].items():
+        if "min" in stats:
+            print(f"  {name:32} " + " / ".join(f"{stats[k]:.3f}" for k in ("min", "p5", "median", "p95", "max")))
+    note = result["score_scale"]["weak_match_note"]
     print(
-        "  "
-        + ", ".join(
-            f"{t}: {v['relevant_kept']}/{v['unanswerable_answered']}"
-            for t, v in result["score_scale"]["min_score_tradeoff"].items()
-        )
+        f"'no strong match' note (top score < {note['threshold']}), answerable / unanswerable queries flagged: "
+        + ", ".join(f"{m} {note[m]['answerable_flagged']}/{note[m]['unanswerable_flagged']}" for m in MODES)
     )
-    print("near-duplicate threshold t: share of restatements flagged / of distinct related pairs flagged")
+    nd = result["near_duplicates"]
     print(
-        "  "
-        + ", ".join(
-            f"{t}: {v['restatements_flagged']}/{v['related_flagged']}"
-            for t, v in result["near_duplicates"]["threshold_tradeoff"].items()
-        )
+        f"near-duplicates at {nd['threshold']}: add() named the original for {nd['add_similar_found_original']} of "
+        f"the restatements; {nd['related_flagged']} of distinct same-topic pairs would be flagged"
     )
     print("\ntiming (ms): " + ", ".join(f"{k} {v}" for k, v in result["timing_ms"].items()))
+    if "fusion_grid" in result:
+        best = sorted(result["fusion_grid"], key=lambda r: (-r["recall@10"], -r["mrr"]))[:8]
+        print("\nfusion grid, best by recall@10 (of", len(result["fusion_grid"]), "settings):")
+        for r in best:
+            print("  " + ", ".join(f"{k} {v}" for k, v in r.items()))
+    if "scale" in result:
+        s = result["scale"]
+        print(
+            f"\nat {s['n']:,} memories (open {s['open_s']} s): search ms p50/p95 "
+            + ", ".join(f"{m} {v['p50']}/{v['p95']}" for m, v in s["search_ms"].items())
+            + "; recall (embed + search) ms p50/p95 "
+            + ", ".join(f"{m} {v['p50']}/{v['p95']}" for m, v in s["recall_ms"].items())
+        )
+        print(f"hybrid / semantic: {s['hybrid_over_semantic']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="smoke test: the first 60 queries only")
-    parser.add_argument("--fake", action="store_true", help="use the tests' fake embedder (no model needed)")
-    parser.add_argument("--no-date", action="store_true", help="do not add the memory's date to the keyword text")
-    parser.add_argument("--rrf-k", type=int, default=60, help="reciprocal-rank fusion constant (default 60)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 60 queries, no grid, --scale 2000")
+    parser.add_argument("--fake", action="store_true", help="use the tests' fake embedder (no model; no --scale)")
+    parser.add_argument("--scale", type=int, default=0, help="also time hybrid vs semantic at this many memories")
+    parser.add_argument("--repeats", type=int, default=3, help="passes over the queries at --scale (default 3)")
+    parser.add_argument("--cache", default=None, help="cache of built stores (default: $MEMSERVER_BENCH_CACHE)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"result file (default {RESULTS.relative_to(ROOT)})")
     args = parser.parse_args(argv)
 
     data = json.loads(DATA.read_text(encoding="utf-8"))
     embedder = load_embedder(args.fake)
-    result = evaluate(data, embedder, limit=60 if args.quick else None, use_date=not args.no_date, rrf_k=args.rrf_k)
+    result = evaluate(data, embedder, limit=60 if args.quick else None, grid=not args.quick)
+    n = 2000 if args.quick and not args.fake else args.scale
+    if n:
+        result["scale"] = scale(
+            n, _common.cache_dir(args.cache), data, embedder, repeats=1 if args.quick else args.repeats
+        )
     result["embedder"] = getattr(embedder, "model_name", type(embedder).__name__)
-    result["machine"] = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "cpu": platform.processor() or platform.machine(),
-    }
+    result["machine"] = _common.machine()
     print_report(result)
-    if not args.quick:
+    if not args.quick or args.out != RESULTS:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(f"\nwrote {args.out}")

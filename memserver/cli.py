@@ -131,6 +131,79 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.data_dir)
 
 
+# --- store commands: look after the memories on disk -------------------------------------------------------------
+
+
+def _open_store(args: argparse.Namespace):  # -> MemoryStore (imported lazily: it loads numpy and hnswlib)
+    from memserver.store import MemoryStore
+
+    return MemoryStore(path=args.data_dir, collection=args.collection)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print the collection's stats as JSON."""
+    import json
+
+    with _open_store(args) as store:
+        print(json.dumps(store.stats(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write every memory as one JSON line, oldest first (to stdout or --output)."""
+    import json
+
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    count = 0
+    try:
+        with _open_store(args) as store:
+            for record in store.export(include_vectors=args.vectors):
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(f"exported {count} memories", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Add the memories of a JSON-lines export; known ids and duplicate content are skipped."""
+    import json
+
+    from memserver.errors import InvalidInputError
+
+    def records(lines):  # parse lazily and show progress on stderr: an import of 100k memories takes a while
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"line {number} of the import is not JSON: {exc.msg}") from None
+            if number % 1000 == 0:
+                print(f"\rread {number} records ...", end="", file=sys.stderr, flush=True)
+
+    source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+    try:
+        with _open_store(args) as store:
+            added = store.import_(records(source))
+    finally:
+        if source is not sys.stdin:
+            source.close()
+    print(f"\rimported {added} new memories", file=sys.stderr)
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Rewrite the journal without deleted memories and rebuild the index."""
+    import json
+
+    with _open_store(args) as store:
+        print(json.dumps(store.compact(), indent=2))
+    return 0
+
+
 # --- the parser -------------------------------------------------------------------------------------------------
 
 
@@ -197,6 +270,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--data-dir", help="keep the demo's memories here (default: a temporary directory)")
     demo.set_defaults(func=cmd_demo)
+
+    # -- store commands
+    def store_command(name: str, func, help: str, example: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name, help=help, description=help[0].upper() + help[1:] + ".", epilog=f"Example: {example}"
+        )
+        sub.add_argument("--data-dir", help="data directory (default: MCP_MEMORY_PATH or the platform's)")
+        sub.add_argument("--collection", help="collection (default: MCP_MEMORY_COLLECTION or personal_memory)")
+        sub.set_defaults(func=func)
+        return sub
+
+    store_command(
+        "stats", cmd_stats, "print the number of memories, paths, model and index parameters", "memserver stats"
+    )
+    export = store_command(
+        "export", cmd_export, "write every memory as JSON lines, oldest first", "memserver export -o backup.jsonl"
+    )
+    export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    export.add_argument("--vectors", action="store_true", help="include the vectors (import then skips embedding)")
+    importer = store_command(
+        "import", cmd_import, "add the memories of a JSON-lines export", "memserver import backup.jsonl"
+    )
+    importer.add_argument("file", help="a JSON-lines file from `memserver export`, or - for stdin")
+    store_command(
+        "compact",
+        cmd_compact,
+        "rewrite the journal without deleted memories and rebuild the index",
+        "memserver compact",
+    )
 
     return parser
 

@@ -151,7 +151,11 @@ class VectorIndex:
 
         Call with the store's exclusive lock held, so no other process is loading the file this one replaces.
         """
-        name = f"index-{uuid.uuid4().hex[:12]}.hnsw"
+        self.commit(folder, self.write_graph(folder, stamp))
+
+    def write_graph(self, folder: Path, stamp: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+        """Write the graph to `folder/name` (synced; no lock needed) and return the checkpoint that describes it."""
+        name = name or f"index-{uuid.uuid4().hex[:12]}.hnsw"
         path = folder / name
         tmp = folder / (name + ".tmp")
         self._index.save_index(str(tmp))
@@ -161,7 +165,7 @@ class VectorIndex:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        meta = {
+        return {
             **stamp,
             "file": name,
             "size": path.stat().st_size,
@@ -171,9 +175,13 @@ class VectorIndex:
             "ef_construction": self.ef_construction,
             "elements": int(self._index.get_current_count()),
         }
+
+    @staticmethod
+    def commit(folder: Path, meta: dict[str, Any]) -> None:
+        """Make `meta` (from write_graph) the checkpoint in force, and remove other graph files. Exclusive lock."""
         atomic_write(folder / META_NAME, json.dumps(meta).encode())
         for old in folder.glob("index-*.hnsw*"):
-            if old.name != name:
+            if old.name != meta["file"]:
                 with contextlib.suppress(OSError):
                     old.unlink()
         fsync_dir(folder)

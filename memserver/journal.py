@@ -8,12 +8,21 @@ A collection is one folder::
     vectors-<gen>.f32      fixed rows of `dim` float32 (row r at byte r*dim*4), append-only, no header
     index.json             checkpoint of the derived vector index: file name, journal offset covered, CRC
     index-<nonce>.hnsw     the hnswlib graph the checkpoint names (derived data, rebuildable)
+    meta-<gen>.snap        snapshot of the in-memory metadata at a checkpoint (derived; open skips replaying the
+                           journal up to its offset; ignored and replaced when stale, damaged or of another Python)
+    compacting-<gen>.*     files of a compaction in progress (renamed into place at its switch)
     lock                   empty; flock()ed shared by readers catching up, exclusive by writers
     journal.jsonl.torn-*   bytes of a torn last line, set aside on repair (never silently dropped)
 
-* Once a line is in the journal it is never changed. A write is acknowledged only after its vector rows were
-  written and fsync()ed, then its journal line(s) written and fsync()ed. A crash before the journal fsync leaves
-  at most unreferenced vector rows (overwritten by the next add) and/or a torn last line.
+* Once a line is in the journal it is never changed. A write is acknowledged after its vector rows were written
+  (not synced) and then its journal line(s) written and fdatasync()ed: one sync per write (group commit for a
+  batch). A crash before the journal sync leaves at most unreferenced vector rows (overwritten by the next add)
+  and/or a torn last line. Each add line carries `vcrc`, the CRC-32 of its vector row, so a row that did not
+  reach the disk (power loss: the kernel wrote the journal page but not the row's) is detected on replay and
+  re-embedded from the line's content; the store then writes the row again, syncs it and appends a `vfix` line
+  with the new CRC. The vector file is synced before every checkpoint, so rows a checkpoint covers are on disk
+  and only rows past the last checkpoint are ever checked this way. (A kill -9 loses nothing: the page cache
+  survives the process.)
 * Each line carries `"crc":"<crc32 hex>"` over the rest of the line, so a torn or garbled line is detected.
   Policy on reading: every good line up to the first bad one is kept. If no good line follows the bad one, the
   bad bytes are a torn tail: a writer (under the exclusive lock) copies them to `journal.jsonl.torn-<time>`,
@@ -22,11 +31,17 @@ A collection is one folder::
 * Everything else is derived. The vector index checkpoint is written to a new file, fsync()ed, and only then
   named by `index.json` (written to a temp file, fsync()ed, renamed, directory fsync()ed); a crash mid-save leaves
   the previous checkpoint in force. A missing, stale or damaged checkpoint is rebuilt from the journal and the
-  vector rows, without re-embedding.
-* Compaction writes `vectors-<newgen>.f32` and a new journal (header with the new generation) to temp files,
-  fsyncs them and renames the journal over the old one: the single atomic switch. Before it, the old journal and
-  its vectors are in force; after it, the new ones. Leftover files of the other generation are removed later.
-  Other processes notice the new inode on their next call and reload.
+  vector rows, without re-embedding. The metadata snapshot is written the same way (temp, fsync, rename) after
+  the index checkpoint, stamped with the journal offset it covers and the CRC of the line ending there; one that
+  fails any check (generation, offset, that CRC, its own CRC, the index checkpoint being older) is ignored.
+* Compaction copies the live memories of a snapshot of the journal into `compacting-<newgen>.*` files (vectors,
+  journal, vector index, metadata snapshot) without holding the lock, so other processes keep writing. Then,
+  under the exclusive lock, it appends what changed since (adds, then deletes) to the new files, fsyncs them,
+  renames them to their final names (`vectors-<newgen>.f32` first) and renames the new journal over the old one:
+  the single atomic switch. Before it, the old journal and its vectors are in force; after it, the new ones (and
+  `index.json` is then pointed at the new graph; a crash just before that costs an index rebuild, never data).
+  Leftover files of the other generation are removed later (`compacting-*` ones only when hours old). Other
+  processes notice the new inode on their next call and reload.
 
 Format of a line: a JSON object (UTF-8, no raw newlines) whose last member is `"crc"`; the CRC-32 is computed
 over the same line with that member removed, i.e. over `line[:-18] + b"}"`. The first line is the header
@@ -61,6 +76,7 @@ JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 _CRC_SUFFIX_LEN = len(b',"crc":"') + 8 + len(b'"}')  # 18
 _READ_CHUNK = 16 << 20
+_decode = json.JSONDecoder().decode  # json.loads minus its per-call encoding sniffing: replay is per line
 
 
 # --- records -----------------------------------------------------------------------------------------------------
@@ -113,6 +129,14 @@ def fsync_fd(fd: int) -> None:
     os.fsync(fd)
 
 
+def fdatasync_fd(fd: int) -> None:
+    """fsync_fd, minus the inode metadata not needed to read the data back (fdatasync where the OS has it)."""
+    if sys.platform == "darwin" or not hasattr(os, "fdatasync"):
+        fsync_fd(fd)
+    else:
+        os.fdatasync(fd)
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename or a new file in `path` durable (a no-op where directories cannot be opened)."""
     if os.name == "nt":
@@ -145,6 +169,40 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+# --- metadata snapshots -------------------------------------------------------------------------------------------
+
+_SNAP_MAGIC = b"memserver-meta-snapshot\n"
+
+
+def write_snapshot(path: Path, stamp: dict[str, Any], payload: bytes) -> None:
+    """Atomically write a snapshot file: magic, one JSON line (`stamp` + payload length and CRC-32), payload."""
+    head = {**stamp, "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
+    atomic_write(path, _SNAP_MAGIC + json.dumps(head).encode() + b"\n" + payload)
+
+
+def read_snapshot(path: Path) -> tuple[dict[str, Any], bytes] | None:
+    """(stamp, payload) of a snapshot file whose length and CRC-32 check out; None if absent or damaged (logged)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("snapshot %s is unreadable (%s); replaying the journal instead", path, exc)
+        return None
+    nl = data.find(b"\n", len(_SNAP_MAGIC))
+    try:
+        if not data.startswith(_SNAP_MAGIC) or nl < 0:
+            raise ValueError("bad magic")
+        head = json.loads(data[len(_SNAP_MAGIC) : nl])
+        payload = data[nl + 1 :]
+        if len(payload) != head["payload_bytes"] or zlib.crc32(payload) != head["payload_crc32"]:
+            raise ValueError("length or CRC-32 mismatch")
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("snapshot %s is damaged (%s); replaying the journal instead", path, exc)
+        return None
+    return head, payload
+
+
 # --- line encoding -----------------------------------------------------------------------------------------------
 
 
@@ -166,7 +224,7 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     if zlib.crc32(body) != crc:
         return None
     try:
-        record = json.loads(body)
+        record = _decode(body.decode("utf-8"))
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
@@ -338,7 +396,7 @@ class Journal:
         before = self.size()
         try:
             write_all(self._fd, data)
-            fsync_fd(self._fd)
+            fdatasync_fd(self._fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, before)

@@ -257,7 +257,15 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
 
 def _remember(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
     memory = store.add(args["content"], tags=args.get("tags"), source=args.get("source"))
-    return {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
+    payload: dict[str, Any] = {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
+    similar = []
+    for memory_id, score in getattr(memory, "similar", ()):
+        other = store.get(memory_id)
+        if other is not None:  # may have been forgotten meanwhile
+            similar.append({"id": memory_id, "score": round(float(score), 4), "content": other.content})
+    if similar:  # only when there is something to decide: the common answer stays two fields
+        payload["similar"] = similar
+    return payload
 
 
 def _recall(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
@@ -271,7 +279,33 @@ def _recall(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
         min_score=args.get("min_score"),
         mode=args["mode"],
     )
-    return {"results": [{**resources.memory_json(hit.memory), "score": round(float(hit.score), 4)} for hit in hits]}
+    payload: dict[str, Any] = {
+        "results": [{**resources.memory_json(hit.memory), "score": round(float(hit.score), 4)} for hit in hits]
+    }
+    note = _recall_note(args, [hit.score for hit in hits])
+    if note:
+        payload["note"] = note
+    return payload
+
+
+def _recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
+    """Say plainly when recall found nothing relevant, rather than let weak results pass for answers."""
+    if not scores:
+        if args["mode"] == "keyword":
+            return "Nothing found: no memory shares a word with the query. Try mode 'hybrid' to search by meaning."
+        why = []
+        if any(args.get(name) is not None for name in ("tags", "source", "since", "until")):
+            why.append("the filters (tags, source, since, until)")
+        if args.get("min_score") is not None:
+            why.append(f"min_score {args['min_score']}")
+        return "Nothing found" + (": no memory passed " + " and ".join(why) if why else ": the memory is empty") + "."
+    best = max(scores)
+    if best < tools.WEAK_MATCH_SCORE:
+        return (
+            f"No strong match: the best score is {best:.2f}, in the range of unrelated text (below "
+            f"{tools.WEAK_MATCH_SCORE}). These results are probably not about the query; do not rely on them."
+        )
+    return None
 
 
 def _list_recent(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:

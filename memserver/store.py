@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import heapq
 import logging
+import marshal
 import math
 import mmap
 import os
@@ -27,7 +28,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ import numpy as np
 
 from memserver import config
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
+from memserver.fusion import reciprocal_rank_fusion
 from memserver.index import VectorIndex
 from memserver.journal import (
     JOURNAL_NAME,
@@ -47,8 +49,11 @@ from memserver.journal import (
     encode_line,
     fsync_dir,
     fsync_fd,
+    read_snapshot,
     write_all,
+    write_snapshot,
 )
+from memserver.keyword import KeywordDerivedIndex
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -70,10 +75,29 @@ BRUTE_FORCE_MAX = 10_000
 CHECKPOINT_RECORDS = 200
 WRITE_CHECKPOINT_RECORDS = 5000
 IMPORT_BATCH = 1000
+# Files of a compaction in progress (compacting-*) are removed as leftovers of a dead one only when this old.
+COMPACTING_STALE_S = 6 * 3600
 
 _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _MODES = ("hybrid", "semantic", "keyword")
+# Hybrid ranking: reciprocal-rank fusion (fusion.py) of the vector and keyword rankings of the same candidates, each
+# cut at FUSION_DEPTH (or `limit`, if larger), plus a weak recency prior: the fused rows ranked newest first, with
+# weight FUSION_RECENCY, so that of two memories matching alike the newer (an updated fact) comes first. Chosen
+# on benchmarks/quality.py (benchmarks/README.md, "Retrieval quality"): k barely matters (10..100); cutting each
+# ranking at 20 keeps rows that are mediocre in both lists from outranking one that is clearly first in one
+# (recall@10 0.969 vs 0.937 at depth 50); equal weights beat favouring either side; the recency prior lifts MRR
+# (0.795 -> 0.820; "changed" facts 0.48 -> 0.64) without moving recall@10.
+FUSION_DEPTH = 20
+FUSION_K = 60
+FUSION_WEIGHTS = (1.0, 1.0)  # (vector, keyword)
+FUSION_RECENCY = 0.25
+# No default min_score: on benchmarks/quality.py a floor high enough to silence unanswerable queries (0.35) also
+# drops 17% of the relevant best hits. The server flags weak results instead (tools.WEAK_MATCH_SCORE).
+# add(): a live memory at least this close (cosine) is reported in Memory.similar. From 25 restatement pairs vs 30
+# distinct memories on the same topic: 92% of restatements and 7% of distinct pairs score >= 0.82.
+NEAR_DUPLICATE_SCORE = 0.82
+SIMILAR_MAX = 3
 
 
 # --- public types ------------------------------------------------------------------------------------------------
@@ -124,6 +148,31 @@ class _NewItem:
     created_at: str = ""
     vector: np.ndarray | None = None
     dup_of: int = -1  # index of an earlier item with the same content in the same batch
+
+
+def _end(entry: tuple[int, AddRecord]) -> int:
+    return entry[0]
+
+
+def _add_line(r: AddRecord, row: int, vcrc: int) -> dict[str, Any]:
+    """The journal line of an add (as compaction rewrites it, under a new row)."""
+    return {
+        "op": "add",
+        "id": r.id,
+        "content": r.content,
+        "created_at": r.created_at,
+        "tags": list(r.tags),
+        "source": r.source,
+        "row": row,
+        "vcrc": f"{vcrc:08x}",
+    }
+
+
+def _age_s(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _memory(r: AddRecord, duplicate: bool = False) -> Memory:
@@ -306,8 +355,9 @@ class MemoryStore:
             self.dim,
             **{k: v for k, v in (("M", M), ("ef_construction", ef_construction), ("ef", ef)) if v is not None},
         )
-        # Further derived indexes (the keyword index) are appended here; they all follow `_apply`.
-        self._derived: list[DerivedIndex] = [self._vindex]
+        # Every derived index follows `_apply`; the keyword index is keyed by row too (see keyword.py).
+        self._kindex = KeywordDerivedIndex()
+        self._derived: list[DerivedIndex] = [self._vindex, self._kindex]
         self._journal: Journal | None = None
         self._vfd = -1
         self._closed = False
@@ -328,11 +378,13 @@ class MemoryStore:
         self._seen: tuple[tuple[int, int], int] = ((0, 0), -1)
         self._skip_until: dict[str, int] = {}
         self._count_at: dict[str, int] = {}
-        self._uncovered = 0
+        self._uncovered = 0  # journal records not covered by the checkpoint on disk
+        self._covered = 0  # while loading: the offset the loaded checkpoint covers
         self._map: mmap.mmap | None = None
         self._map_rows = 0
         self._vectors_repaired: dict[int, np.ndarray] = {}
         self._vcrc: dict[int, int] = {}  # row -> CRC-32 of its vector bytes, from the journal
+        self._saved_at: dict[str, int] = {}  # derived index -> journal offset its checkpoint on disk covers
 
     def _open_files(self) -> None:
         path = self.folder / JOURNAL_NAME
@@ -377,9 +429,16 @@ class MemoryStore:
                     self._skip_until[d.name] = sys.maxsize
                 else:
                     self._skip_until[d.name] = int(stamps[d.name]["offset"])  # type: ignore[index]
-                    if self._skip_until[d.name] == self._offset:
-                        self._count_at[d.name] = 0
+            # The metadata snapshot may stand in for replaying the journal up to its offset, if no loaded index
+            # checkpoint is older than it (those are fed by the replay from their own offsets on).
+            snapped = self._load_meta(min(self._skip_until.values(), default=sys.maxsize))
+            for name, until in self._skip_until.items():
+                if until == self._offset:
+                    self._count_at[name] = len(self._records)
+            persistent = [self._skip_until[d.name] for d in self._derived if d.persistent]
+            self._covered = min((0 if o == sys.maxsize else o for o in persistent), default=0)
             torn = self._catch_up(repair=False)
+            self._covered = 0
         rebuilt = False
         for d in self._derived:
             stamp = stamps[d.name]
@@ -389,13 +448,93 @@ class MemoryStore:
             if stamp is None:
                 self._rebuild(d)
                 rebuilt = rebuilt or d.persistent
+            elif d.persistent:
+                self._saved_at[d.name] = int(stamp["offset"])
         self._skip_until.clear()
         with self._lock.hold(exclusive=True):
             if torn:
                 self._catch_up(repair=True)
             self._cleanup_other_generations()
-        if self._uncovered >= CHECKPOINT_RECORDS or (rebuilt and self._records):
+        if (
+            self._uncovered >= CHECKPOINT_RECORDS
+            or (rebuilt and self._records)
+            or self._vectors_repaired
+            or (not snapped and len(self._records) >= CHECKPOINT_RECORDS)
+        ):
             self._checkpoint()
+
+    # --- the metadata snapshot (see journal.py): open without re-decoding the whole journal ---------------------
+
+    def _meta_path(self, generation: str) -> Path:
+        return self.folder / f"meta-{generation}.snap"
+
+    def _meta_payload(self) -> bytes:
+        """The metadata state as plain containers (marshal: fast, and loading it runs no code)."""
+        recs = list(self._records.values())
+        return marshal.dumps(
+            (
+                [r.id for r in recs],
+                [r.content for r in recs],
+                [r.created_at for r in recs],
+                [r.tags for r in recs],
+                [r.source for r in recs],
+                [r.row for r in recs],
+                self._keys,
+                self._tag_rows,
+                self._source_rows,
+                self._times,
+                self._vcrc,
+                self._next_row,
+            )
+        )
+
+    def _line_crc_before(self, offset: int) -> str:
+        """The CRC hex of the journal line ending at `offset` ("" if there is none): ties a snapshot to its line."""
+        assert self._journal is not None
+        if offset < self._journal.header_end or offset > self._journal.size():
+            return ""
+        tail = os.pread(self._journal._fd, 11, offset - 11)
+        return tail[:8].decode("ascii", "replace") if tail.endswith(b'"}\n') else ""
+
+    def _save_meta(self, stamp: dict[str, Any], payload: bytes | None = None, path: Path | None = None) -> None:
+        """Write the metadata snapshot covering `stamp` (generation, offset, count)."""
+        full = {**stamp, "line_crc": self._line_crc_before(int(stamp["offset"])), "python": list(sys.version_info[:2])}
+        write_snapshot(path or self._meta_path(str(stamp["generation"])), full, payload or self._meta_payload())
+
+    def _load_meta(self, floor: int) -> bool:
+        """Restore the metadata from its snapshot if it is usable and covers no more than `floor`; else False."""
+        assert self._journal is not None
+        got = read_snapshot(self._meta_path(self._journal.generation))
+        if got is None:
+            return False
+        stamp, payload = got
+        offset = stamp.get("offset")
+        if (
+            stamp.get("generation") != self._journal.generation
+            or stamp.get("python") != list(sys.version_info[:2])
+            or not isinstance(offset, int)
+            or not self._journal.header_end <= offset <= floor
+            or not stamp.get("line_crc")
+            or self._line_crc_before(offset) != stamp["line_crc"]
+        ):
+            log.info("metadata snapshot of %s is stale or does not match the journal; replaying it", self.folder)
+            return False
+        try:
+            ids, contents, created, tags, sources, rows, keys, tag_rows, source_rows, times, vcrc, next_row = (
+                marshal.loads(payload)
+            )
+            records = dict(zip(ids, map(AddRecord, ids, contents, created, tags, sources, rows), strict=True))
+            if len(records) != stamp.get("count") or len(times) != len(records):
+                raise ValueError("record count mismatch")
+        except (ValueError, TypeError, EOFError) as exc:
+            log.warning("metadata snapshot of %s is unusable (%s); replaying the journal", self.folder, exc)
+            return False
+        self._records = records
+        self._row_ids = dict(zip(rows, ids, strict=True))
+        self._keys, self._tag_rows, self._source_rows, self._times = keys, tag_rows, source_rows, times
+        self._vcrc, self._next_row = vcrc, int(next_row)
+        self._offset = offset
+        return True
 
     def _rebuild(self, d: DerivedIndex) -> None:
         """Bulk-rebuild one derived index from the live records and their stored vectors (no re-embedding)."""
@@ -470,9 +609,14 @@ class MemoryStore:
                 for d in self._derived:
                     if end > self._skip_until.get(d.name, 0):
                         d.remove([r2])
+            elif op == "vfix":  # a re-embedded vector row was written back: its new CRC (see _persist_repairs)
+                row = int(rec["row"])
+                self._vcrc[row] = int(rec["vcrc"], 16)
+                self._vectors_repaired.pop(row, None)
             else:
                 continue
-            self._uncovered += 1
+            if end > self._covered:
+                self._uncovered += 1
             for name, until in self._skip_until.items():
                 if end == until:
                     self._count_at[name] = len(self._records)
@@ -481,11 +625,17 @@ class MemoryStore:
     def _flush(self, pending: list[tuple[int, AddRecord]]) -> None:
         if not pending:
             return
-        for d in self._derived:
-            until = self._skip_until.get(d.name, 0)
-            batch = [r for end, r in pending if end > until]
-            if batch:
-                d.add(batch, self._vectors_for(batch))
+        # Each index takes the records past its checkpoint: a suffix of `pending` (journal order), so the vectors
+        # are read once, for the longest suffix, and sliced for the others.
+        starts = [bisect.bisect_right(pending, self._skip_until.get(d.name, 0), key=_end) for d in self._derived]
+        first = min(starts)
+        if first == len(pending):
+            return
+        records = [r for _, r in pending[first:]]
+        vecs = self._vectors_for(records)
+        for d, start in zip(self._derived, starts, strict=True):
+            if start < len(pending):
+                d.add(records[start - first :], vecs[start - first :])
 
     def _meta_add(self, r: AddRecord) -> None:
         self._records[r.id] = r
@@ -557,7 +707,10 @@ class MemoryStore:
                 continue
             want = crcs.get(r.row)
             if want is not None and zlib.crc32(vecs[i].tobytes()) != want:
-                bad.append(i)
+                if r.row in self._vectors_repaired:  # re-embedded already (for another derived index)
+                    vecs[i] = self._vectors_repaired[r.row]
+                else:
+                    bad.append(i)
         if bad:
             if vecs is None:
                 vecs = np.zeros((len(records), self.dim), dtype=np.float32)
@@ -651,10 +804,10 @@ class MemoryStore:
                             "vcrc": f"{zlib.crc32(vecs[n].tobytes()):08x}",
                         }
                     )
-                # Vectors first (and durable), then the journal lines that reference them.
+                # Vectors first (written, not synced: each line's vcrc catches a row lost to power loss, which is
+                # then re-embedded; see journal.py), then the journal lines that reference them, synced once.
                 os.lseek(self._vfd, first_row * self._rowbytes, os.SEEK_SET)
                 write_all(self._vfd, vecs.tobytes())
-                fsync_fd(self._vfd)
                 self._journal.append(recs)
                 self._catch_up(repair=False)
             for i, it in enumerate(items):
@@ -679,8 +832,31 @@ class MemoryStore:
                 it.vector = v
 
     def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
-        """Store one memory (durable when this returns); an exact duplicate returns the existing one."""
-        return self.add_many([{"content": content, "tags": tags, "source": source}])[0]
+        """Store one memory (durable when this returns); an exact duplicate returns the existing one.
+
+        A new memory whose cosine to live ones reaches NEAR_DUPLICATE_SCORE is still stored, and comes back with
+        `similar` = up to SIMILAR_MAX (id, score), best first, so the caller can forget an outdated one.
+        (add_many and import_ skip this: bulk loads would pay one index query per item.)
+        """
+        item = self._new_item(content, tags, source)
+        self._embed_missing([item])
+        memory = self._write_adds([item])[0]
+        if memory.duplicate or item.vector is None:
+            return memory
+        similar = self._similar(item.vector, memory.id)
+        return replace(memory, similar=similar) if similar else memory
+
+    def _similar(self, vector: np.ndarray, exclude: str) -> tuple[tuple[str, float], ...]:
+        """Live memories (other than `exclude`) with cosine >= NEAR_DUPLICATE_SCORE to `vector`, best first."""
+        with self._mu:
+            self._refresh()
+            rows, scores = self._rank(vector, SIMILAR_MAX + 1, None)
+            out = []
+            for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
+                mid = self._row_ids.get(row)
+                if mid is not None and mid != exclude and score >= NEAR_DUPLICATE_SCORE:
+                    out.append((mid, round(float(score), 4)))
+            return tuple(out[:SIMILAR_MAX])
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """Store several memories with one batched embedding and one fsync; all are validated before any write."""
@@ -755,18 +931,20 @@ class MemoryStore:
         min_score: float | None = None,
         mode: str = "hybrid",
     ) -> list[Hit]:
-        """The `limit` memories closest in meaning to `query` among those matching every filter, best first.
+        """The `limit` memories that best match `query` among those matching every filter, best first.
 
         Filters restrict the candidates before ranking: tags match when a memory has any of them; `since`/`until`
-        bound created_at (inclusive; a date-only `until` includes that day, UTC). `mode` is accepted for the
-        keyword index to come; today every mode ranks by vector similarity.
+        bound created_at (inclusive; a date-only `until` includes that day, UTC). `mode`: "semantic" ranks by
+        vector similarity (exact top-`limit`); "keyword" by BM25 over content and date words (only memories
+        sharing a word with the query; none -> []); "hybrid" by reciprocal-rank fusion of the two. In every mode
+        `Hit.score` is the cosine similarity to the query and `min_score` applies to it.
         """
         text = _check_text(query, "query", MAX_CONTENT_CHARS)
         if mode not in _MODES:
             raise InvalidInputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
         args = self._search_args(limit, tags, source, since, until, min_score)
         q = np.asarray(self.embedder.embed_query(text), dtype=np.float32).reshape(-1)
-        return self._search(q, *args)
+        return self._search(q, *args, text=text, mode=mode)
 
     def search_by_vector(
         self,
@@ -841,19 +1019,50 @@ class MemoryStore:
         source: str | None,
         bounds: tuple[str | None, str | None, bool],
         min_score: float | None,
+        *,
+        text: str = "",
+        mode: str = "semantic",
     ) -> list[Hit]:
         if q.shape != (self.dim,):
             raise StoreError(f"the query vector has shape {q.shape}, expected ({self.dim},)")
         with self._mu:
             self._refresh()
-            cand = self._candidates(tags, source, bounds)
-            rows, scores = self._rank(q, limit, cand)
-            hits = []
+            cand = self._candidates(tags, source, bounds)  # filters first: both rankings see only these rows
+            if mode == "semantic" or not text:
+                rows, scores = self._rank(q, limit, cand)
+            else:
+                rows, scores = self._fused(q, text, limit, cand, keyword_only=mode == "keyword")
+            hits: list[Hit] = []
             for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
                 if (min_score is not None and score < min_score) or row not in self._row_ids:
                     continue
                 hits.append(Hit(_memory(self._records[self._row_ids[row]]), float(score)))
+                if len(hits) == limit:
+                    break
             return hits
+
+    def _fused(
+        self, q: np.ndarray, text: str, limit: int, cand: np.ndarray | None, keyword_only: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows in keyword (BM25) or hybrid (RRF) order, deeper than `limit` so that min_score can drop some,
+        each with its cosine similarity to `q` (computed from the stored vectors for keyword-only rows)."""
+        depth = max(limit, FUSION_DEPTH)
+        words = [row for row, _ in self._kindex.search(text, depth, cand)]
+        if keyword_only:
+            rows = np.asarray(words, dtype=np.int64)
+        else:
+            near = self._rank(q, depth, cand)[0].tolist()
+            rankings, weights = [near, words], list(FUSION_WEIGHTS)
+            if FUSION_RECENCY:
+                recs, ids = self._records, self._row_ids
+                pool = list(dict.fromkeys(near + words))
+                rankings.append(sorted(pool, key=lambda row: recs[ids[row]].created_at, reverse=True))
+                weights.append(FUSION_RECENCY)
+            fused = reciprocal_rank_fusion(rankings, k=FUSION_K, weights=weights)
+            rows = np.asarray([row for row, _ in fused], dtype=np.int64)
+        if len(rows) == 0:
+            return rows, np.empty(0, dtype=np.float32)
+        return rows, np.einsum("ij,j->i", self._matrix(rows), q)
 
     def _rank(self, q: np.ndarray, limit: int, cand: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Top rows among `cand` (None = all): exact for small sets, HNSW otherwise, never fewer than possible."""
@@ -875,7 +1084,9 @@ class MemoryStore:
         return rows, scores
 
     def _exact(self, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores = self._matrix(rows) @ q
+        # einsum, not `@`: a matrix-vector product through multi-threaded BLAS took 10-30x longer on a busy 2-core
+        # machine (thread oversubscription); einsum stays single-threaded and is as fast when idle.
+        scores = np.einsum("ij,j->i", self._matrix(rows), q)
         top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         top = top[np.lexsort((rows[top], -scores[top]))]
         return rows[top], scores[top]
@@ -975,81 +1186,166 @@ class MemoryStore:
     def compact(self) -> dict[str, Any]:
         """Rewrite journal and vectors without deleted memories (see journal.py for why a crash here is safe).
 
-        Holds the exclusive lock throughout, including the index rebuild (labels are rows, which change).
+        The slow part (copying every live memory and building the new generation's vector index; labels are rows,
+        which change) runs without the cross-process lock, from a snapshot of the live memories; other processes
+        keep writing meanwhile. The exclusive lock is held only to append what changed since, rename the new files
+        into place and switch the journal: about the cost of an ordinary write plus the changes to copy.
         """
         with self._mu:
             self._refresh()
-            with self._lock.hold(exclusive=True):
-                self._catch_up(repair=True)
-                assert self._journal is not None
-                before = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
-                removed = self._next_row - len(self._records)
-                generation = uuid.uuid4().hex
-                vpath = self.folder / f"vectors-{generation}.f32"
-                jtmp = self.folder / f"{JOURNAL_NAME}.compact-tmp"
-                live = [self._records[self._row_ids[row]] for _, row in self._times]
-                header = {**self._journal.header, "generation": generation, "compacted_at": _now()}
-                header.pop("crc", None)
-                header.pop("op", None)
-                header.pop("format", None)
-                Journal.create(jtmp, header)
-                vfd = os.open(vpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                jfd = os.open(jtmp, os.O_WRONLY | os.O_APPEND)
-                try:
-                    for i in range(0, len(live), 10_000):
-                        batch = live[i : i + 10_000]
-                        vecs = self._vectors_for(batch)
-                        write_all(vfd, vecs.tobytes())
-                        lines = []
-                        for n, r in enumerate(batch):
-                            lines.append(
-                                encode_line(
-                                    {
-                                        "op": "add",
-                                        "id": r.id,
-                                        "content": r.content,
-                                        "created_at": r.created_at,
-                                        "tags": list(r.tags),
-                                        "source": r.source,
-                                        "row": i + n,
-                                        "vcrc": f"{zlib.crc32(vecs[n].tobytes()):08x}",
-                                    }
-                                )
-                            )
-                        write_all(jfd, b"".join(lines))
-                    fsync_fd(vfd)
-                    fsync_fd(jfd)
-                finally:
-                    os.close(vfd)
-                    os.close(jfd)
-                fsync_dir(self.folder)
-                os.replace(jtmp, self.folder / JOURNAL_NAME)  # the atomic switch to the new generation
-                fsync_dir(self.folder)
-                self._load_locked()
+            assert self._journal is not None
+            old_generation = self._journal.generation
+            before = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+            removed = self._next_row - len(self._records)
+            live = [self._records[self._row_ids[row]] for _, row in self._times]
+            crcs = {r.row: self._vcrc.get(r.row) for r in live}
+            repaired = dict(self._vectors_repaired)
+            header = {k: v for k, v in self._journal.header.items() if k not in ("crc", "op", "format")}
+            src = os.open(self._vpath, os.O_RDONLY)
+        generation = uuid.uuid4().hex
+        files = {ext: self.folder / f"compacting-{generation}.{ext}" for ext in ("f32", "jsonl", "hnsw", "snap")}
+        try:
+            try:
+                meta = self._compact_copy(live, crcs, repaired, src, generation, header, files)
+            finally:
+                os.close(src)
+            with self._mu:
+                self._refresh()
+                with self._lock.hold(exclusive=True):
+                    self._catch_up(repair=True)
+                    assert self._journal is not None
+                    if self._journal.replaced() or self._journal.generation != old_generation:
+                        log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
+                    else:
+                        self._compact_switch(live, generation, files, meta)
+                self._load()
                 after = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
-        return {"count": len(self._records), "removed": removed, "bytes_before": before, "bytes_after": after}
+                count = len(self._records)
+        finally:
+            for p in files.values():
+                with contextlib.suppress(OSError):
+                    p.unlink()
+        return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
 
-    def _load_locked(self) -> None:
-        """Reload while this process already holds the exclusive lock (after compaction)."""
-        self._close_files()
-        self._reset_state()
-        self._open_files()
-        assert self._journal is not None
-        self._offset = self._journal.header_end
-        for d in self._derived:
-            d.reset()
-        self._catch_up(repair=True)
-        self._cleanup_other_generations()
-        if self._records:
-            self._checkpoint_locked()
+    def _compact_copy(
+        self,
+        live: list[AddRecord],
+        crcs: dict[int, int | None],
+        repaired: dict[int, np.ndarray],
+        src: int,
+        generation: str,
+        header: dict[str, Any],
+        files: dict[str, Path],
+    ) -> dict[str, Any]:
+        """Unlocked part of compact(): `live` renumbered 0..n-1 into the compacting-* files; returns the graph's
+        checkpoint. Reads the old vector rows through `src` (rows are append-only, so no lock is needed)."""
+        v = self._vindex
+        index = VectorIndex(self.dim, M=v.M, ef_construction=v.ef_construction, ef=v.ef)
+        scratch = MemoryStore.__new__(MemoryStore)  # metadata of the new generation, for its snapshot
+        scratch._closed = True
+        scratch._reset_state()
+        Journal.create(files["jsonl"], {**header, "generation": generation, "compacted_at": _now()})
+        vfd = os.open(files["f32"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        jfd = os.open(files["jsonl"], os.O_WRONLY | os.O_APPEND)
+        try:
+            for i in range(0, len(live), 10_000):
+                batch = live[i : i + 10_000]
+                vecs = self._pread_rows(src, [r.row for r in batch])
+                bad = []
+                for n, r in enumerate(batch):
+                    if r.row in repaired:
+                        vecs[n] = repaired[r.row]
+                    elif crcs[r.row] is not None and zlib.crc32(vecs[n].tobytes()) != crcs[r.row]:
+                        bad.append(n)
+                if bad:
+                    log.error("%d vector row(s) damaged or missing; re-embedding them for compaction", len(bad))
+                    for n, v in zip(bad, self._embed([batch[n].content for n in bad]), strict=True):
+                        vecs[n] = v
+                write_all(vfd, vecs.tobytes())
+                lines = []
+                for n, r in enumerate(batch):
+                    crc = zlib.crc32(vecs[n].tobytes())
+                    scratch._meta_add(AddRecord(r.id, r.content, r.created_at, r.tags, r.source, i + n))
+                    scratch._vcrc[i + n] = crc
+                    lines.append(encode_line(_add_line(r, i + n, crc)))
+                write_all(jfd, b"".join(lines))
+                index.add_rows(np.arange(i, i + len(batch), dtype=np.int64), vecs)
+            fsync_fd(vfd)
+            fsync_fd(jfd)
+        finally:
+            os.close(vfd)
+            os.close(jfd)
+        offset = files["jsonl"].stat().st_size
+        stamp = {"generation": generation, "offset": offset, "count": len(live)}
+        meta = index.write_graph(self.folder, stamp, name=files["hnsw"].name)
+        with open(files["jsonl"], "rb") as f:
+            f.seek(offset - 11)
+            line_crc = f.read(8).decode("ascii")
+        snap = {**stamp, "line_crc": line_crc, "python": list(sys.version_info[:2])}
+        write_snapshot(files["snap"], snap, scratch._meta_payload())
+        return meta
+
+    def _pread_rows(self, fd: int, rows: Sequence[int]) -> np.ndarray:
+        """Vector rows from `fd`, consecutive rows in one read; rows past the end of the file come back as zeros."""
+        out = np.zeros((len(rows), self.dim), dtype=np.float32)
+        i = 0
+        while i < len(rows):
+            j = i + 1
+            while j < len(rows) and rows[j] == rows[j - 1] + 1 and j - i < 65536:
+                j += 1
+            data = os.pread(fd, (j - i) * self._rowbytes, rows[i] * self._rowbytes)
+            whole = len(data) // self._rowbytes
+            out[i : i + whole] = np.frombuffer(data, dtype=np.float32, count=whole * self.dim).reshape(whole, -1)
+            i = j
+        return out
+
+    def _compact_switch(
+        self, live: list[AddRecord], generation: str, files: dict[str, Path], meta: dict[str, Any]
+    ) -> None:
+        """Locked part of compact(): append the changes since the copy, rename everything into place, switch."""
+        copied = {r.id for r in live}
+        added = sorted((r for r in self._records.values() if r.id not in copied), key=lambda r: r.row)
+        gone = [r for r in live if r.id not in self._records]
+        if added or gone:
+            vfd = os.open(files["f32"], os.O_WRONLY)
+            jfd = os.open(files["jsonl"], os.O_WRONLY | os.O_APPEND)
+            try:
+                lines = []
+                if added:
+                    vecs = self._vectors_for(added)
+                    os.pwrite(vfd, vecs.tobytes(), len(live) * self._rowbytes)
+                    for n, r in enumerate(added):
+                        lines.append(encode_line(_add_line(r, len(live) + n, zlib.crc32(vecs[n].tobytes()))))
+                lines += [encode_line({"op": "del", "id": r.id, "at": _now()}) for r in gone]
+                write_all(jfd, b"".join(lines))
+                fsync_fd(vfd)
+                fsync_fd(jfd)
+            finally:
+                os.close(vfd)
+                os.close(jfd)
+        os.replace(files["f32"], self.folder / f"vectors-{generation}.f32")
+        os.replace(files["snap"], self._meta_path(generation))
+        fsync_dir(self.folder)
+        os.replace(files["jsonl"], self.folder / JOURNAL_NAME)  # the atomic switch to the new generation
+        fsync_dir(self.folder)
+        graph = f"index-{uuid.uuid4().hex[:12]}.hnsw"
+        os.replace(files["hnsw"], self.folder / graph)
+        VectorIndex.commit(self.folder, {**meta, "file": graph})
 
     def _cleanup_other_generations(self) -> None:
         """Remove vector and temp files of other generations (left by a compaction); exclusive lock held."""
         assert self._journal is not None
         if self._journal.replaced():
             return
+        snap = self._meta_path(self._journal.generation)
         for p in self.folder.iterdir():
-            if (p.name.startswith("vectors-") and p != self._vpath) or p.name.endswith(".compact-tmp"):
+            name = p.name
+            if (
+                (name.startswith("vectors-") and p != self._vpath)
+                or (name.startswith("meta-") and name.endswith(".snap") and p != snap)
+                or name.endswith(".compact-tmp")
+                or (name.startswith("compacting-") and _age_s(p) > COMPACTING_STALE_S)  # a compaction that died
+            ):
                 with contextlib.suppress(OSError):
                     p.unlink()
 
@@ -1063,14 +1359,44 @@ class MemoryStore:
     def _checkpoint_locked(self) -> None:
         """Save every derived index with the journal position it covers (caller holds the exclusive lock)."""
         assert self._journal is not None
+        try:
+            self._persist_repairs()
+            fsync_fd(self._vfd)  # rows are written unsynced; those a checkpoint covers must be on disk
+        except OSError as exc:
+            log.warning("could not sync the vector file before a checkpoint: %s", exc)
+            return
         stamp = {"generation": self._journal.generation, "offset": self._offset, "count": len(self._records)}
         for d in self._derived:
+            if d.persistent and self._saved_at.get(d.name) == self._offset:
+                continue  # its checkpoint on disk already covers this position
             try:
                 d.save(self.folder, stamp)
+                self._saved_at[d.name] = self._offset
             except OSError as exc:  # a failed checkpoint costs replay time on the next open, never data
                 log.warning("could not save the %s index checkpoint: %s", d.name, exc)
                 return
+        try:
+            self._save_meta(stamp)
+        except OSError as exc:
+            log.warning("could not save the metadata snapshot: %s", exc)
         self._uncovered = 0
+
+    def _persist_repairs(self) -> None:
+        """Write re-embedded vector rows back, synced, then a `vfix` line with each new CRC (exclusive lock held)."""
+        assert self._journal is not None
+        fixes = sorted((row, v) for row, v in self._vectors_repaired.items() if row in self._row_ids)
+        if not fixes:
+            self._vectors_repaired.clear()
+            return
+        lines = []
+        for row, v in fixes:
+            data = np.asarray(v, dtype=np.float32).tobytes()
+            os.pwrite(self._vfd, data, row * self._rowbytes)
+            lines.append({"op": "vfix", "row": row, "vcrc": f"{zlib.crc32(data):08x}"})
+        fsync_fd(self._vfd)
+        self._journal.append(lines)
+        self._catch_up(repair=False)
+        log.warning("rewrote %d re-embedded vector row(s) in %s", len(fixes), self._vpath)
 
     def _close_files(self) -> None:
         if getattr(self, "_map", None) is not None:

@@ -27,6 +27,10 @@ MAX_TAG_CHARS = 64
 MAX_SOURCE_CHARS = 200
 MAX_RECALL = 50
 MAX_LIST = 100
+# all-MiniLM-L6-v2's cosine scale, measured in benchmarks/quality.py: the best hit of a query the store cannot
+# answer scores median 0.31 (p95 0.43), a relevant memory median 0.52. A recall whose best score is below this
+# gets a `note` saying there is no strong match; no results are dropped (min_score stays the caller's choice).
+WEAK_MATCH_SCORE = 0.35
 
 # ISO 8601 date or date-time (offset optional; no offset means UTC): 2026-01-31, 2026-01-31T09:30:00Z, ...
 SEARCH_MODES = ("hybrid", "semantic", "keyword")
@@ -71,7 +75,9 @@ REMEMBER = types.Tool(
         "detail, a to-do) or asks you to remember something. Write one self-contained fact per call, in plain "
         "words that will make sense on their own later (e.g. 'The user prefers tabs over spaces in Python'), not "
         "a transcript. Storing exactly the same text again stores nothing and returns status 'duplicate' with the "
-        "existing id."
+        "existing id. If the new fact is very close to memories already stored (a restatement or an update), it is "
+        "still stored and the result lists them under 'similar' (id, score, content): if one is now outdated, "
+        "forget it by id."
     ),
     input_schema={
         "type": "object",
@@ -96,6 +102,19 @@ REMEMBER = types.Tool(
         "properties": {
             "id": {"type": "string"},
             "status": {"type": "string", "enum": ["stored", "duplicate"]},
+            "similar": {
+                "type": "array",
+                "description": "Present when stored memories say nearly the same (restated or updated); closest first.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "score": {"type": "number", "description": "Cosine similarity to the new memory."},
+                        "content": {"type": "string"},
+                    },
+                    "required": ["id", "score", "content"],
+                },
+            },
         },
         "required": ["id", "status"],
     },
@@ -112,12 +131,15 @@ RECALL = types.Tool(
     name="recall",
     title="Recall memories",
     description=(
-        "Search long-term memory by meaning and return the most relevant memories, best first. Call it before "
-        "answering whenever something the user told you earlier could matter: their preferences, past decisions, "
-        "names, project facts. Phrase the query as what you need to know ('which editor does the user use?'). "
-        "Narrow it with tags, source, or a time window (since/until: an ISO 8601 date or date-time, UTC when no "
-        "offset is given). Each result has a score, the cosine similarity to the query: unrelated text typically "
-        "scores around 0.1-0.3, a close match 0.5 or more; min_score drops weaker results."
+        "Search long-term memory by words and meaning and return the most relevant memories, best first. Call it "
+        "before answering whenever something the user told you earlier could matter: their preferences, past "
+        "decisions, names, ids, dates, project facts. Phrase the query as what you need to know ('which editor "
+        "does the user use?'); names, numbers and dates in it are matched exactly. Narrow it with tags, source, or "
+        "a time window (since/until: an ISO 8601 date or date-time, UTC when no offset is given). Each result has "
+        "a score, the cosine similarity to the query: unrelated text typically scores 0.1-0.35 (rarely above "
+        "0.45), a relevant memory 0.4-0.8; min_score drops weaker results. When nothing matches, or nothing "
+        f"scores {WEAK_MATCH_SCORE} or more, the result carries a 'note' saying so: do not treat such results as "
+        "facts about the question."
     ),
     input_schema={
         "type": "object",
@@ -166,7 +188,14 @@ RECALL = types.Tool(
     },
     output_schema={
         "type": "object",
-        "properties": {"results": {"type": "array", "items": HIT_SCHEMA, "maxItems": MAX_RECALL}},
+        "properties": {
+            "results": {"type": "array", "items": HIT_SCHEMA, "maxItems": MAX_RECALL},
+            "note": {
+                "type": "string",
+                "description": "Present when nothing relevant was found: no results, or none scoring "
+                f"{WEAK_MATCH_SCORE} or more.",
+            },
+        },
         "required": ["results"],
     },
     annotations=types.ToolAnnotations(

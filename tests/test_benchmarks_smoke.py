@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -25,3 +27,107 @@ def test_embed_benchmark_quick(real_embedder, tmp_path):
     result = json.loads(output.read_text())
     assert set(result["query"]) == {"bare", "embedder"}
     assert result["load"]["process_start_to_first_embedding_s"] > 0
+
+
+# --- end-to-end benchmarks (recall over MCP, ingest, start-up, scale, Chroma, plot): tiny sizes ----------------------
+
+
+def _have(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+@pytest.fixture(scope="module")
+def bench_cache(tmp_path_factory):
+    """One cache of built stores (and base-sentence vectors) shared by the smoke runs below."""
+    return tmp_path_factory.mktemp("bench-cache")
+
+
+def _run_bench(script: str, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
+    """recall_mcp.py --quick times recall over MCP stdio with the server's timing breakdown and the floor."""
+    out = tmp_path / "recall_mcp.json"
+    run = _run_bench("recall_mcp.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    assert "p50/floor" in run.stdout
+    r = json.loads(out.read_text())["sizes"]["300"]
+    assert r["recall_ms"]["n"] == 20 and r["hits_per_recall"] == 5
+    assert set(r["breakdown_p50_ms"]) == {"embed", "search", "server", "protocol"}
+    assert r["floor_bare_ms"]["p50"] > 0 and r["ratio_p50_to_floor"] > 0
+
+
+def test_ingest_quick(real_embedder, tmp_path):
+    """ingest.py --quick measures remember over MCP, bulk import and the batched embedding floor."""
+    out = tmp_path / "ingest.json"
+    run = _run_bench("ingest.py", "--quick", "--out", str(out))
+    assert "bulk import_" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["floor_embed_per_s"] > 0 and r["bulk_import_per_s"] > 0 and r["remember_mcp"]["n"] == 20
+
+
+def test_startup_quick(real_embedder, bench_cache, tmp_path):
+    """startup.py --quick records spawn -> initialize and spawn -> first recall, with RSS and the SDK baseline."""
+    out = tmp_path / "startup.json"
+    run = _run_bench("startup.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    assert "spawn->first recall" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["baseline_s"]["sdk_import"] > 0
+    for size in ("0", "300"):
+        m = r["sizes"][size]["median"]
+        assert 0 < m["initialize_s"] <= m["first_recall_s"] and m["rss"] > 0
+
+
+def test_scale_quick(real_embedder, bench_cache, tmp_path):
+    """scale.py --quick measures recall@10 against exact search, search latency, open time and RSS."""
+    out = tmp_path / "scale.json"
+    run = _run_bench("scale.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    assert "recall@10" in run.stdout
+    s = json.loads(out.read_text())["sizes"]["2000"]["sentences"]
+    assert s["recall_at_10"] >= 0.9 and s["n"] == 2000 and s["open_fresh_process"]["count"] == 2000
+
+
+@pytest.mark.skipif(not _have("chromadb"), reason="chromadb is in the bench group: uv run --group bench pytest")
+def test_chroma_compare_quick(real_embedder, tmp_path):
+    """chroma_compare.py --quick runs Chroma (own and our embedder) and memserver side by side."""
+    out = tmp_path / "chroma.json"
+    run = _run_bench("chroma_compare.py", "--quick", "--out", str(out))
+    assert "ratios:" in run.stdout
+    r = json.loads(out.read_text())
+    assert set(r["systems"]) == {"chroma/default", "chroma/ours", "memserver", "memserver/mcp"}
+    assert r["systems"]["chroma/ours"]["top5_agreement_with_memserver"] >= 0.8
+
+
+@pytest.mark.skipif(not _have("matplotlib"), reason="matplotlib is in the bench group: uv run --group bench pytest")
+def test_plot(tmp_path):
+    """plot.py draws the PNG from recall_mcp.json and scale.json."""
+    (tmp_path / "recall_mcp.json").write_text(
+        json.dumps(
+            {
+                "sizes": {
+                    str(n): {
+                        "recall_ms": {"p50": 20.0 + i, "p95": 30.0 + i},
+                        "floor_bare_ms": {"p50": 17.0},
+                        "breakdown_p50_ms": {"search": 0.5 * (i + 1)},
+                        "server_rss_mb": {"rss": 250.0 * (i + 1)},
+                    }
+                    for i, n in enumerate([1000, 10000])
+                }
+            }
+        )
+    )
+    (tmp_path / "scale.json").write_text(
+        json.dumps({"sizes": {"10000": {"sentences": {"open_fresh_process": {"rss_mb": 80.0}}}}})
+    )
+    _run_bench("plot.py", "--results", str(tmp_path), timeout=120)
+    assert (tmp_path / "recall_vs_size.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -97,6 +97,7 @@ def test_failed_append_leaves_nothing_half_written(tmp_path: Path, monkeypatch: 
         raise OSError(5, "I/O error")
 
     monkeypatch.setattr("memserver.journal.fsync_fd", broken_fsync)
+    monkeypatch.setattr("memserver.journal.fdatasync_fd", broken_fsync)
     with pytest.raises(OSError):
         j.append([{"op": "add", "id": "x"}])
     assert os.path.getsize(path) == ends[0]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import huggingface_hub
+import huggingface_hub.constants
 import numpy as np
 import pytest
 
@@ -158,6 +159,32 @@ def test_files_in_the_hf_cache_are_used_without_network(isolated, real_embedder)
     files = model.resolve_model()
     assert files.source == "hf-cache" and files.model == snapshot / "onnx" / "model.onnx"
     assert files.tokenizer == snapshot / "tokenizer.json"
+
+
+def test_hub_is_last_and_pinned(isolated, monkeypatch, real_embedder):
+    """With no local source, the Hub download asks for the pinned revision; a failed download is listed."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(model, "_pypi_model_dir", lambda: isolated / "no-package")
+    calls = []
+
+    def fake_download(repo_id, filename, revision=None, **kwargs):
+        calls.append((repo_id, filename, revision))
+        return str(real_embedder.files.model if filename.endswith(".onnx") else real_embedder.files.tokenizer)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    files = model.resolve_model()
+    assert files.source == "hub" and len(files.tried) == 3
+    assert {(repo, rev) for repo, _, rev in calls} == {(model.MODEL_ID, model.HUB_REVISION)}
+    assert {name for _, name, _ in calls} == {"onnx/model.onnx", "tokenizer.json"}
+
+    def unreachable(*args, **kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+    with pytest.raises(
+        ModelNotFoundError, match=r"Hugging Face Hub: download failed \(OSError: network is unreachable"
+    ):
+        model.resolve_model()
 
 
 def test_cache_dir_in_a_checkout_and_from_the_environment(monkeypatch, tmp_path):

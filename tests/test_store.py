@@ -160,7 +160,7 @@ def test_filtered_search_returns_limit_when_enough_match(store: MemoryStore, mon
         for i in range(2000)
     ]
     store.add_many(items)
-    hits = store.search("note about topic 3", tags=["even"], limit=20)
+    hits = store.search("note about topic 3", tags=["even"], limit=20, mode="semantic")
     assert len(hits) == 20 and all("even" in h.memory.tags for h in hits)
     exact = sorted(
         (

@@ -86,6 +86,12 @@ def test_sigkill_loop_loses_no_acknowledged_write(tmp_path: Path) -> None:
             assert not resurrected, f"after kill {kills}: acknowledged deletes back: {resurrected[:3]}"
             found = {h.memory.id for h in s.search("memory batch", limit=1000)}
             assert not (found & deleted)
+            # the keyword index (checkpoint + tail, or rebuilt) holds exactly the live memories
+            assert len(s._kindex.index) == s.stats()["count"]
+            for mid in sorted(added - deleted - attempted)[-5:]:
+                content = s.get(mid).content  # type: ignore[union-attr]
+                assert [h.memory.id for h in s.search(content, limit=1, mode="keyword")] == [mid]
+            assert not {h.memory.id for h in s.search("memory batch", limit=1000, mode="keyword")} & deleted
     assert kills >= 10 and len(added) > 100, (kills, len(added))
 
 
@@ -109,7 +115,8 @@ seen = {}
 for j in range(peers):
     seen[j] = sorted(h.memory.id for h in store.search("peer note", tags=[f"p{j}"], limit=1000))
 everything = sorted(h.memory.id for h in store.search("peer note", limit=1000))
-print(json.dumps({"acked": acked, "deleted": deleted, "seen": seen, "all": everything,
+by_word = sorted(h.memory.id for h in store.search("peer", limit=1000, mode="keyword"))
+print(json.dumps({"acked": acked, "deleted": deleted, "seen": seen, "all": everything, "by_word": by_word,
                   "count": store.stats()["count"]}))
 store.close()
 """
@@ -139,6 +146,7 @@ def test_four_processes_write_and_search_one_store(tmp_path: Path) -> None:
     for r in results:
         assert r["count"] == len(everyone)
         assert r["all"] == everyone  # through HNSW over everything
+        assert r["by_word"] == everyone  # through the keyword index
         for j in range(peers):
             assert r["seen"][str(j)] == live[j]  # through the tag filter
     with MemoryStore(tmp_path, "shared", embedder=FakeEmbedder()) as s:

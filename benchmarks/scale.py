@@ -1,0 +1,212 @@
+"""Scale: HNSW recall@10 against exact search, search latency, open time and RSS at 100k and 1M memories.
+
+    uv run python benchmarks/scale.py                    # 100k
+    uv run python benchmarks/scale.py --with-1m          # 100k and 1M (builds the 1M store once: minutes)
+    uv run python benchmarks/scale.py --quick            # smoke run (2,000 memories)
+
+Two views, side by side:
+  - "sentences": the cached store of benchmarks/_common.py (vectors mixed from real sentence embeddings), the same
+    store recall_mcp.py and startup.py serve. The 339 real queries are embedded with the Embedder, then
+    `search_by_vector(limit=10)` (search without embedding) is compared with exact top-10 by numpy over the
+    store's own vector file. Open time and RSS come from a fresh process that only opens the store (checkpointed
+    index, no model): the store's share of the server's memory.
+  - "store.py": benchmarks/store.py (the store's own benchmark, random clustered vectors, its own fresh store) is
+    run as is for each size, in its own process, and its figures are collected (skip with --no-store-py).
+Prints a table and writes benchmarks/results/scale.json (and store.py's JSON as results/store-<size>.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C
+
+_OPEN = """
+import json, sys, time
+t0 = time.perf_counter()
+from memserver.embedder import Embedder
+from memserver.store import MemoryStore
+t1 = time.perf_counter()
+s = MemoryStore(sys.argv[1], sys.argv[2], embedder=Embedder())  # the model is never loaded here
+t2 = time.perf_counter()
+s.search_by_vector([1.0] * 384, limit=10)
+t3 = time.perf_counter()
+status = dict(l.split(":", 1) for l in open("/proc/self/status") if l.startswith(("VmRSS", "VmHWM")))
+print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "first_search_ms": (t3 - t2) * 1000,
+                  "count": s.stats()["count"], "rss_mb": int(status["VmRSS"].split()[0]) / 1024,
+                  "peak_rss_mb": int(status["VmHWM"].split()[0]) / 1024}))
+"""
+
+
+def open_fresh(root: Path, repeat: int) -> dict[str, Any]:
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run(
+            [sys.executable, "-c", _OPEN, str(root), C.COLLECTION],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=C.ROOT,
+        ).stdout
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    best = min(runs, key=lambda r: r["open_s"])
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in best.items()}
+
+
+def exact_top(vec_file: Path, n_rows: int, qs: np.ndarray, k: int) -> np.ndarray:
+    """Exact top-k rows for each query, by chunks over the store's vector file (memory-mapped)."""
+    mat = np.memmap(vec_file, dtype=np.float32, mode="r", shape=(n_rows, C.DIM))
+    best_s = np.full((len(qs), k), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(qs), k), dtype=np.int64)
+    for lo in range(0, n_rows, 100_000):
+        chunk = np.asarray(mat[lo : lo + 100_000])
+        s = qs @ chunk.T
+        top = np.argpartition(-s, min(k, s.shape[1] - 1), axis=1)[:, :k]
+        cand_s = np.concatenate([best_s, np.take_along_axis(s, top, axis=1)], axis=1)
+        cand_i = np.concatenate([best_i, top + lo], axis=1)
+        keep = np.argsort(-cand_s, axis=1)[:, :k]
+        best_s, best_i = np.take_along_axis(cand_s, keep, axis=1), np.take_along_axis(cand_i, keep, axis=1)
+    return best_i
+
+
+def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str, Any]:
+    from memserver.embedder import Embedder
+    from memserver.store import MemoryStore
+
+    res: dict[str, Any] = {"open_fresh_process": open_fresh(root, repeat_open)}
+    with MemoryStore(root, C.COLLECTION, embedder=Embedder()) as s:
+        n = len(s._records)
+        vec_file = s._vpath
+        row_of = {mid: row for row, mid in s._row_ids.items()}
+        for q in qvecs[:20]:  # warm-up
+            s.search_by_vector(q, limit=10)
+        lat, got = [], []
+        for q in qvecs:
+            t0 = time.perf_counter()
+            hits = s.search_by_vector(q, limit=10)
+            lat.append((time.perf_counter() - t0) * 1000)
+            got.append({row_of[h.memory.id] for h in hits})
+        params = s.stats()["index"]
+    t0 = time.perf_counter()
+    truth = exact_top(vec_file, max(row_of.values()) + 1, qvecs, 10)
+    res["exact_numpy_ms_per_query"] = round((time.perf_counter() - t0) * 1000 / len(qvecs), 2)
+    hit = sum(len(g & set(t.tolist())) for g, t in zip(got, truth, strict=True))
+    res.update(
+        {
+            "n": n,
+            "index": params,
+            "recall_at_10": round(hit / truth.size, 4),
+            "search_ms": C.summary(lat),
+            "build": C.build_info(root),
+        }
+    )
+    return res
+
+
+def store_py_view(n: int, out: Path) -> dict[str, Any]:
+    cmd = [sys.executable, str(C.ROOT / "benchmarks" / "store.py"), "--n", str(n), "--out", str(out)]
+    if n < 10_000:
+        cmd += ["--queries", "50"]
+    t0 = time.perf_counter()
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=C.ROOT)
+    if run.returncode != 0:
+        return {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"}
+    data = json.loads(out.read_text())
+    data["wall_s"] = round(time.perf_counter() - t0, 1)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000], help="store sizes (default 100000)")
+    parser.add_argument("--with-1m", action="store_true", help="add 1,000,000")
+    parser.add_argument("--no-store-py", action="store_true", help="do not run benchmarks/store.py")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2,000 memories, store.py skipped")
+    parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
+    parser.add_argument("--out", default=str(C.RESULTS / "scale.json"))
+    args = parser.parse_args(argv)
+    sizes = [2_000] if args.quick else list(args.sizes) + ([1_000_000] if args.with_1m else [])
+    run_store_py = not (args.quick or args.no_store_py)
+
+    host = C.machine()
+    cache = C.cache_dir(args.cache)
+    _, queries = C.corpus()
+    qvecs = C.embedder().embed(queries)
+    results: dict[str, Any] = {"machine": host, "queries": len(queries), "sizes": {}}
+    for n in sizes:
+        root = C.ensure_store(cache, n)
+        C.log(f"scale at {n:,}: sentences view ...")
+        entry: dict[str, Any] = {"sentences": sentences_view(root, qvecs, 1 if args.quick else 3)}
+        if run_store_py:
+            C.log(f"scale at {n:,}: benchmarks/store.py --n {n} ...")
+            entry["store_py"] = store_py_view(n, Path(args.out).parent / f"store-{C.size_label(n)}.json")
+        results["sizes"][str(n)] = entry
+    results["machine"]["loadavg_at_end"] = C.machine()["loadavg"]
+
+    rows = []
+    for n, e in results["sizes"].items():
+        s = e["sentences"]
+        o = s["open_fresh_process"]
+        rows.append(
+            [
+                C.size_label(int(n)),
+                "sentences",
+                s["recall_at_10"],
+                s["search_ms"]["p50"],
+                s["search_ms"]["p95"],
+                o["open_s"],
+                o["rss_mb"],
+                o["peak_rss_mb"],
+                s["build"].get("per_s", float("nan")),
+            ]
+        )
+        p = e.get("store_py")
+        if p and "error" not in p:
+            rows.append(
+                [
+                    C.size_label(int(n)),
+                    f"store.py ({p.get('data', '?')})",
+                    p["recall_at_10"],
+                    p["search_p50_ms"],
+                    p["search_p95_ms"],
+                    p["open_s"],
+                    p["rss_mb"],
+                    p["peak_rss_mb"],
+                    p["bulk_load_per_s"],
+                ]
+            )
+        elif p:
+            rows.append([C.size_label(int(n)), "store.py", f"failed: {p['error']}", "", "", "", "", "", ""])
+    print("scale: HNSW search (no embedding), limit 10")
+    print(
+        C.table(
+            [
+                "memories",
+                "data",
+                "recall@10",
+                "search p50 ms",
+                "p95 ms",
+                "open s",
+                "RSS MB",
+                "peak RSS MB",
+                "bulk load /s",
+            ],
+            rows,
+        )
+    )
+    C.write_json(args.out, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

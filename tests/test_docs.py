@@ -1,0 +1,51 @@
+"""The README cannot drift from the code: every command, tool, resource and setting is documented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from memserver import resources, tools
+from memserver.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+_PLATFORM_VARIABLES = {"LOCALAPPDATA", "XDG_CACHE_HOME", "XDG_DATA_HOME"}
+
+
+def _commands() -> list[str]:
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    return sorted(subparsers.choices)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_cli_command_is_in_the_readme_and_has_help(command: str) -> None:
+    """Each sub-command appears in the README and has a description for --help."""
+    assert re.search(rf"memserver[^\n]*\b{command}\b", README), f"`memserver {command}` is not in README.md"
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    assert subparsers.choices[command].description, f"`memserver {command} --help` has no description"
+
+
+@pytest.mark.parametrize("tool", [t.name for t in tools.TOOLS])
+def test_every_tool_is_in_the_readme(tool: str) -> None:
+    """Each tool of the contract has a row in the README's tool table."""
+    assert f"| `{tool}` |" in README
+
+
+@pytest.mark.parametrize(
+    "uri", [r.uri for r in resources.RESOURCES] + [t.uri_template for t in resources.TEMPLATES]
+)
+def test_every_resource_is_in_the_readme(uri: str) -> None:
+    """Each resource and template appears in the README."""
+    assert f"`{uri}`" in README
+
+
+def test_every_environment_variable_read_by_memserver_is_in_the_readme() -> None:
+    """A setting the code reads but the README never mentions is a setting nobody can find."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "memserver").glob("*.py"))
+    names = set(re.findall(r"environ(?:\.get)?\(\s*\"([A-Z][A-Z0-9_]+)\"", source)) - _PLATFORM_VARIABLES
+    assert names, "no environment variables found: the pattern above is out of date"
+    missing = sorted(name for name in names if f"`{name}`" not in README)
+    assert not missing, f"undocumented environment variables: {missing}"
