@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remember", type=int, default=300, help="remember calls over MCP (default 300)")
     parser.add_argument("--bulk", type=int, default=5_000, help="texts per bulk import (default 5000)")
     parser.add_argument("--rounds", type=int, default=3, help="floor/import rounds (default 3)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 20 remembers, 200 texts, 1 round")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 20 remembers, 100 texts, 1 round")
     parser.add_argument("--out", default=str(C.RESULTS / "ingest.json"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.remember, args.bulk, args.rounds = 20, 200, 1
+        args.remember, args.bulk, args.rounds = 20, 100, 1
 
     from memserver.store import MemoryStore
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             "remember over MCP, one at a time",
             mcp["per_s"],
             f"{results['remember_mcp_vs_floor']:.2f}",
-            f"{mcp['latency_ms']['p50']} / {mcp['latency_ms']['p95']} (embed {mcp['server_embed_p50_ms']})",
+            f"{mcp['latency_ms']['p50']:.1f} / {mcp['latency_ms']['p95']:.1f} (embed {mcp['server_embed_p50_ms']:.1f})",
         ],
         ["import_ with precomputed vectors", results["bulk_load_with_vectors_per_s"], "-", "-"],
     ]

@@ -389,10 +389,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["machine"] = _common.machine()
     print_report(result)
     if not args.quick or args.out != RESULTS:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        print(f"\nwrote {args.out}")
+        write(result, args.out)
     return 0
+
+
+def write(result: dict, out: Path) -> None:
+    """The result as JSON; the fusion grid goes beside it (<name>_grid.json), one setting per line."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = dict(result)
+    grid = result.pop("fusion_grid", None)
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"\nwrote {out}")
+    if grid is not None:
+        grid_out = out.with_name(out.stem + "_grid.json")
+        grid_out.write_text("[\n" + ",\n".join(json.dumps(row) for row in grid) + "\n]\n", encoding="utf-8")
+        print(f"wrote {grid_out}")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@
 
 Bulk-loads N memories through `import_` with precomputed vectors (the path that does not re-embed), then measures
 `search_by_vector` (search excluding query embedding) p50/p95, recall@10 of the HNSW path against exact brute
-force, exact vs filtered-HNSW cost by filter size (for BRUTE_FORCE_MAX), open time of a fresh process with a
-checkpoint, peak RSS, and single `add` p50 (fsync included, embedding excluded via a constant-time embedder).
-Prints a table and writes benchmarks/results/store.json.
+force, exact vs filtered-HNSW cost by filter size (fitting BRUTE_FORCE_COST_RATIO), open time of a fresh process
+with a checkpoint (median of 5; imports and the store's open reported apart) and that process's RSS after 50
+searches, single `add` p50 (fsync included, embedding excluded via a constant-time embedder), and (N <= 200k, or
+--compact) how long compaction takes and the slowest add another store makes meanwhile. The machine's load
+average is recorded at start and end (the machine may be shared). Writes benchmarks/results/store.json.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +92,20 @@ def rss_mb() -> tuple[float, float]:
     return current, peak
 
 
+def exact_top10(vectors: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Row numbers of the exact top 10 per query, in chunks (a 1M x 300 score matrix would not fit comfortably)."""
+    best_s = np.full((len(qs), 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(qs), 0), dtype=np.int64)
+    for i in range(0, len(vectors), 100_000):
+        sc = np.einsum("ij,kj->ki", vectors[i : i + 100_000], qs)
+        top = np.argpartition(-sc, 9, axis=1)[:, :10]
+        best_s = np.concatenate([best_s, np.take_along_axis(sc, top, 1)], axis=1)
+        best_i = np.concatenate([best_i, top + i], axis=1)
+        keep = np.argpartition(-best_s, 9, axis=1)[:, :10]
+        best_s, best_i = np.take_along_axis(best_s, keep, 1), np.take_along_axis(best_i, keep, 1)
+    return best_i
+
+
 def pct(xs: list[float], p: float) -> float:
     return float(np.percentile(np.asarray(xs), p))
 
@@ -103,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", choices=["clustered", "uniform"], default="clustered", help="vector distribution")
     parser.add_argument("--dir", default=None, help="data directory (default: a temp dir, removed after)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "store.json"))
+    parser.add_argument("--compact", action="store_true", help="also time compaction when N > 200k (slow)")
     args = parser.parse_args(argv)
     n = 10_000 if args.quick else args.n
     queries = 100 if args.quick else args.queries
@@ -115,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "dim": DIM,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "versions": {"numpy": np.__version__, "hnswlib": getattr(hnswlib, "__version__", "0.8")},
+        "load_avg_start": [round(x, 1) for x in os.getloadavg()],
     }
 
     # --- bulk load -------------------------------------------------------------------------------------------
@@ -133,13 +152,22 @@ def main(argv: list[str] | None = None) -> int:
 
     # --- open time: a fresh process, index from the checkpoint -----------------------------------------------
     code = (
-        "import sys,time; sys.path.insert(0, sys.argv[2]); t=time.perf_counter();"
-        "from benchmarks.store import ConstantEmbedder; from memserver.store import MemoryStore;"
-        "s=MemoryStore(sys.argv[1],'bench',embedder=ConstantEmbedder()); print(time.perf_counter()-t)"
+        "import sys,time,json; sys.path.insert(0, sys.argv[2]); t=time.perf_counter();"
+        "from benchmarks.store import ConstantEmbedder, rss_mb, DIM; from memserver.store import MemoryStore;"
+        "import numpy as np; t1=time.perf_counter();"
+        "s=MemoryStore(sys.argv[1],'bench',embedder=ConstantEmbedder()); t2=time.perf_counter();"
+        "q=np.random.default_rng(1).standard_normal((50, DIM)).astype(np.float32);"
+        "[s.search_by_vector(v, limit=10) for v in q];"
+        "print(json.dumps({'imports': t1-t, 'open': t2-t1, 'rss': rss_mb()[0]}))"
     )
     repo = str(Path(__file__).resolve().parent.parent)
-    opens = [float(subprocess.check_output([sys.executable, "-c", code, str(root), repo], text=True)) for _ in range(3)]
-    results["open_s"] = round(min(opens), 3)
+    opens = [
+        json.loads(subprocess.check_output([sys.executable, "-c", code, str(root), repo], text=True)) for _ in range(5)
+    ]
+    results["open_s"] = round(float(np.median([o["open"] for o in opens])), 3)
+    results["open_all_s"] = [round(o["open"], 3) for o in opens]
+    results["imports_s"] = round(float(np.median([o["imports"] for o in opens])), 3)
+    results["rss_fresh_process_mb"] = round(float(np.median([o["rss"] for o in opens])))
 
     # --- search ---------------------------------------------------------------------------------------------
     t0 = time.perf_counter()
@@ -148,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     for q in qs[:10]:  # warm up
         s.search_by_vector(q, limit=10)
     lat, hit = [], 0
-    exact_top = np.argpartition(-(qs @ vectors.T), 10, axis=1)[:, :10]
+    exact_top = exact_top10(vectors, qs)
     for q, exact in zip(qs, exact_top, strict=False):
         t = time.perf_counter()
         hits = s.search_by_vector(q, limit=10)
@@ -162,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     # --- filtered: exact ranking vs HNSW with a filter, by matching-set size -----------------------------------
     filt = {}
     live_rows = np.fromiter(s._row_ids, dtype=np.int64)
-    for size in [1_000, 5_000, 10_000, 20_000, 50_000]:
-        if size > n // 2:
-            break
+    for frac in [0.005, 0.01, 0.02, 0.05, 0.1, 0.2]:
+        size = int(frac * n)
+        if size < 500:
+            continue
         cand = rng.choice(live_rows, size=size, replace=False)
         allowed = set(cand.tolist())
         t_exact, t_hnsw = [], []
@@ -177,14 +206,20 @@ def main(argv: list[str] | None = None) -> int:
                 s._vindex.search(q, 10, allowed.__contains__)
             t_hnsw.append((time.perf_counter() - t) * 1000)
         filt[size] = {"exact_p50_ms": round(pct(t_exact, 50), 3), "hnsw_filter_p50_ms": round(pct(t_hnsw, 50), 3)}
+        # exact ~ c_e*m, filtered HNSW ~ c_h*ef*N/m  =>  c_h/c_e = (t_hnsw/t_exact) * m^2 / (ef*N)
+        filt[size]["cost_ratio"] = round(pct(t_hnsw, 50) / pct(t_exact, 50) * size**2 / (s._vindex.ef * n), 2)
     results["filtered"] = filt
+    results["fitted_cost_ratio"] = (
+        round(float(np.median([v["cost_ratio"] for v in filt.values()])), 2) if filt else None
+    )
     lat_tag = []
     for q in qs[:100]:
         t = time.perf_counter()
         s.search_by_vector(q, limit=10, tags=["tag3"])
         lat_tag.append((time.perf_counter() - t) * 1000)
     results["search_one_tag_of_100_p50_ms"] = round(pct(lat_tag, 50), 3)
-    results["brute_force_max"] = store_mod.BRUTE_FORCE_MAX
+    results["brute_force_threshold"] = s._brute_force_max()
+    results["brute_force_cost_ratio"] = store_mod.BRUTE_FORCE_COST_RATIO
 
     # --- single add with fsync --------------------------------------------------------------------------------
     add_lat = []
@@ -198,20 +233,81 @@ def main(argv: list[str] | None = None) -> int:
     results["rss_mb"] = round(cur)
     results["peak_rss_mb"] = round(peak)
     results["bytes_on_disk"] = s.stats()["bytes_on_disk"]
+
+    # --- compaction beside a writer: total time, and the slowest add of another store meanwhile -----------------
+    if n <= 200_000 or args.compact:
+        for m in list(s._records.values())[: n // 100]:  # 1% deleted, so there is something to compact
+            s.delete(m.id)
+        other = MemoryStore(root, "bench", embedder=ConstantEmbedder(), **params)
+        done = threading.Event()
+        out: dict[str, float] = {}
+        held: list[float] = []  # how long compaction's process held the lock exclusively, each time
+        hold = s._lock.hold
+
+        @contextlib.contextmanager
+        def timed_hold(exclusive: bool):  # type: ignore[no-untyped-def]
+            with hold(exclusive):
+                t = time.perf_counter()
+                try:
+                    yield
+                finally:
+                    if exclusive:
+                        held.append((time.perf_counter() - t) * 1000)
+
+        s._lock.hold = timed_hold  # type: ignore[method-assign]
+
+        def run() -> None:
+            t = time.perf_counter()
+            s.compact()
+            out["s"] = time.perf_counter() - t
+            done.set()
+
+        th = threading.Thread(target=run)
+        th.start()
+        during = []
+        while not done.is_set():
+            t = time.perf_counter()
+            other.add(f"written during compaction {len(during)} {time.time()}")
+            during.append((time.perf_counter() - t) * 1000)
+            time.sleep(0.05)
+        th.join()
+        results["compact_s"] = round(out["s"], 1)
+        results["adds_during_compaction"] = len(during)
+        results["add_during_compaction_max_ms"] = round(max(during), 1)
+        results["add_during_compaction_p50_ms"] = round(pct(during, 50), 1)
+        results["compact_longest_exclusive_lock_ms"] = round(max(held), 1)
+        other.close()
     s.close()
+    results["load_avg_end"] = [round(x, 1) for x in os.getloadavg()]
 
     rows = [
         ("memories", f"{n:,} ({args.data} random unit vectors)"),
         ("index (M / ef_construction / ef)", "{M} / {ef_construction} / {ef}".format(**results["index"])),  # type: ignore[arg-type]
         ("bulk load (import_ with vectors)", f"{results['bulk_load_s']} s ({results['bulk_load_per_s']:,}/s)"),
-        ("open, fresh process (checkpoint)", f"{results['open_s']} s"),
+        ("open, fresh process (median of 5)", f"{results['open_s']} s (+ {results['imports_s']} s imports)"),
+        ("RSS, fresh process after 50 searches", f"{results['rss_fresh_process_mb']} MB"),
         ("search p50 / p95 (no embedding)", f"{results['search_p50_ms']} / {results['search_p95_ms']} ms"),
         ("recall@10 vs exact", f"{results['recall_at_10']}"),
         ("search, tag filter (1% match) p50", f"{results['search_one_tag_of_100_p50_ms']} ms"),
         ("add p50 / p95 (fsync, no embedding)", f"{results['add_p50_ms']} / {results['add_p95_ms']} ms"),
-        ("RSS now / peak", f"{results['rss_mb']} / {results['peak_rss_mb']} MB"),
+        ("RSS bench process now / peak", f"{results['rss_mb']} / {results['peak_rss_mb']} MB"),
         ("bytes on disk", f"{results['bytes_on_disk'] / 1e6:.0f} MB"),
+        ("exact-ranking threshold (rows)", f"{results['brute_force_threshold']:,}"),
+        (
+            "fitted c_h/c_e (BRUTE_FORCE_COST_RATIO)",
+            f"{results['fitted_cost_ratio']} (store uses {store_mod.BRUTE_FORCE_COST_RATIO})",
+        ),
+        ("load average start / end", f"{results['load_avg_start']} / {results['load_avg_end']}"),
     ]
+    if "compact_s" in results:
+        rows.append(
+            (
+                "compact (1% deleted) / other store's add",
+                f"{results['compact_s']} s / p50 {results['add_during_compaction_p50_ms']}, "
+                f"max {results['add_during_compaction_max_ms']} ms ({results['adds_during_compaction']} adds)",
+            )
+        )
+        rows.append(("compact: longest exclusive lock hold", f"{results['compact_longest_exclusive_lock_ms']} ms"))
     rows += [
         (f"filter of {k:,}: exact / HNSW+filter p50", f"{v['exact_p50_ms']} / {v['hnsw_filter_p50_ms']} ms")
         for k, v in filt.items()

@@ -1,10 +1,9 @@
 """Keyword (BM25) index over memory content: finds the names, ids, numbers and exact words that embeddings blur.
 
-Derived data, like the vector index, and never written to disk: the store feeds it from the journal replay
-(`add` / `remove` per record), so every process that replays the same journal holds the same index, and nothing
-the journal kept can be missing from it. Rebuilding it on open is cheap enough to do every time
-(`benchmarks/keyword_speed.py`: ~1.0 s of CPU per 100k memories of ~17 words, measured on a loaded 2-core machine;
-creating the token objects is most of it).
+Derived data, like the vector index: the store feeds it from the journal replay (`add` / `remove` per record), so
+every process that replays the same journal holds the same index, and nothing the journal kept can be missing from
+it. A full rebuild costs ~1.0-1.5 s of CPU per 100k memories of ~17 words (`benchmarks/keyword_speed.py`, loaded
+2-core machine; creating the token objects is most of it), so the store checkpoints it (see the end of this text).
 
 Why hand-written numpy postings and not SQLite FTS5 (stdlib, and the first choice on paper). Measured at 100k
 memories with a Zipf vocabulary, 3-term OR queries: FTS5 `bm25()` ... `ORDER BY rank LIMIT 50` took 46 ms p50 and

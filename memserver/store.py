@@ -66,10 +66,15 @@ MAX_TAGS = 20
 MAX_TAG_CHARS = 64
 MAX_SOURCE_CHARS = 200
 MAX_LIMIT = 1000
-# Filtered searches whose matching set is at most this large are ranked exactly by numpy over the stored vectors;
-# larger sets go through HNSW with a filter (falling back to exact if it returns too few). Measured in
-# benchmarks/store.py: at 100k, exact over 10k rows costs about what a filtered HNSW search does.
-BRUTE_FORCE_MAX = 10_000
+# Filtered searches whose matching set is small are ranked exactly by numpy over the stored vectors; larger sets go
+# through HNSW with a filter (falling back to exact if it returns too few). Exact costs ~c_e per matching row;
+# HNSW with a filter matching a fraction f of N rows visits ~ef/f nodes at ~c_h each (a Python predicate per
+# candidate). They cost the same at m* = f*N = sqrt((c_h/c_e) * ef * N), so the threshold grows as the square root
+# of the store (a shrinking fraction): see `_brute_force_max`. BRUTE_FORCE_COST_RATIO (c_h/c_e) is measured by
+# benchmarks/store.py ("filtered" table, README "Store"); the threshold is clamped to [MIN, MAX].
+BRUTE_FORCE_COST_RATIO = 8.0
+BRUTE_FORCE_MIN = 2_000
+BRUTE_FORCE_MAX = 60_000
 # Checkpoint the derived indexes when this many journal records are not covered by the checkpoint on disk
 # (on open, close and after import_), and from the write path only past WRITE_CHECKPOINT_RECORDS.
 CHECKPOINT_RECORDS = 200
@@ -87,11 +92,13 @@ _MODES = ("hybrid", "semantic", "keyword")
 # on benchmarks/quality.py (benchmarks/README.md, "Retrieval quality"): k barely matters (10..100); cutting each
 # ranking at 20 keeps rows that are mediocre in both lists from outranking one that is clearly first in one
 # (recall@10 0.969 vs 0.937 at depth 50); equal weights beat favouring either side; the recency prior lifts MRR
-# (0.795 -> 0.820; "changed" facts 0.48 -> 0.64) without moving recall@10.
+# (0.795 -> 0.810; "changed" facts 0.48 -> 0.53) without moving recall@10. It is kept small on purpose: 0.25 lifts
+# "changed" facts further (0.64) but moves an older memory down by up to ~6 places in one ranking, a risk for
+# questions about old conversations that our evaluation set under-represents.
 FUSION_DEPTH = 20
 FUSION_K = 60
 FUSION_WEIGHTS = (1.0, 1.0)  # (vector, keyword)
-FUSION_RECENCY = 0.25
+FUSION_RECENCY = 0.1
 # No default min_score: on benchmarks/quality.py a floor high enough to silence unanswerable queries (0.35) also
 # drops 17% of the relevant best hits. The server flags weak results instead (tools.WEAK_MATCH_SCORE).
 # add(): a live memory at least this close (cosine) is reported in Memory.similar. From 25 restatement pairs vs 30
@@ -463,6 +470,11 @@ class MemoryStore:
         ):
             self._checkpoint()
 
+    def _brute_force_max(self) -> int:
+        """Largest matching set ranked exactly: where exact and filtered HNSW cost the same (see BRUTE_FORCE_*)."""
+        m = math.sqrt(BRUTE_FORCE_COST_RATIO * self._vindex.ef * max(len(self._records), 1))
+        return int(min(BRUTE_FORCE_MAX, max(BRUTE_FORCE_MIN, m)))
+
     # --- the metadata snapshot (see journal.py): open without re-decoding the whole journal ---------------------
 
     def _meta_path(self, generation: str) -> Path:
@@ -674,46 +686,20 @@ class MemoryStore:
 
     # --- vector rows ---------------------------------------------------------------------------------------------
 
-    def _read_rows(self, rows: Sequence[int]) -> np.ndarray:
-        """Raw vector rows from the row file (consecutive rows in one read)."""
-        out = np.empty((len(rows), self.dim), dtype=np.float32)
-        i = 0
-        while i < len(rows):
-            j = i + 1
-            while j < len(rows) and rows[j] == rows[j - 1] + 1 and j - i < 65536:
-                j += 1
-            nbytes = (j - i) * self._rowbytes
-            data = os.pread(self._vfd, nbytes, rows[i] * self._rowbytes)
-            if len(data) != nbytes:
-                raise StoreError(
-                    f"{self._vpath} is shorter than the journal says (rows {rows[i]}..{rows[j - 1]} missing)"
-                )
-            out[i:j] = np.frombuffer(data, dtype=np.float32).reshape(j - i, self.dim)
-            i = j
-        return out
-
     def _vectors_for(self, records: Sequence[AddRecord]) -> np.ndarray:
         """Stored vectors of `records`, each checked against its CRC; a damaged row is re-embedded (logged)."""
-        rows = [r.row for r in records]
-        try:
-            vecs = self._read_rows(rows)
-        except StoreError:
-            vecs = None
+        vecs = self._pread_rows(self._vfd, [r.row for r in records])
+        present = os.fstat(self._vfd).st_size // self._rowbytes  # rows past it were lost (power loss)
         crcs = self._vcrc
         bad: list[int] = []
         for i, r in enumerate(records):
-            if vecs is None:
-                bad.append(i)
-                continue
             want = crcs.get(r.row)
-            if want is not None and zlib.crc32(vecs[i].tobytes()) != want:
+            if r.row >= present or (want is not None and zlib.crc32(vecs[i].tobytes()) != want):
                 if r.row in self._vectors_repaired:  # re-embedded already (for another derived index)
                     vecs[i] = self._vectors_repaired[r.row]
                 else:
                     bad.append(i)
         if bad:
-            if vecs is None:
-                vecs = np.zeros((len(records), self.dim), dtype=np.float32)
             log.error(
                 "%d stored vector row(s) in %s are damaged or missing; re-embedding them (run compact() to rewrite)",
                 len(bad),
@@ -1031,7 +1017,7 @@ class MemoryStore:
             if mode == "semantic" or not text:
                 rows, scores = self._rank(q, limit, cand)
             else:
-                rows, scores = self._fused(q, text, limit, cand, keyword_only=mode == "keyword")
+                rows, scores = self._fused(q, text, limit, cand, mode == "keyword", min_score is not None)
             hits: list[Hit] = []
             for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
                 if (min_score is not None and score < min_score) or row not in self._row_ids:
@@ -1042,27 +1028,40 @@ class MemoryStore:
             return hits
 
     def _fused(
-        self, q: np.ndarray, text: str, limit: int, cand: np.ndarray | None, keyword_only: bool
+        self, q: np.ndarray, text: str, limit: int, cand: np.ndarray | None, keyword_only: bool, deep: bool
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Rows in keyword (BM25) or hybrid (RRF) order, deeper than `limit` so that min_score can drop some,
-        each with its cosine similarity to `q` (computed from the stored vectors for keyword-only rows)."""
+        """Rows in keyword (BM25) or hybrid (RRF) order, each with its cosine similarity to `q` (computed from the
+        stored vectors, also for keyword-only rows); `limit` of them, or with `deep` all (min_score drops some).
+
+        Hybrid fuses the top FUSION_DEPTH of each ranking; a `limit` beyond what that yields is filled from the
+        fusion of the deeper rankings, after it, so the first results never depend on `limit`.
+        """
         depth = max(limit, FUSION_DEPTH)
         words = [row for row, _ in self._kindex.search(text, depth, cand)]
         if keyword_only:
             rows = np.asarray(words, dtype=np.int64)
         else:
             near = self._rank(q, depth, cand)[0].tolist()
-            rankings, weights = [near, words], list(FUSION_WEIGHTS)
-            if FUSION_RECENCY:
-                recs, ids = self._records, self._row_ids
-                pool = list(dict.fromkeys(near + words))
-                rankings.append(sorted(pool, key=lambda row: recs[ids[row]].created_at, reverse=True))
-                weights.append(FUSION_RECENCY)
-            fused = reciprocal_rank_fusion(rankings, k=FUSION_K, weights=weights)
-            rows = np.asarray([row for row, _ in fused], dtype=np.int64)
+            order = self._fuse(near[:FUSION_DEPTH], words[:FUSION_DEPTH])
+            if depth > FUSION_DEPTH:
+                head = set(order)
+                order += [row for row in self._fuse(near, words) if row not in head]
+            rows = np.asarray(order, dtype=np.int64)
+        if not deep:
+            rows = rows[:limit]
         if len(rows) == 0:
             return rows, np.empty(0, dtype=np.float32)
         return rows, np.einsum("ij,j->i", self._matrix(rows), q)
+
+    def _fuse(self, near: list[int], words: list[int]) -> list[int]:
+        """RRF of the vector and keyword rankings, plus the recency prior over the rows they hold."""
+        rankings, weights = [near, words], list(FUSION_WEIGHTS)
+        if FUSION_RECENCY:
+            recs, ids = self._records, self._row_ids
+            pool = list(dict.fromkeys(near + words))
+            rankings.append(sorted(pool, key=lambda row: recs[ids[row]].created_at, reverse=True))
+            weights.append(FUSION_RECENCY)
+        return [row for row, _ in reciprocal_rank_fusion(rankings, k=FUSION_K, weights=weights)]
 
     def _rank(self, q: np.ndarray, limit: int, cand: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Top rows among `cand` (None = all): exact for small sets, HNSW otherwise, never fewer than possible."""
@@ -1070,7 +1069,7 @@ class MemoryStore:
         k = min(limit, total)
         if k == 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        if cand is not None and total <= BRUTE_FORCE_MAX:
+        if cand is not None and total <= self._brute_force_max():
             return self._exact(q, k, cand)
         allowed = None if cand is None else set(cand.tolist())
         try:

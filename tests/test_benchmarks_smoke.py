@@ -131,3 +131,15 @@ def test_plot(tmp_path):
     )
     _run_bench("plot.py", "--results", str(tmp_path), timeout=120)
     assert (tmp_path / "recall_vs_size.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quality_quick(real_embedder, bench_cache, tmp_path):
+    """quality.py --quick ranks 60 evaluation queries through the store in all three modes and times hybrid at 2k."""
+    out = tmp_path / "quality.json"
+    run = _run_bench("quality.py", "--quick", "--cache", str(bench_cache), "--out", str(out), timeout=300)
+    assert "hybrid / semantic" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["queries"] == 60 and set(r["overall"]) == {"semantic", "keyword", "hybrid"}
+    assert r["overall"]["hybrid"]["recall@10"] >= r["overall"]["semantic"]["recall@10"]
+    assert r["near_duplicates"]["add_similar_found_original"] > 0.5
+    assert r["scale"]["n"] == 2000 and r["scale"]["search_ms"]["hybrid"]["p50"] > 0

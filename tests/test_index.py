@@ -99,3 +99,16 @@ def test_damaged_checkpoints_are_refused_not_loaded(tmp_path: Path, damage: str)
     else:
         graph.unlink()
     assert VectorIndex(DIM).load(tmp_path, "g") is None
+
+
+def test_checkpoint_built_with_another_ef_construction_is_used(tmp_path: Path) -> None:
+    """ef_construction only shapes how a graph is built: a checkpoint built with another value loads as it is."""
+    index = VectorIndex(DIM, ef_construction=200)
+    vecs = _vectors(300, seed=3)
+    index.add(_records(range(300)), vecs)
+    index.save(tmp_path, {"generation": "g", "offset": 1, "count": 300})
+    loaded = VectorIndex(DIM, ef_construction=64)
+    assert loaded.load(tmp_path, "g") is not None and loaded.ef_construction == 200
+    assert loaded.search(vecs[7], 1)[0].tolist() == [7]
+    loaded.reset()
+    assert loaded.ef_construction == 64

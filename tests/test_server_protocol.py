@@ -39,6 +39,7 @@ class StubMemory:
     tags: tuple[str, ...] = ()
     source: str = ""
     duplicate: bool = False
+    similar: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class StubStore:
         self.memories: dict[str, StubMemory] = {}
         self.fail: BaseException | None = None
         self.calls: list[tuple[str, Any]] = []
+        self.score = 0.5  # what search gives every hit
+        self.similar: tuple[tuple[str, float], ...] = ()  # what the next new memory is close to
 
     def _check(self, name: str, args: Any) -> None:
         self.calls.append((name, args))
@@ -67,11 +70,11 @@ class StubStore:
                 return replace(memory, duplicate=True)
         memory = StubMemory(f"{len(self.memories) + 1:032x}", content, "2026-01-01T00:00:00+00:00", tuple(tags or ()))
         self.memories[memory.id] = replace(memory, source=source or "")
-        return self.memories[memory.id]
+        return replace(self.memories[memory.id], similar=self.similar)
 
     def search(self, query: str, **kwargs: Any) -> list[StubHit]:
         self._check("search", kwargs)
-        return [StubHit(m, 0.5) for m in list(self.memories.values())[: kwargs["limit"]]]
+        return [StubHit(m, self.score) for m in list(self.memories.values())[: kwargs["limit"]]]
 
     def list_recent(self, limit: int = 10, tags: Any = None) -> list[StubMemory]:
         self._check("list_recent", (limit, tags))
@@ -203,6 +206,41 @@ async def test_defaults_are_applied_and_filters_passed_to_the_store(client: Clie
     }
     assert recent == ("list_recent", (10, None))
     assert search2[1]["limit"] == 7 and isinstance(search2[1]["limit"], int)
+
+
+@pytest.mark.anyio
+async def test_recall_says_plainly_when_nothing_was_found(client: Client, store: StubStore) -> None:
+    """No results, or only weak ones (best score below WEAK_MATCH_SCORE), come with a note; good ones without."""
+    schema = Draft202012Validator(tools.RECALL.output_schema)
+    empty = (await call(client, "recall", {"query": "q"})).structured_content
+    assert empty["results"] == [] and "Nothing found" in empty["note"]
+    filtered = (await call(client, "recall", {"query": "q", "tags": ["a"], "min_score": 0.4})).structured_content
+    assert "filters" in filtered["note"] and "min_score 0.4" in filtered["note"]
+    assert (
+        "no memory shares a word"
+        in (await call(client, "recall", {"query": "q", "mode": "keyword"})).structured_content["note"]
+    )
+    await call(client, "remember", {"content": "tea over coffee"})
+    store.score = tools.WEAK_MATCH_SCORE - 0.1
+    weak = (await call(client, "recall", {"query": "q"})).structured_content
+    assert len(weak["results"]) == 1 and weak["note"].startswith("No strong match: the best score is 0.25")
+    store.score = tools.WEAK_MATCH_SCORE + 0.1
+    strong = (await call(client, "recall", {"query": "q"})).structured_content
+    assert "note" not in strong
+    for payload in (empty, filtered, weak, strong):
+        schema.validate(payload)
+
+
+@pytest.mark.anyio
+async def test_remember_lists_near_duplicates(client: Client, store: StubStore) -> None:
+    """A stored memory close to existing ones returns them as similar: [{id, score, content}], valid per schema."""
+    first = (await call(client, "remember", {"content": "Marta lives in Lisbon"})).structured_content
+    assert "similar" not in first
+    store.similar = ((first["id"], 0.91234),)
+    second = (await call(client, "remember", {"content": "Marta now lives in Lisbon"})).structured_content
+    assert second["status"] == "stored"
+    assert second["similar"] == [{"id": first["id"], "score": 0.9123, "content": "Marta lives in Lisbon"}]
+    Draft202012Validator(tools.REMEMBER.output_schema).validate(second)
 
 
 # --- tools/call: validation -----------------------------------------------------------------------------------------

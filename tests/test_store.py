@@ -392,3 +392,20 @@ def test_store_imports_neither_mcp_nor_onnxruntime() -> None:
         "bad = [m for m in ('mcp', 'onnxruntime') if m in sys.modules]; sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent).returncode == 0
+
+
+def test_exact_ranking_threshold_grows_as_the_square_root_of_the_store(store: MemoryStore, monkeypatch) -> None:
+    """The matching-set size ranked exactly is sqrt(ratio * ef * N), clamped: a shrinking fraction of a growing
+    store (where exact and filtered HNSW cost the same), and a filtered search stays exact below it."""
+    monkeypatch.setattr(memserver.store, "BRUTE_FORCE_MIN", 1)
+    store.add_many([{"content": f"note {i}", "tags": ["a" if i % 4 else "b"]} for i in range(400)])
+    small = store._brute_force_max()
+    store.add_many([f"more {i}" for i in range(1200)])
+    assert store._brute_force_max() == pytest.approx(2 * small, rel=0.01)  # 4x the store, 2x the threshold
+    monkeypatch.setattr(memserver.store, "BRUTE_FORCE_MAX", 50)
+    assert store._brute_force_max() == 50
+    monkeypatch.setattr(memserver.store, "BRUTE_FORCE_MAX", 10**6)
+    calls: list[object] = []
+    monkeypatch.setattr(store._vindex, "search", lambda *a, **k: calls.append(a))
+    hits = store.search("note 4", tags=["b"], limit=5, mode="semantic")  # 100 match: below the threshold
+    assert not calls and hits[0].memory.content == "note 4"
