@@ -237,15 +237,19 @@ def texts_only(n: int, seed: int = 1) -> list[str]:
     return [f"{base[a[i]]} Also: {base[b[i]]} (#{i})" for i in range(n)]
 
 
-def ensure_store(cache: Path, n: int, *, log_every: int = 100_000) -> Path:
-    """The data directory of a cached store of `n` synthetic memories (collection "bench"); built if missing."""
-    root = cache / f"store-{n}"
+def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool = False) -> Path:
+    """The data directory of a cached store of `n` synthetic memories (collection "bench"); built if missing.
+
+    `quick` (smoke runs) mixes only the first 128 base sentences, so that embedding them takes a second.
+    """
+    root = cache / (f"quick-{n}" if quick else f"store-{n}")
     done = root / "BUILT"
     if done.exists():
         return root
     if root.exists():
         shutil.rmtree(root)
     base, _ = corpus()
+    base = base[:128] if quick else base
     vecs = base_vectors(cache, base)
     from memserver import store as store_mod
     from memserver.embedder import Embedder

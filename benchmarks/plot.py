@@ -2,9 +2,9 @@
 
     uv run --group bench python benchmarks/plot.py      # reads benchmarks/results/*.json, writes recall_vs_size.png
 
-Left: recall over MCP stdio p50 and p95 (recall_mcp.json) with the bare embedding floor and the 1.3x target
-line. Right: resident memory of the server after its recalls (recall_mcp.json), and of a fresh process that only
-opens the store (scale.json), against the number of memories.
+Left: recall over MCP stdio p50 and p95 (recall_mcp.json) with the bare embedding floor, the 1.3x target line
+and the server's own query-embedding time. Right: resident memory of the server after its recalls
+(recall_mcp.json), and of a fresh process that only opens the store (scale.json), against the number of memories.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         floor = get("floor_bare_ms", "p50")
         ax1.plot(ns, floor, "s-", color="grey", label="bare embedding floor, p50")
         ax1.plot(ns, [1.3 * f for f in floor], ":", color="grey", label="target: 1.3x floor")
+        embed = [recall[str(n)].get("breakdown_p50_ms", {}).get("embed") for n in ns]
+        if all(e is not None for e in embed):
+            ax1.plot(ns, embed, "^-", color="green", alpha=0.6, label="server's own embed_query, p50")
         for n in ns:
             b = recall[str(n)].get("breakdown_p50_ms", {})
             if "search" in b:

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": {},
     }
     for n in sizes:
-        root = C.ensure_store(cache, n)
+        root = C.ensure_store(cache, n, quick=args.quick)
         C.log(f"recall over MCP at {n:,} memories ...")
         r = anyio.run(measure, root, queries, bare, emb, args.limit, args.repeat)
         r["store_build"] = C.build_info(root)

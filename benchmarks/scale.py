@@ -11,7 +11,7 @@ Two views, side by side:
     store's own vector file. Open time and RSS come from a fresh process that only opens the store (checkpointed
     index, no model): the store's share of the server's memory.
   - "store.py": benchmarks/store.py (the store's own benchmark, random clustered vectors, its own fresh store) is
-    run as is for each size, in its own process, and its figures are collected (skip with --no-store-py).
+    run as is for each size up to --store-py-max, in its own process, and its figures are collected.
 Prints a table and writes benchmarks/results/scale.json (and store.py's JSON as results/store-<size>.json).
 """
 
@@ -131,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000], help="store sizes (default 100000)")
     parser.add_argument("--with-1m", action="store_true", help="add 1,000,000")
     parser.add_argument("--no-store-py", action="store_true", help="do not run benchmarks/store.py")
+    parser.add_argument(
+        "--store-py-max",
+        type=int,
+        default=100_000,
+        help="run store.py only up to this size (default 100000: at 1M it builds its own store, ~30 min here)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: 2,000 memories, store.py skipped")
     parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
     parser.add_argument("--out", default=str(C.RESULTS / "scale.json"))
@@ -144,10 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     qvecs = C.embedder().embed(queries)
     results: dict[str, Any] = {"machine": host, "queries": len(queries), "sizes": {}}
     for n in sizes:
-        root = C.ensure_store(cache, n)
+        root = C.ensure_store(cache, n, quick=args.quick)
         C.log(f"scale at {n:,}: sentences view ...")
         entry: dict[str, Any] = {"sentences": sentences_view(root, qvecs, 1 if args.quick else 3)}
-        if run_store_py:
+        if run_store_py and n <= args.store_py_max:
             C.log(f"scale at {n:,}: benchmarks/store.py --n {n} ...")
             entry["store_py"] = store_py_view(n, Path(args.out).parent / f"store-{C.size_label(n)}.json")
         results["sizes"][str(n)] = entry

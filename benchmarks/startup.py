@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     host = C.machine()
     cache = C.cache_dir(args.cache)
-    roots = {n: (C.ensure_store(cache, n) if n else cache / "store-0") for n in sizes}
+    roots = {n: (C.ensure_store(cache, n, quick=args.quick) if n else cache / "store-0") for n in sizes}
     if 0 in roots:
         (roots[0] / C.COLLECTION).mkdir(parents=True, exist_ok=True)
     baseline = C.sdk_import_s(1 if args.quick else 5)

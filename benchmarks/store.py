@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -212,6 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     results["fitted_cost_ratio"] = (
         round(float(np.median([v["cost_ratio"] for v in filt.values()])), 2) if filt else None
     )
+    # Where the two measured curves cross (log-log interpolation), and the ratio that puts the threshold there.
+    sizes = sorted(filt)
+    for a, b in itertools.pairwise(sizes):
+        da = np.log(filt[a]["exact_p50_ms"] / filt[a]["hnsw_filter_p50_ms"])
+        db = np.log(filt[b]["exact_p50_ms"] / filt[b]["hnsw_filter_p50_ms"])
+        if da <= 0 < db:
+            cross = float(np.exp(np.log(a) + (np.log(b) - np.log(a)) * -da / (db - da)))
+            results["crossover_rows"] = round(cross)
+            results["crossover_cost_ratio"] = round(cross**2 / (s._vindex.ef * n), 2)
+            break
     lat_tag = []
     for q in qs[:100]:
         t = time.perf_counter()
@@ -296,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
         (
             "fitted c_h/c_e (BRUTE_FORCE_COST_RATIO)",
             f"{results['fitted_cost_ratio']} (store uses {store_mod.BRUTE_FORCE_COST_RATIO})",
+        ),
+        (
+            "measured crossover exact = HNSW+filter",
+            f"{results.get('crossover_rows', 'none')} rows (ratio {results.get('crossover_cost_ratio')})",
         ),
         ("load average start / end", f"{results['load_avg_start']} / {results['load_avg_end']}"),
     ]

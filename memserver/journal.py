@@ -4,8 +4,9 @@ Crash story (read this first)
 -----------------------------
 A collection is one folder::
 
-    journal.jsonl          header line, then one line per add / delete; each line ends with its own CRC-32
-    vectors-<gen>.f32      fixed rows of `dim` float32 (row r at byte r*dim*4), append-only, no header
+    journal.jsonl          header line, then one line per add / delete / vfix; each ends with its own CRC-32
+    vectors-<gen>.f32      fixed rows of `dim` float32 (row r at byte r*dim*4), append-only (but for rows found
+                           damaged and rewritten, see vfix below), no header
     index.json             checkpoint of the derived vector index: file name, journal offset covered, CRC
     index-<nonce>.hnsw     the hnswlib graph the checkpoint names (derived data, rebuildable)
     meta-<gen>.snap        snapshot of the in-memory metadata at a checkpoint (derived; open skips replaying the

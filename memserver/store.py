@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import gc
 import hashlib
 import heapq
 import logging
@@ -71,8 +72,9 @@ MAX_LIMIT = 1000
 # HNSW with a filter matching a fraction f of N rows visits ~ef/f nodes at ~c_h each (a Python predicate per
 # candidate). They cost the same at m* = f*N = sqrt((c_h/c_e) * ef * N), so the threshold grows as the square root
 # of the store (a shrinking fraction): see `_brute_force_max`. BRUTE_FORCE_COST_RATIO (c_h/c_e) is measured by
-# benchmarks/store.py ("filtered" table, README "Store"); the threshold is clamped to [MIN, MAX].
-BRUTE_FORCE_COST_RATIO = 8.0
+# benchmarks/store.py ("filtered" table, README "Store"): the curves crossed at 8.1k rows of 100k (ratio 5.1) and
+# 20.3k of 1M (3.2), at ef 128; 4 puts it at 7.2k and 22.6k there (10.1k, 32k at ef 256). Clamped to [MIN, MAX].
+BRUTE_FORCE_COST_RATIO = 4.0
 BRUTE_FORCE_MIN = 2_000
 BRUTE_FORCE_MAX = 60_000
 # Checkpoint the derived indexes when this many journal records are not covered by the checkpoint on disk
@@ -334,6 +336,8 @@ class MemoryStore:
             hits = store.search("when does the password change?", limit=3)
     """
 
+    _importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -420,7 +424,20 @@ class MemoryStore:
         self._vfd = os.open(self._vpath, os.O_RDWR | os.O_CREAT, 0o644)
 
     def _load(self) -> None:
-        """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them."""
+        """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them.
+
+        The cyclic garbage collector is paused meanwhile: a load creates millions of objects, none of them in a
+        cycle, and the collector would rescan them again and again (1M memories: 10.6 s -> 7.3 s to open).
+        """
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._load_objects()
+        finally:
+            if paused:
+                gc.enable()
+
+    def _load_objects(self) -> None:
         self._close_files()
         self._reset_state()
         self._open_files()
@@ -747,7 +764,12 @@ class MemoryStore:
             with self._lock.hold(exclusive=True):
                 self._catch_up(repair=True)
                 yield
-                if self._uncovered >= WRITE_CHECKPOINT_RECORDS:
+                # A checkpoint rewrites each index in full (hnswlib #36), so during import_ they are spaced
+                # geometrically (at least half the store's size apart): O(N) bytes written in all, not O(N^2).
+                every = WRITE_CHECKPOINT_RECORDS
+                if self._importing:
+                    every = max(every, len(self._records) // 2)
+                if self._uncovered >= every:
                     self._checkpoint_locked()
 
     def _write_adds(self, items: list[_NewItem]) -> list[Memory]:
@@ -1148,13 +1170,19 @@ class MemoryStore:
         """
         added = 0
         batch: list[_NewItem] = []
-        for n, rec in enumerate(records):
-            batch.append(self._import_item(rec, n))
-            if len(batch) >= IMPORT_BATCH:
+        with self._mu:
+            self._importing += 1
+        try:
+            for n, rec in enumerate(records):
+                batch.append(self._import_item(rec, n))
+                if len(batch) >= IMPORT_BATCH:
+                    added += self._import_batch(batch)
+                    batch = []
+            if batch:
                 added += self._import_batch(batch)
-                batch = []
-        if batch:
-            added += self._import_batch(batch)
+        finally:
+            with self._mu:
+                self._importing -= 1
         with self._mu:
             if self._uncovered >= CHECKPOINT_RECORDS:
                 self._checkpoint()

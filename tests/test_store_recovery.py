@@ -223,3 +223,35 @@ def test_compaction_lets_other_writers_proceed(tmp_path: Path, monkeypatch: pyte
         assert {m["id"] for m in s.export()} == expected and counting.texts == 0
         vecs = np.stack([s._vindex.get_vectors([r.row])[0] for r in list(s._records.values())[:5]])
         assert np.allclose(np.linalg.norm(vecs, axis=1), 1, atol=1e-3)
+
+
+# --- bulk import ---------------------------------------------------------------------------------------------------
+
+
+def test_import_spaces_checkpoints_geometrically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint rewrites whole indexes, so import_ does not take one every WRITE_CHECKPOINT_RECORDS (O(N^2)
+    bytes at 1M) but when the uncovered records reach half the store; ordinary writes keep the fixed spacing."""
+    import memserver.store as ms
+
+    monkeypatch.setattr(ms, "IMPORT_BATCH", 100)
+    monkeypatch.setattr(ms, "WRITE_CHECKPOINT_RECORDS", 200)
+    sizes: list[int] = []
+    original = MemoryStore._checkpoint_locked
+
+    def counting(self):
+        sizes.append(len(self._records))
+        return original(self)
+
+    monkeypatch.setattr(MemoryStore, "_checkpoint_locked", counting)
+    emb = FakeEmbedder()
+    vecs = emb.embed([f"imported {i}" for i in range(6400)])
+    with _open(tmp_path) as s:
+        assert s.import_({"content": f"imported {i}", "vector": vecs[i]} for i in range(6400)) == 6400
+        assert sizes == [200, 400, 800, 1600, 3200, 6400]  # the last one: import_'s own, at its end
+        sizes.clear()
+        s.add_many([f"after {i}" for i in range(400)])
+        for i in range(200):
+            s.add(f"single {i}")
+        assert sizes == [6800, 7000]  # every 200 records again
+    with _open(tmp_path) as s:
+        assert s.stats()["count"] == 6400 + 400 + 200
