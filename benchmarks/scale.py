@@ -12,7 +12,7 @@ Two views, side by side:
     index, no model): the store's share of the server's memory.
   - "store.py": benchmarks/store.py (the store's own benchmark, random clustered vectors, its own fresh store) is
     run as is for each size up to --store-py-max, in its own process, and its figures are collected.
-Prints a table and writes benchmarks/results/scale.json (and store.py's JSON as results/store-<size>.json).
+Prints a table and writes benchmarks/results/scale.json (and store.py's JSON as results/scale-storepy-<size>.json).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, Any] = {"sentences": sentences_view(root, qvecs, 1 if args.quick else 3)}
         if run_store_py and n <= args.store_py_max:
             C.log(f"scale at {n:,}: benchmarks/store.py --n {n} ...")
-            entry["store_py"] = store_py_view(n, Path(args.out).parent / f"store-{C.size_label(n)}.json")
+            entry["store_py"] = store_py_view(n, Path(args.out).parent / f"scale-storepy-{C.size_label(n)}.json")
         results["sizes"][str(n)] = entry
     results["machine"]["loadavg_at_end"] = C.machine()["loadavg"]
 

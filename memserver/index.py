@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import struct
+import threading
 import uuid
 import zlib
 from collections.abc import Callable, Sequence
@@ -76,6 +77,7 @@ class VectorIndex:
         self.M = M
         self.ef_construction = self._configured_ef_construction = ef_construction
         self.ef = ef
+        self._pending_crc: tuple[str, threading.Thread, list[int | Exception]] | None = None
         self.reset()
 
     # --- DerivedIndex hooks ----------------------------------------------------------------------------------
@@ -191,8 +193,46 @@ class VectorIndex:
                     old.unlink()
         fsync_dir(folder)
 
+    def prepare(self, folder: Path) -> None:
+        """Start computing the CRC-32 of the checkpoint's graph file in a thread (zlib and file reads release the
+        GIL), so that it overlaps the rest of the store's open; `load` waits for it before trusting the file."""
+        self._pending_crc = None
+        try:
+            meta = json.loads((folder / META_NAME).read_bytes())
+            path = folder / str(meta["file"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # load() reports it
+        result: list[int | Exception] = []
+
+        def run() -> None:
+            try:
+                result.append(_crc_file(path))
+            except Exception as exc:  # handed to load(), which reports it
+                result.append(exc)
+
+        thread = threading.Thread(target=run, name="hnsw-crc", daemon=True)
+        thread.start()
+        self._pending_crc = (str(meta["file"]), thread, result)
+
+    def _graph_crc(self, path: Path) -> int:
+        """The graph file's CRC-32: from the thread `prepare` started for this file, else computed now."""
+        pending = self._pending_crc
+        if pending is not None and pending[0] == path.name:
+            pending[1].join()
+            got = pending[2][0]
+            if isinstance(got, Exception):
+                raise got
+            return got
+        return _crc_file(path)
+
     def load(self, folder: Path, generation: str) -> dict[str, Any] | None:
         """Load the checkpoint if it is for `generation` and passes every check; else None (caller rebuilds)."""
+        try:
+            return self._load(folder, generation)
+        finally:
+            self._pending_crc = None  # used or not, a CRC started by prepare() serves this load only
+
+    def _load(self, folder: Path, generation: str) -> dict[str, Any] | None:
         try:
             meta = json.loads((folder / META_NAME).read_bytes())
         except FileNotFoundError:
@@ -244,7 +284,7 @@ class VectorIndex:
                 return "graph header has a wrong element layout"
             if count != meta["elements"] or (count and entry >= count) or size < _HEADER.size + count * (per_el + 4):
                 return "graph header disagrees with the checkpoint (element count, entry point or size)"
-            if _crc_file(path) != meta["crc32"]:
+            if self._graph_crc(path) != meta["crc32"]:
                 return "graph file CRC-32 mismatch (damaged on disk)"
         except (KeyError, TypeError, ValueError, OSError, struct.error) as exc:
             return f"malformed checkpoint ({exc!r})"

@@ -64,7 +64,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -83,9 +83,12 @@ _decode = json.JSONDecoder().decode  # json.loads minus its per-call encoding sn
 # --- records -----------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class AddRecord:
-    """One stored memory as the journal knows it; `row` is its row in the vector file (and its index label)."""
+class AddRecord(NamedTuple):
+    """One stored memory as the journal knows it; `row` is its row in the vector file (and its index label).
+
+    A NamedTuple (immutable, like the frozen dataclass it was) because opening a store builds one per memory
+    from the metadata snapshot, in C (`tuple.__new__`): 1M of them in ~0.2 s instead of ~2 s.
+    """
 
     id: str
     content: str

@@ -542,9 +542,14 @@ class KeywordIndex:
             or (len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= n))
             or not np.array_equal(keys >= 0, alive)
             or (n and int(keys.max()) >= 1 << 40)
-            or len(np.unique(keys[alive])) != int(alive.sum())
         ):
             raise ValueError("inconsistent keyword index arrays")
+        live_keys = keys[alive]
+        # Live keys must be distinct: a table as large as the largest key (the store's rows: dense), not a sort.
+        int_slot = np.full(max(int(keys.max()) + 1 if n else 0, 1024), -1, np.int64)
+        int_slot[live_keys] = np.flatnonzero(alive)
+        if np.count_nonzero(int_slot >= 0) != len(live_keys):
+            raise ValueError("inconsistent keyword index arrays (a key appears twice)")
         self.clear()
         self._term_ids.clear()
         self._term_ids.update(zip(terms, range(n_terms), strict=True))
@@ -555,13 +560,16 @@ class KeywordIndex:
         self._alive = np.zeros(capacity, bool)
         self._alive[:n] = alive
         key_list = keys.tolist()
-        self._keys = [k if k >= 0 else None for k in key_list]
-        self._slot_of = {k: slot for slot, k in enumerate(key_list) if k >= 0}
+        if len(live_keys) == n:
+            self._keys = key_list
+            self._slot_of = dict(zip(key_list, range(n), strict=True))
+        else:
+            self._keys = [k if k >= 0 else None for k in key_list]
+            self._slot_of = {k: slot for slot, k in enumerate(key_list) if k >= 0}
         self._live = len(self._slot_of)
         self._dead = n - self._live
         self._total_length = float(length[alive].sum(dtype=np.float64))
-        self._int_slot = np.full(max(int(keys.max()) + 1 if n else 0, 1024), -1, np.int64)
-        self._int_slot[keys[alive]] = np.flatnonzero(alive)
+        self._int_slot = int_slot
         self._indptr = indptr.astype(np.int64)
         self._docs = docs.astype(np.int32)
         self._tfs = tfs.astype(np.float32)

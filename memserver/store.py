@@ -31,6 +31,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +85,8 @@ WRITE_CHECKPOINT_RECORDS = 5000
 IMPORT_BATCH = 1000
 # Files of a compaction in progress (compacting-*) are removed as leftovers of a dead one only when this old.
 COMPACTING_STALE_S = 6 * 3600
+# Layout of the metadata snapshot's payload (see _meta_payload); a snapshot of another format is replayed over.
+SNAPSHOT_FORMAT = 2
 
 _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -445,7 +448,9 @@ class MemoryStore:
         self._offset = self._journal.header_end
         with self._lock.hold(exclusive=False):
             stamps: dict[str, dict[str, Any] | None] = {}
-            for d in self._derived:
+            # The vector index's graph file is checksummed in a thread meanwhile (1M memories: ~1 s), so load it last.
+            self._vindex.prepare(self.folder)
+            for d in sorted(self._derived, key=lambda d: d is self._vindex):
                 d.reset()
                 stamps[d.name] = d.load(self.folder, self._journal.generation)
                 if stamps[d.name] is None:  # not fed during the replay: rebuilt in bulk after it
@@ -498,21 +503,46 @@ class MemoryStore:
         return self.folder / f"meta-{generation}.snap"
 
     def _meta_payload(self) -> bytes:
-        """The metadata state as plain containers (marshal: fast, and loading it runs no code)."""
+        """The metadata state as plain containers (marshal: fast, and loading it runs no code).
+
+        Strings go as lists; everything keyed by row goes as raw int64/uint32 buffers (`np.frombuffer` on load,
+        no per-item unmarshalling): the row sets of each tag and source, the created_at order, the vector CRCs and
+        the content keys (one 16-byte blob, each pointing at its record's position). Format SNAPSHOT_FORMAT.
+        """
         recs = list(self._records.values())
+        pos = {r.id: i for i, r in enumerate(recs)}
+        rows = np.fromiter((r.row for r in recs), np.int64, len(recs))
+        row_pos = dict(zip(rows.tolist(), range(len(recs)), strict=True))
+        key_list = list(self._keys)
+        key_pos = np.fromiter((pos.get(self._keys[k], -1) for k in key_list), np.int64, len(key_list))
+        stray_keys = {k: self._keys[k] for k, p in zip(key_list, key_pos.tolist(), strict=True) if p < 0}
+
+        def row_sets(by: dict[str, set[int]]) -> tuple[list[str], bytes, bytes]:
+            names = list(by)
+            counts = np.fromiter((len(by[n]) for n in names), np.int64, len(names))
+            flat = np.fromiter((row for n in names for row in by[n]), np.int64, int(counts.sum()))
+            return names, counts.tobytes(), flat.tobytes()
+
+        vrows = np.fromiter(self._vcrc.keys(), np.int64, len(self._vcrc))
+        vcrcs = np.fromiter(self._vcrc.values(), np.uint32, len(self._vcrc))
+        order = np.fromiter((row_pos[row] for _, row in self._times), np.int64, len(self._times))
         return marshal.dumps(
             (
+                SNAPSHOT_FORMAT,
                 [r.id for r in recs],
                 [r.content for r in recs],
                 [r.created_at for r in recs],
                 [r.tags for r in recs],
                 [r.source for r in recs],
-                [r.row for r in recs],
-                self._keys,
-                self._tag_rows,
-                self._source_rows,
-                self._times,
-                self._vcrc,
+                rows.tobytes(),
+                b"".join(key_list),
+                key_pos.tobytes(),
+                stray_keys,
+                *row_sets(self._tag_rows),
+                *row_sets(self._source_rows),
+                order.tobytes(),
+                vrows.tobytes(),
+                vcrcs.tobytes(),
                 self._next_row,
             )
         )
@@ -527,7 +557,12 @@ class MemoryStore:
 
     def _save_meta(self, stamp: dict[str, Any], payload: bytes | None = None, path: Path | None = None) -> None:
         """Write the metadata snapshot covering `stamp` (generation, offset, count)."""
-        full = {**stamp, "line_crc": self._line_crc_before(int(stamp["offset"])), "python": list(sys.version_info[:2])}
+        full = {
+            **stamp,
+            "line_crc": self._line_crc_before(int(stamp["offset"])),
+            "python": list(sys.version_info[:2]),
+            "format": SNAPSHOT_FORMAT,
+        }
         write_snapshot(path or self._meta_path(str(stamp["generation"])), full, payload or self._meta_payload())
 
     def _load_meta(self, floor: int) -> bool:
@@ -541,6 +576,7 @@ class MemoryStore:
         if (
             stamp.get("generation") != self._journal.generation
             or stamp.get("python") != list(sys.version_info[:2])
+            or stamp.get("format") != SNAPSHOT_FORMAT
             or not isinstance(offset, int)
             or not self._journal.header_end <= offset <= floor
             or not stamp.get("line_crc")
@@ -549,13 +585,50 @@ class MemoryStore:
             log.info("metadata snapshot of %s is stale or does not match the journal; replaying it", self.folder)
             return False
         try:
-            ids, contents, created, tags, sources, rows, keys, tag_rows, source_rows, times, vcrc, next_row = (
-                marshal.loads(payload)
-            )
-            records = dict(zip(ids, map(AddRecord, ids, contents, created, tags, sources, rows), strict=True))
-            if len(records) != stamp.get("count") or len(times) != len(records):
+            parts = marshal.loads(payload)
+            fmt, ids, contents, created, tags, sources, rows_b, key_blob, key_pos_b, stray_keys = parts[:10]
+            tag_names, tag_counts, tag_flat, src_names, src_counts, src_flat = parts[10:16]
+            order_b, vrows_b, vcrcs_b, next_row = parts[16:]
+            if fmt != SNAPSHOT_FORMAT:
+                raise ValueError(f"format {fmt!r}")
+            rows = np.frombuffer(rows_b, np.int64).tolist()
+            n = len(ids)
+            if not n == len(contents) == len(created) == len(tags) == len(sources) == len(rows) == stamp.get("count"):
                 raise ValueError("record count mismatch")
-        except (ValueError, TypeError, EOFError) as exc:
+            new_record = tuple.__new__  # AddRecord is a NamedTuple: built in C, no Python __init__ per record
+            records = dict(
+                zip(
+                    ids,
+                    map(new_record, repeat(AddRecord), zip(ids, contents, created, tags, sources, rows, strict=True)),
+                    strict=True,
+                )
+            )
+            if len(records) != n:
+                raise ValueError("duplicate ids")
+            key_pos = np.frombuffer(key_pos_b, np.int64)
+            if len(key_blob) != 16 * len(key_pos) or (
+                len(key_pos) and not -1 <= int(key_pos.min()) <= int(key_pos.max()) < n
+            ):
+                raise ValueError("content keys do not match the records")
+            keys = dict(
+                zip(
+                    (key_blob[i : i + 16] for i in range(0, len(key_blob), 16)),
+                    map(ids.__getitem__, key_pos.tolist()),
+                    strict=True,
+                )
+            )
+            keys.update(stray_keys)  # keys whose id is not a live record (none in practice); -1 above is overridden
+            tag_rows = self._row_sets(tag_names, tag_counts, tag_flat)
+            source_rows = self._row_sets(src_names, src_counts, src_flat)
+            order = np.frombuffer(order_b, np.int64)
+            if len(order) != n or (n and not 0 <= int(order.min()) <= int(order.max()) < n):
+                raise ValueError("created_at order does not match the records")
+            pos = order.tolist()
+            times = list(zip(map(created.__getitem__, pos), map(rows.__getitem__, pos), strict=True))
+            vcrc = dict(
+                zip(np.frombuffer(vrows_b, np.int64).tolist(), np.frombuffer(vcrcs_b, np.uint32).tolist(), strict=True)
+            )
+        except (ValueError, TypeError, EOFError, IndexError) as exc:
             log.warning("metadata snapshot of %s is unusable (%s); replaying the journal", self.folder, exc)
             return False
         self._records = records
@@ -564,6 +637,16 @@ class MemoryStore:
         self._vcrc, self._next_row = vcrc, int(next_row)
         self._offset = offset
         return True
+
+    @staticmethod
+    def _row_sets(names: list[str], counts_b: bytes, flat_b: bytes) -> dict[str, set[int]]:
+        """name -> set of rows, from a snapshot's names, per-name counts and concatenated rows (see _meta_payload)."""
+        counts = np.frombuffer(counts_b, np.int64)
+        flat = np.frombuffer(flat_b, np.int64).tolist()
+        if len(counts) != len(names) or (len(counts) and int(counts.min()) < 0) or int(counts.sum()) != len(flat):
+            raise ValueError("row sets do not add up")
+        ends = np.cumsum(counts).tolist()
+        return {name: set(flat[end - c : end]) for name, c, end in zip(names, counts.tolist(), ends, strict=True)}
 
     def _rebuild(self, d: DerivedIndex) -> None:
         """Bulk-rebuild one derived index from the live records and their stored vectors (no re-embedding)."""
@@ -1308,7 +1391,7 @@ class MemoryStore:
         with open(files["jsonl"], "rb") as f:
             f.seek(offset - 11)
             line_crc = f.read(8).decode("ascii")
-        snap = {**stamp, "line_crc": line_crc, "python": list(sys.version_info[:2])}
+        snap = {**stamp, "line_crc": line_crc, "python": list(sys.version_info[:2]), "format": SNAPSHOT_FORMAT}
         write_snapshot(files["snap"], snap, scratch._meta_payload())
         return meta
 
