@@ -11,21 +11,19 @@ Errors land on three planes (see the SDK's "handling errors" guide):
      (resources), and the server keeps serving. The SDK would otherwise send `str(exc)` with code 0.
 
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
-neither, and the store (with its embedder) is built in a background thread that starts with the server's
-lifespan. The first call that needs the store waits for it. Blocking store calls run in worker threads so the
-event loop keeps answering. The server never touches files itself.
+neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
+with the server's lifespan, or earlier: `memserver serve` starts it before importing the SDK. The first call
+that needs the store waits for it. Blocking store calls run in worker threads so the event loop keeps
+answering. The server never touches files itself.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -40,16 +38,13 @@ from mcp.shared.exceptions import MCPError
 
 from memserver import __version__, resources, tools
 from memserver.errors import InvalidInputError, MemserverError
+from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, tally
 
 if TYPE_CHECKING:
     from memserver.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 _MEMORY_ID = re.compile(r"^[0-9a-f]{32}$")  # the store's ids: uuid4 hex
-# MEMSERVER_TIMING=1 (benchmarks/recall_mcp.py): each tool result carries `_meta["memserver/timing"]` with the
-# milliseconds spent embedding, in the tool's work (store call) and in the whole handler. Off by default.
-TIMING = os.environ.get("MEMSERVER_TIMING", "") == "1"
-_tally = threading.local()  # per worker thread: seconds spent embedding during the current tool call
 
 INSTRUCTIONS = (
     "memserver is the user's long-term memory, kept on their own machine. Call recall before answering when "
@@ -57,121 +52,6 @@ INSTRUCTIONS = (
     "facts); call remember when they tell you something worth keeping, one self-contained fact per call; call "
     "forget when they ask you to forget something or a memory turns out wrong."
 )
-
-StoreFactory = Callable[[str | None], "MemoryStore"]
-"""Builds the store of one user (None: the single user of stdio or of HTTP without tokens). Called in a thread."""
-
-
-# --- the store, loaded in the background --------------------------------------------------------------------------
-
-
-class Stores:
-    """The stores this server serves, one per user, each built once in a background thread on first need.
-
-    `start()` begins building the default store (or, with per-user stores, warms the shared model) without
-    waiting; `get(user)` awaits the user's store without blocking the event loop.
-    """
-
-    def __init__(self, factory: StoreFactory, *, per_user: bool = False) -> None:
-        self.factory = factory
-        self.per_user = per_user
-        self._futures: dict[str | None, Future[MemoryStore]] = {}
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        """Start loading in the background; returns at once."""
-        if self.per_user:
-            warm = getattr(self.factory, "warm", None)
-            if warm is not None:
-                threading.Thread(target=_log_failure(warm), name="memserver-warm", daemon=True).start()
-        else:
-            self._future(None)
-
-    async def get(self, user: str | None) -> MemoryStore:
-        """The store of `user`, waiting (in a worker thread) until it is built. Re-raises a failed build."""
-        if self.per_user and user is None:
-            # Fail closed: a per-user server must never fall back to a shared store.
-            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
-        future = self._future(user if self.per_user else None)
-        if not future.done():
-            await anyio.to_thread.run_sync(future.exception, abandon_on_cancel=True)
-        return future.result()
-
-    def close(self) -> None:
-        with self._lock:
-            futures, self._futures = list(self._futures.values()), {}
-        for future in futures:
-            if future.done() and future.exception() is None:
-                try:
-                    future.result().close()
-                except Exception:
-                    logger.exception("closing a store failed")
-
-    def _future(self, user: str | None) -> Future[MemoryStore]:
-        with self._lock:
-            future = self._futures.get(user)
-            if future is None or (future.done() and future.exception() is not None):  # a failed build is retried
-                future = self._futures[user] = Future()
-                threading.Thread(
-                    target=self._build, args=(user, future), name=f"memserver-store-{user or 'default'}", daemon=True
-                ).start()
-            return future
-
-    def _build(self, user: str | None, future: Future[MemoryStore]) -> None:
-        try:
-            future.set_result(self.factory(user))
-            logger.info("store ready%s", f" for user {user}" if user else "")
-        except BaseException as exc:
-            logger.error("the memory store could not be opened: %s", exc, exc_info=not isinstance(exc, MemserverError))
-            future.set_exception(exc)
-
-
-def _log_failure(fn: Callable[[], Any]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            fn()
-        except Exception:
-            logger.exception("loading the model in the background failed; the first call will retry")
-
-    return run
-
-
-class DefaultStoreFactory:
-    """MemoryStore per user, all sharing one Embedder (the model is loaded once per process).
-
-    User None gets the store at `data_dir` (MCP_MEMORY_PATH or the platform default) and the configured
-    collection. A named user's memories live under `<data_dir>/users/<user>/`, a separate folder tree, so no
-    collection name can ever reach another user's memories.
-    """
-
-    def __init__(self, data_dir: str | Path | None = None, collection: str | None = None) -> None:
-        self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
-        self.collection = collection
-        self._embedder: Any = None
-        self._lock = threading.Lock()
-
-    def embedder(self) -> Any:
-        with self._lock:
-            if self._embedder is None:
-                from memserver.embedder import Embedder
-
-                self._embedder = _TimedEmbedder(Embedder()) if TIMING else Embedder()
-            return self._embedder
-
-    def warm(self) -> None:
-        self.embedder().load()
-
-    def __call__(self, user: str | None) -> MemoryStore:
-        from memserver import config
-        from memserver.store import MemoryStore
-
-        base = self.data_dir or config.data_dir()
-        path = base if user is None else base / "users" / user
-        embedder = self.embedder()
-        store = MemoryStore(path=path, collection=self.collection, embedder=embedder)
-        embedder.load()  # the first recall should not pay for the model either
-        return store
-
 
 # --- the handlers, in protocol order --------------------------------------------------------------------------------
 
@@ -338,36 +218,12 @@ def _timed(
     """Run a tool's work; with TIMING, record embed_ms and work_ms into `timing` (in the worker thread)."""
     if not TIMING:
         return run(store, args)
-    _tally.embed = 0.0
+    tally.embed = 0.0
     started = time.perf_counter()
     payload = run(store, args)
     timing["work_ms"] = round((time.perf_counter() - started) * 1000, 3)
-    timing["embed_ms"] = round(_tally.embed * 1000, 3)
+    timing["embed_ms"] = round(tally.embed * 1000, 3)
     return payload
-
-
-class _TimedEmbedder:
-    """With MEMSERVER_TIMING=1: the Embedder, adding the time spent in each embed call to the thread's tally."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def embed(self, texts: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._inner.embed(texts)
-        finally:
-            _tally.embed = getattr(_tally, "embed", 0.0) + time.perf_counter() - started
-
-    def embed_query(self, text: str) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._inner.embed_query(text)
-        finally:
-            _tally.embed = getattr(_tally, "embed", 0.0) + time.perf_counter() - started
 
 
 def _tool_error(message: str) -> types.CallToolResult:
@@ -385,7 +241,11 @@ def _user(ctx: Context) -> str | None:
 
 
 def build_server(
-    store_factory: StoreFactory | None = None, *, per_user: bool = False, data_dir: str | Path | None = None
+    store_factory: StoreFactory | None = None,
+    *,
+    per_user: bool = False,
+    data_dir: str | Path | None = None,
+    stores: Stores | None = None,
 ) -> Server[Stores]:
     """The memserver MCP server.
 
@@ -394,8 +254,11 @@ def build_server(
             Tests pass one that uses a fake embedder.
         per_user: serve one store per authenticated user (HTTP with tokens); a request without a user is refused.
         data_dir: where the default factory keeps the memories (default: MCP_MEMORY_PATH or the platform's).
+        stores: already-made (and perhaps already loading) stores, instead of the three arguments above;
+            `memserver serve` starts loading before it imports the SDK.
     """
-    stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
+    if stores is None:
+        stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
 
     @asynccontextmanager
     async def lifespan(server: Server[Stores]) -> AsyncIterator[Stores]:

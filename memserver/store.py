@@ -86,7 +86,7 @@ IMPORT_BATCH = 1000
 # Files of a compaction in progress (compacting-*) are removed as leftovers of a dead one only when this old.
 COMPACTING_STALE_S = 6 * 3600
 # Layout of the metadata snapshot's payload (see _meta_payload); a snapshot of another format is replayed over.
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 
 _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -207,10 +207,7 @@ def _check_text(value: object, name: str, max_chars: int) -> str:
         raise InvalidInputError(f"{name} must not be empty")
     if len(text) > max_chars:
         raise InvalidInputError(f"{name} is {len(text)} characters; the limit is {max_chars}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{name} is not valid Unicode text (a lone surrogate at {exc.start})") from None
+    _check_utf8(text, name)
     return text
 
 
@@ -230,6 +227,7 @@ def _check_tags(tags: object, name: str = "tags") -> tuple[str, ...]:
             raise InvalidInputError(f"{name}: tag {t[:20]!r}... is {len(t)} characters; the limit is {MAX_TAG_CHARS}")
         if _CONTROL_RE.search(t):
             raise InvalidInputError(f"{name}: tag {t!r} contains a control character")
+        _check_utf8(t, name)
         out[t] = None
     if len(out) > MAX_TAGS:
         raise InvalidInputError(f"{name} has {len(out)} distinct tags; the limit is {MAX_TAGS}")
@@ -246,7 +244,26 @@ def _check_source(source: object) -> str:
         raise InvalidInputError(f"source is {len(s)} characters; the limit is {MAX_SOURCE_CHARS}")
     if _CONTROL_RE.search(s):
         raise InvalidInputError("source must not contain control characters (newlines, tabs, ...)")
+    _check_utf8(s, "source")
     return s
+
+
+def _folder_bytes(folder: Path) -> int:
+    """Bytes of the files in `folder`; other processes create and remove temp files meanwhile, so skip vanished ones."""
+    total = 0
+    for entry in os.scandir(folder):
+        with contextlib.suppress(FileNotFoundError):
+            if entry.is_file():
+                total += entry.stat().st_size
+    return total
+
+
+def _check_utf8(text: str, name: str) -> None:
+    """Refuse lone surrogates up front: they cannot be written as UTF-8, and the journal line would fail late."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{name} is not valid Unicode text (a lone surrogate at {exc.start})") from None
 
 
 def _check_id(memory_id: object, name: str = "memory_id") -> str:
@@ -294,6 +311,12 @@ def _parse_time(value: object, name: str) -> tuple[datetime, bool]:
         raise InvalidInputError(f"{name} must be an ISO 8601 string, got {type(value).__name__}")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        dt.astimezone(timezone.utc)
+        if date_only:
+            dt + timedelta(days=1)  # a date-only `until` is shifted to the next midnight
+    except OverflowError:
+        raise InvalidInputError(f"{name} {value!r} is outside the supported calendar range once taken to UTC") from None
     return dt, date_only
 
 
@@ -448,19 +471,19 @@ class MemoryStore:
         self._offset = self._journal.header_end
         with self._lock.hold(exclusive=False):
             stamps: dict[str, dict[str, Any] | None] = {}
-            # The vector index's graph file is checksummed in a thread meanwhile (1M memories: ~1 s), so load it last.
-            self._vindex.prepare(self.folder)
-            for d in sorted(self._derived, key=lambda d: d is self._vindex):
-                d.reset()
-                stamps[d.name] = d.load(self.folder, self._journal.generation)
-                if stamps[d.name] is None:  # not fed during the replay: rebuilt in bulk after it
-                    d.reset()
-                    self._skip_until[d.name] = sys.maxsize
-                else:
-                    self._skip_until[d.name] = int(stamps[d.name]["offset"])  # type: ignore[index]
+            # The vector index's graph file is checksummed in a thread (1M memories: ~1 s) while the other indexes
+            # and the metadata snapshot load; the graph itself is loaded last.
+            vector_offset = self._vindex.prepare(self.folder, self._journal.generation)
+            for d in self._derived:
+                if d is not self._vindex:
+                    self._load_derived(d, stamps)
             # The metadata snapshot may stand in for replaying the journal up to its offset, if no loaded index
-            # checkpoint is older than it (those are fed by the replay from their own offsets on).
-            snapped = self._load_meta(min(self._skip_until.values(), default=sys.maxsize))
+            # checkpoint is older than it (those are fed by the replay from their own offsets on). The vector
+            # checkpoint counts at the offset it claims: if it then fails its checks and is rebuilt, the floor
+            # was only lower than needed (a snapshot past it is replayed over instead: slower, never wrong).
+            floors = [*self._skip_until.values(), sys.maxsize if vector_offset is None else vector_offset]
+            snapped = self._load_meta(min(floors))
+            self._load_derived(self._vindex, stamps)
             for name, until in self._skip_until.items():
                 if until == self._offset:
                     self._count_at[name] = len(self._records)
@@ -492,6 +515,17 @@ class MemoryStore:
         ):
             self._checkpoint()
 
+    def _load_derived(self, d: DerivedIndex, stamps: dict[str, dict[str, Any] | None]) -> None:
+        """Load one derived index's checkpoint; one that has none is reset, to be rebuilt in bulk after the replay."""
+        assert self._journal is not None
+        d.reset()
+        stamps[d.name] = stamp = d.load(self.folder, self._journal.generation)
+        if stamp is None:  # not fed during the replay: rebuilt in bulk after it
+            d.reset()
+            self._skip_until[d.name] = sys.maxsize
+        else:
+            self._skip_until[d.name] = int(stamp["offset"])
+
     def _brute_force_max(self) -> int:
         """Largest matching set ranked exactly: where exact and filtered HNSW cost the same (see BRUTE_FORCE_*)."""
         m = math.sqrt(BRUTE_FORCE_COST_RATIO * self._vindex.ef * max(len(self._records), 1))
@@ -507,7 +541,7 @@ class MemoryStore:
 
         Strings go as lists; everything keyed by row goes as raw int64/uint32 buffers (`np.frombuffer` on load,
         no per-item unmarshalling): the row sets of each tag and source, the created_at order, the vector CRCs and
-        the content keys (one 16-byte blob, each pointing at its record's position). Format SNAPSHOT_FORMAT.
+        the position of each content key's record. Format SNAPSHOT_FORMAT.
         """
         recs = list(self._records.values())
         pos = {r.id: i for i, r in enumerate(recs)}
@@ -535,7 +569,7 @@ class MemoryStore:
                 [r.tags for r in recs],
                 [r.source for r in recs],
                 rows.tobytes(),
-                b"".join(key_list),
+                key_list,
                 key_pos.tobytes(),
                 stray_keys,
                 *row_sets(self._tag_rows),
@@ -586,7 +620,7 @@ class MemoryStore:
             return False
         try:
             parts = marshal.loads(payload)
-            fmt, ids, contents, created, tags, sources, rows_b, key_blob, key_pos_b, stray_keys = parts[:10]
+            fmt, ids, contents, created, tags, sources, rows_b, key_list, key_pos_b, stray_keys = parts[:10]
             tag_names, tag_counts, tag_flat, src_names, src_counts, src_flat = parts[10:16]
             order_b, vrows_b, vcrcs_b, next_row = parts[16:]
             if fmt != SNAPSHOT_FORMAT:
@@ -606,17 +640,11 @@ class MemoryStore:
             if len(records) != n:
                 raise ValueError("duplicate ids")
             key_pos = np.frombuffer(key_pos_b, np.int64)
-            if len(key_blob) != 16 * len(key_pos) or (
+            if len(key_list) != len(key_pos) or (
                 len(key_pos) and not -1 <= int(key_pos.min()) <= int(key_pos.max()) < n
             ):
                 raise ValueError("content keys do not match the records")
-            keys = dict(
-                zip(
-                    (key_blob[i : i + 16] for i in range(0, len(key_blob), 16)),
-                    map(ids.__getitem__, key_pos.tolist()),
-                    strict=True,
-                )
-            )
+            keys = dict(zip(key_list, map(ids.__getitem__, key_pos.tolist()), strict=True))
             keys.update(stray_keys)  # keys whose id is not a live record (none in practice); -1 above is overridden
             tag_rows = self._row_sets(tag_names, tag_counts, tag_flat)
             source_rows = self._row_sets(src_names, src_counts, src_flat)
@@ -844,8 +872,7 @@ class MemoryStore:
         """Thread lock + exclusive file lock, caught up on everything (a torn tail repaired) before writing."""
         with self._mu:
             self._refresh()
-            with self._lock.hold(exclusive=True):
-                self._catch_up(repair=True)
+            with self._exclusive():
                 yield
                 # A checkpoint rewrites each index in full (hnswlib #36), so during import_ they are spaced
                 # geometrically (at least half the store's size apart): O(N) bytes written in all, not O(N^2).
@@ -1204,7 +1231,7 @@ class MemoryStore:
     def stats(self) -> dict[str, Any]:
         with self._mu:
             self._refresh()
-            on_disk = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+            on_disk = _folder_bytes(self.folder)
             return {
                 "count": len(self._records),
                 "collection": self.collection,
@@ -1253,11 +1280,17 @@ class MemoryStore:
         """
         added = 0
         batch: list[_NewItem] = []
+        ids: set[str] = set()
         with self._mu:
             self._importing += 1
         try:
             for n, rec in enumerate(records):
-                batch.append(self._import_item(rec, n))
+                item = self._import_item(rec, n)
+                if item.id:
+                    if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
+                        raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
+                    ids.add(item.id)
+                batch.append(item)
                 if len(batch) >= IMPORT_BATCH:
                     added += self._import_batch(batch)
                     batch = []
@@ -1305,7 +1338,7 @@ class MemoryStore:
             self._refresh()
             assert self._journal is not None
             old_generation = self._journal.generation
-            before = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+            before = _folder_bytes(self.folder)
             removed = self._next_row - len(self._records)
             live = [self._records[self._row_ids[row]] for _, row in self._times]
             crcs = {r.row: self._vcrc.get(r.row) for r in live}
@@ -1329,7 +1362,7 @@ class MemoryStore:
                     else:
                         self._compact_switch(live, generation, files, meta)
                 self._load()
-                after = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
+                after = _folder_bytes(self.folder)
                 count = len(self._records)
         finally:
             for p in files.values():
@@ -1462,9 +1495,26 @@ class MemoryStore:
     # --- checkpoints and closing ---------------------------------------------------------------------------------
 
     def _checkpoint(self) -> None:
-        with self._lock.hold(exclusive=True):
-            self._catch_up(repair=True)
+        with self._exclusive():
             self._checkpoint_locked()
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """The exclusive file lock on the journal that is current, caught up (a torn tail repaired).
+
+        Another process may compact while we wait for the lock: its switch renames a new journal over the one we
+        hold open, and a line appended to the old, unlinked file would be acknowledged and then lost. So after
+        taking the lock, check the journal is still the current one; if not, reload and take the lock again.
+        """
+        while True:
+            with self._lock.hold(exclusive=True):
+                assert self._journal is not None
+                if not self._journal.replaced():
+                    self._catch_up(repair=True)
+                    yield
+                    return
+            log.info("journal %s was replaced while waiting for the lock; reloading", self._journal.path)
+            self._load()
 
     def _checkpoint_locked(self) -> None:
         """Save every derived index with the journal position it covers (caller holds the exclusive lock)."""

@@ -11,12 +11,15 @@ HTTP is safe by default:
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
+import json
 import logging
 import os
 import re
 import socket
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +30,7 @@ import anyio
 from memserver.errors import ConfigError
 
 if TYPE_CHECKING:
+    import mcp_types as types
     from mcp.server.auth.provider import AccessToken
     from mcp.server.lowlevel import Server
     from starlette.applications import Starlette
@@ -45,21 +49,153 @@ _TOKEN_HINT = "make one with: python -c 'import secrets; print(secrets.token_url
 # --- stdio ------------------------------------------------------------------------------------------------------
 
 
-def serve_stdio(server: Server) -> None:
-    """Serve one client over stdin/stdout until stdin closes.
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one JSON-RPC message per line; a remember of the longest content is ~60 KB
+DRAIN_SECONDS = 30.0  # on stdin EOF, how long requests already received may take to be answered
 
-    The SDK's stdio_server() keeps the protocol on a private duplicate of fd 1 and points fd 1 itself at stderr
-    (and fd 0 at /dev/null) while serving. The store and its native libraries (onnxruntime, hnswlib) are only
-    imported after that, in the background loader the server's lifespan starts, so nothing they print can
-    reach the protocol stream.
+
+def claim_stdio() -> tuple[int, int] | None:
+    """Take stdin and stdout for the protocol: returns private duplicates of fd 0 and fd 1 (the wire), and points
+    fd 0 at /dev/null and fd 1 at stderr, so nothing else in this process (a print, a native library writing to
+    fd 1, a child process) can read from or write into the protocol stream. Call it before anything else runs.
+
+    POSIX only; returns None on Windows, where the SDK's stdio_server() does its own claim.
     """
-    from mcp.server.stdio import stdio_server
+    if sys.platform == "win32":
+        return None
+    import fcntl
+
+    wire = (fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3), fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3))
+    sys.stdout.flush()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return wire
+
+
+def serve_stdio(server: Server, wire: tuple[int, int] | None = None) -> None:
+    """Serve one client over stdin/stdout until stdin closes. `wire`: from claim_stdio() (claimed here if None).
+
+    Why not simply `async with mcp.server.stdio.stdio_server() as (r, w)`: the SDK's helper wraps stdin and
+    stdout with anyio.wrap_file, so every readline, write and flush hops to a worker thread and back. That is
+    three thread hand-offs per request, which cost about half the server's CPU for a ping and several ms of
+    latency on a busy machine. Here the pipes are read and written by the event loop itself
+    (loop.connect_read_pipe / connect_write_pipe), and we feed the SDK's Server.run the same two memory streams
+    the helper would. We also log malformed lines instead of dropping them silently, answer an over-long
+    message, and on EOF answer the requests already received before exiting (the helper drops them).
+    The SDK's helper is still used on Windows and when stdin/stdout are regular files (asyncio cannot poll them).
+    """
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    wire = wire or claim_stdio()
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        if wire is None or not all(_pollable(fd) for fd in wire):
+            await _serve_sdk_stdio(server, wire)
+            return
+        reader, writer = await _open_pipes(wire)
+        pending: set[types.RequestId] = set()  # requests received and not answered yet
+        to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def read_requests() -> None:
+            async with to_server:
+                while line := await _read_line(reader, writer):
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError as exc:  # not JSON, or not JSON-RPC: the SDK has no answer for it either
+                        logger.warning("ignoring a malformed message (%s): %.200r", exc, line)
+                        continue
+                    if isinstance(message, types.JSONRPCRequest):
+                        pending.add(message.id)
+                    elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                        pending.discard((message.params or {}).get("requestId"))  # a cancelled request gets no answer
+                    await to_server.send(SessionMessage(message))
+                with anyio.move_on_after(DRAIN_SECONDS):  # EOF: let the requests in flight finish
+                    while pending:
+                        await anyio.sleep(0.01)
+
+        async def write_answers() -> None:
+            async with from_server:
+                async for session_message in from_server:
+                    message = session_message.message
+                    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                        pending.discard(message.id)
+                    writer.write(message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+                    await writer.drain()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write_answers)
+            async with to_client:
+                tg.start_soon(read_requests)
+                await server.run(from_client, to_client, server.create_initialization_options())
+        writer.close()  # flush what is left, then close
+        await writer.wait_closed()
 
     anyio.run(main)
+
+
+async def _open_pipes(wire: tuple[int, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The wire as an asyncio reader and writer, served by the event loop (no threads)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    wire_in, wire_out = open(wire[0], "rb", 0), open(wire[1], "wb", 0)  # noqa: SIM115 (the transports close them)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), wire_in)
+    # StreamReaderProtocol, not a bare protocol: it gives StreamWriter.wait_closed() what it needs.
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), wire_out
+    )
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on fd: a pipe, a socket or a terminal (a regular file it cannot)."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+async def _read_line(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    """The next non-empty line (b"" at EOF). An over-long line is skipped and answered with an error."""
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # EOF; a last line without its newline still counts
+            return exc.partial
+        except asyncio.LimitOverrunError:
+            import mcp_types as types
+
+            head = bytes(await reader.read(256))
+            while True:  # drop the rest of the line
+                try:
+                    await reader.readuntil(b"\n")
+                    break
+                except asyncio.LimitOverrunError as exc:
+                    await reader.readexactly(exc.consumed)
+                except asyncio.IncompleteReadError:
+                    break
+            found = re.search(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)', head)
+            request_id = json.loads(found.group(1)) if found else None
+            logger.error("ignoring a message longer than %d bytes (id %r)", MAX_LINE_BYTES, request_id)
+            too_long = types.ErrorData(code=types.INVALID_REQUEST, message=f"message over {MAX_LINE_BYTES} bytes")
+            error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=too_long)
+            writer.write(error.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+            continue
+        if line.strip():
+            return line
+
+
+async def _serve_sdk_stdio(server: Server, wire: tuple[int, int] | None) -> None:
+    """The SDK's own stdio transport (worker threads for every read and write), on our claimed descriptors."""
+    from mcp.server.stdio import stdio_server
+
+    files = {}
+    if wire:  # the process lives as long as the server: these files are never closed
+        wire_in = open(wire[0], encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        wire_out = open(wire[1], "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        files = {"stdin": anyio.wrap_file(wire_in), "stdout": anyio.wrap_file(wire_out)}
+    async with stdio_server(**files) as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 # --- streamable HTTP ----------------------------------------------------------------------------------------------

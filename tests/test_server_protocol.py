@@ -504,3 +504,52 @@ def test_stdout_carries_only_protocol_even_when_a_library_prints(tmp_path) -> No
     assert answers[0]["result"]["serverInfo"]["name"] == "memserver"
     assert answers[1]["result"]["isError"] is True
     assert "native library noise" in stderr and "python noise" in stderr and "no store in this test" in stderr
+
+
+EDGE_SERVER = """
+from memserver import transports
+from memserver.server import build_server
+
+class Empty:
+    def list_recent(self, limit, tags=None): return []
+    def close(self): pass
+
+transports.MAX_LINE_BYTES = 100_000
+transports.serve_stdio(build_server(lambda user: Empty()))
+"""
+
+
+def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answers_everything_before_eof() -> None:
+    """memserver's own stdio transport: a message split across writes is reassembled, a malformed line is logged
+    and skipped, an over-long one is answered with an error naming its id, and requests received before stdin
+    closes are all answered (the SDK's helper drops them), including a last line without its newline."""
+    import subprocess
+    import sys
+    import time
+
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    first = (json.dumps(initialize) + "\n").encode()
+    over_long = {"jsonrpc": "2.0", "id": "big", "method": "tools/call", "params": {"arguments": {"x": "x" * 200_000}}}
+    pings = [{"jsonrpc": "2.0", "id": 100 + i, "method": "ping"} for i in range(20)]
+    last = {"jsonrpc": "2.0", "id": "last", "method": "tools/call", "params": {"name": "list_recent", "arguments": {}}}
+    process = subprocess.Popen(
+        [sys.executable, "-c", EDGE_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdin.write(first[:25])
+    process.stdin.flush()
+    time.sleep(0.2)
+    rest = [b'{"jsonrpc":"2.0","method":"notifications/initialized"}', b"not json", json.dumps(over_long).encode()]
+    rest += [json.dumps(m).encode() for m in pings]
+    process.stdin.write(first[25:] + b"\n".join(rest) + b"\n" + json.dumps(last).encode())
+    process.stdin.close()  # EOF right away
+    out, err = process.communicate(timeout=TIMEOUT * 3)
+    answers = {m["id"]: m for m in map(json.loads, out.decode().splitlines())}
+    assert set(answers) == {1, "big", "last", *(100 + i for i in range(20))}
+    assert answers["big"]["error"]["code"] == types.INVALID_REQUEST
+    assert answers["last"]["result"]["structuredContent"] == {"memories": []}
+    assert b"malformed" in err and b"longer than" in err

@@ -1,0 +1,168 @@
+"""The store, loaded in the background: `Stores` builds each user's MemoryStore in a thread on first need, so the
+server answers `initialize` and `tools/list` while the model and the index load.
+
+This module imports nothing heavy (no MCP SDK, numpy, onnxruntime or hnswlib): `memserver serve` starts the
+loading before it imports the SDK, so the two overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from memserver.errors import MemserverError
+
+if TYPE_CHECKING:
+    from memserver.store import MemoryStore
+
+logger = logging.getLogger(__name__)
+# MEMSERVER_TIMING=1 (benchmarks/recall_mcp.py): each tool result carries `_meta["memserver/timing"]` with the
+# milliseconds spent embedding, in the tool's work (store call) and in the whole handler. Off by default.
+TIMING = os.environ.get("MEMSERVER_TIMING", "") == "1"
+tally = threading.local()  # per worker thread: seconds spent embedding during the current tool call
+
+StoreFactory = Callable[[str | None], "MemoryStore"]
+"""Builds the store of one user (None: the single user of stdio or of HTTP without tokens). Called in a thread."""
+
+
+class Stores:
+    """The stores this server serves, one per user, each built once in a background thread on first need.
+
+    `start()` begins building the default store (or, with per-user stores, warms the shared model) without
+    waiting; `get(user)` awaits the user's store without blocking the event loop.
+    """
+
+    def __init__(self, factory: StoreFactory, *, per_user: bool = False) -> None:
+        self.factory = factory
+        self.per_user = per_user
+        self._futures: dict[str | None, Future[MemoryStore]] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start loading in the background; returns at once. Calling it again does not start a second load."""
+        if self.per_user:
+            warm = getattr(self.factory, "warm", None)
+            if warm is not None:
+                threading.Thread(target=_log_failure(warm), name="memserver-warm", daemon=True).start()
+        else:
+            self._future(None)
+
+    async def get(self, user: str | None) -> MemoryStore:
+        """The store of `user`, waiting (in a worker thread) until it is built. Re-raises a failed build."""
+        if self.per_user and user is None:
+            import mcp_types as types
+            from mcp.shared.exceptions import MCPError
+
+            # Fail closed: a per-user server must never fall back to a shared store.
+            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
+        future = self._future(user if self.per_user else None)
+        if not future.done():
+            await anyio.to_thread.run_sync(future.exception, abandon_on_cancel=True)
+        return future.result()
+
+    def close(self) -> None:
+        with self._lock:
+            futures, self._futures = list(self._futures.values()), {}
+        for future in futures:
+            if future.done() and future.exception() is None:
+                try:
+                    future.result().close()
+                except Exception:
+                    logger.exception("closing a store failed")
+
+    def _future(self, user: str | None) -> Future[MemoryStore]:
+        with self._lock:
+            future = self._futures.get(user)
+            if future is None or (future.done() and future.exception() is not None):  # a failed build is retried
+                future = self._futures[user] = Future()
+                threading.Thread(
+                    target=self._build, args=(user, future), name=f"memserver-store-{user or 'default'}", daemon=True
+                ).start()
+            return future
+
+    def _build(self, user: str | None, future: Future[MemoryStore]) -> None:
+        try:
+            future.set_result(self.factory(user))
+            logger.info("store ready%s", f" for user {user}" if user else "")
+        except BaseException as exc:
+            logger.error("the memory store could not be opened: %s", exc, exc_info=not isinstance(exc, MemserverError))
+            future.set_exception(exc)
+
+
+def _log_failure(fn: Callable[[], Any]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            fn()
+        except Exception:
+            logger.exception("loading the model in the background failed; the first call will retry")
+
+    return run
+
+
+class DefaultStoreFactory:
+    """MemoryStore per user, all sharing one Embedder (the model is loaded once per process).
+
+    User None gets the store at `data_dir` (MCP_MEMORY_PATH or the platform default) and the configured
+    collection. A named user's memories live under `<data_dir>/users/<user>/`, a separate folder tree, so no
+    collection name can ever reach another user's memories.
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, collection: str | None = None) -> None:
+        self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
+        self.collection = collection
+        self._embedder: Any = None
+        self._lock = threading.Lock()
+
+    def embedder(self) -> Any:
+        with self._lock:
+            if self._embedder is None:
+                from memserver.embedder import Embedder
+
+                self._embedder = _TimedEmbedder(Embedder()) if TIMING else Embedder()
+            return self._embedder
+
+    def warm(self) -> None:
+        self.embedder().load()
+
+    def __call__(self, user: str | None) -> MemoryStore:
+        from memserver import config
+        from memserver.store import MemoryStore
+
+        base = self.data_dir or config.data_dir()
+        path = base if user is None else base / "users" / user
+        embedder = self.embedder()
+        store = MemoryStore(path=path, collection=self.collection, embedder=embedder)
+        embedder.load()  # the first recall should not pay for the model either
+        return store
+
+
+class _TimedEmbedder:
+    """With MEMSERVER_TIMING=1: the Embedder, adding the time spent in each embed call to the thread's tally."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._inner.embed(texts)
+        finally:
+            tally.embed = getattr(tally, "embed", 0.0) + time.perf_counter() - started
+
+    def embed_query(self, text: str) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._inner.embed_query(text)
+        finally:
+            tally.embed = getattr(tally, "embed", 0.0) + time.perf_counter() - started
