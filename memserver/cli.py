@@ -101,7 +101,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from memserver import transports
     from memserver.errors import ConfigError
-    from memserver.loader import DefaultStoreFactory, Stores
 
     # Logs go to stderr only: in stdio mode stdout is the protocol stream.
     level = os.environ.get("MEMSERVER_LOG_LEVEL", "INFO").upper()
@@ -109,14 +108,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.http and (args.host or args.port or args.allowed_host):
         raise ConfigError("--host, --port and --allowed-host apply to --http only")
     if not args.http:
-        # Claim stdin/stdout first, so nothing loaded from here on can print into the protocol stream; then start
-        # loading the model and the store, which overlaps the MCP SDK's import (~0.8 s) below.
-        wire = transports.claim_stdio()
-        stores = Stores(DefaultStoreFactory(args.data_dir))
-        stores.start()
+        wire = transports.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
         from memserver.server import build_server
 
-        transports.serve_stdio(build_server(stores=stores), wire)
+        transports.serve_stdio(build_server(data_dir=args.data_dir), wire)
         return 0
     from memserver.server import build_server
 

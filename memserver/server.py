@@ -12,9 +12,8 @@ Errors land on three planes (see the SDK's "handling errors" guide):
 
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
-with the server's lifespan, or earlier: `memserver serve` starts it before importing the SDK. The first call
-that needs the store waits for it. Blocking store calls run in worker threads so the event loop keeps
-answering. The server never touches files itself.
+with the server's lifespan. The first call that needs the store waits for it. Blocking store calls run in
+worker threads so the event loop keeps answering. The server never touches files itself.
 """
 
 from __future__ import annotations
@@ -241,11 +240,7 @@ def _user(ctx: Context) -> str | None:
 
 
 def build_server(
-    store_factory: StoreFactory | None = None,
-    *,
-    per_user: bool = False,
-    data_dir: str | Path | None = None,
-    stores: Stores | None = None,
+    store_factory: StoreFactory | None = None, *, per_user: bool = False, data_dir: str | Path | None = None
 ) -> Server[Stores]:
     """The memserver MCP server.
 
@@ -254,11 +249,8 @@ def build_server(
             Tests pass one that uses a fake embedder.
         per_user: serve one store per authenticated user (HTTP with tokens); a request without a user is refused.
         data_dir: where the default factory keeps the memories (default: MCP_MEMORY_PATH or the platform's).
-        stores: already-made (and perhaps already loading) stores, instead of the three arguments above;
-            `memserver serve` starts loading before it imports the SDK.
     """
-    if stores is None:
-        stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
+    stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
 
     @asynccontextmanager
     async def lifespan(server: Server[Stores]) -> AsyncIterator[Stores]:

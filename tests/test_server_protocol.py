@@ -545,9 +545,8 @@ def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answer
     time.sleep(0.2)
     rest = [b'{"jsonrpc":"2.0","method":"notifications/initialized"}', b"not json", json.dumps(over_long).encode()]
     rest += [json.dumps(m).encode() for m in pings]
-    process.stdin.write(first[25:] + b"\n".join(rest) + b"\n" + json.dumps(last).encode())
-    process.stdin.close()  # EOF right away
-    out, err = process.communicate(timeout=TIMEOUT * 3)
+    rest = first[25:] + b"\n".join(rest) + b"\n" + json.dumps(last).encode()
+    out, err = process.communicate(rest, timeout=TIMEOUT * 3)  # then EOF right away
     answers = {m["id"]: m for m in map(json.loads, out.decode().splitlines())}
     assert set(answers) == {1, "big", "last", *(100 + i for i in range(20))}
     assert answers["big"]["error"]["code"] == types.INVALID_REQUEST
