@@ -243,9 +243,15 @@ def load_tokens(environ: Mapping[str, str] | None = None) -> dict[str, str]:
             entries.append((parts[0], parts[1], f"{path} line {n}"))
 
     tokens: dict[str, str] = {}
+    folded: dict[str, str] = {}  # user names by lower case: "Alice" and "alice" share a folder on macOS/Windows
     for user, token, where in entries:
         if not _USER_RE.match(user):
             raise ConfigError(f"{where}: user name {user!r} must be 1-32 letters, digits, '_' or '-'")
+        if folded.setdefault(user.lower(), user) != user:
+            raise ConfigError(
+                f"{where}: user names {folded[user.lower()]!r} and {user!r} differ only in case; on a "
+                "case-insensitive file system they would share one folder of memories"
+            )
         if len(token) < MIN_TOKEN_CHARS:
             raise ConfigError(
                 f"{where}: the token of {user!r} is shorter than {MIN_TOKEN_CHARS} characters; {_TOKEN_HINT}"
