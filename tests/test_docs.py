@@ -34,9 +34,7 @@ def test_every_tool_is_in_the_readme(tool: str) -> None:
     assert f"| `{tool}` |" in README
 
 
-@pytest.mark.parametrize(
-    "uri", [r.uri for r in resources.RESOURCES] + [t.uri_template for t in resources.TEMPLATES]
-)
+@pytest.mark.parametrize("uri", [r.uri for r in resources.RESOURCES] + [t.uri_template for t in resources.TEMPLATES])
 def test_every_resource_is_in_the_readme(uri: str) -> None:
     """Each resource and template appears in the README."""
     assert f"`{uri}`" in README
