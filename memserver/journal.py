@@ -160,15 +160,20 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new content, never a mix."""
-    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_new_file(path: Path, data: bytes) -> None:
+    """Create `path` (it must not exist) holding `data`, synced to disk before returning."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         write_all(fd, data)
         fsync_fd(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content, never a mix."""
+    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    write_new_file(tmp, data)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 
@@ -416,12 +421,7 @@ class Journal:
         torn = os.pread(self._fd, size - end, end)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         aside = self.path.with_name(f"{self.path.name}.torn-{stamp}-{uuid.uuid4().hex[:6]}")
-        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            write_all(fd, torn)
-            fsync_fd(fd)
-        finally:
-            os.close(fd)
+        write_new_file(aside, torn)
         fsync_dir(self.path.parent)
         os.ftruncate(self._fd, end)
         fsync_fd(self._fd)

@@ -43,7 +43,7 @@ MCP_PATH = "/mcp"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # a remember of the longest content is ~40 KiB of JSON; 1 MiB is plenty
 MIN_TOKEN_CHARS = 16
 _USER_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-_TOKEN_HINT = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+_TOKEN_HINT = "make one with Python's secrets.token_urlsafe(32)"
 
 
 # --- stdio ------------------------------------------------------------------------------------------------------
