@@ -50,9 +50,10 @@ CHROMA_ONNX = Path.home() / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6
 _EXTRA_FILES = ("config.json", "special_tokens_map.json", "tokenizer_config.json", "vocab.txt")
 BATCH = 1000
 TOP = 5
-# onnxruntime's worker threads spin for a moment after each run; a pause before each timed query keeps one
-# system's spinning threads from slowing the next (the MCP server is another process on the same 2 cores).
-GAP_S = 0.02
+# onnxruntime's worker threads spin for ~40 ms after each run (one core busy); a pause longer than that before
+# each timed query keeps one system's spinning threads from slowing the next (the MCP server is another process on
+# the same 2 cores, and this process hosts three onnxruntime sessions).
+GAP_S = 0.1
 
 
 def place_chroma_model() -> dict[str, Any]:

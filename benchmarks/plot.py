@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="PNG to write (default <results>/recall_vs_size.png)")
     args = parser.parse_args(argv)
     results = Path(args.results)
-    recall = load(results / "recall_mcp.json").get("sizes", {})
+    recall = {n: r for n, r in load(results / "recall_mcp.json").get("sizes", {}).items() if n.isdigit()}  # hybrid
     scale = load(results / "scale.json").get("sizes", {})
     if not recall and not scale:
         C.log(f"no recall_mcp.json or scale.json in {results}")
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         get = lambda key, p: [recall[str(n)][key][p] for n in ns]  # noqa: E731
         ax1.plot(ns, get("recall_ms", "p50"), "o-", label="recall over MCP, p50")
         ax1.plot(ns, get("recall_ms", "p95"), "o--", alpha=0.6, label="recall over MCP, p95")
+        if all("raw_client" in recall[str(n)] for n in ns):
+            raw = [recall[str(n)]["raw_client"]["recall_ms"]["p50"] for n in ns]
+            ax1.plot(ns, raw, "D-", color="tab:purple", label="same, raw JSON-RPC client, p50")
         floor = get("floor_bare_ms", "p50")
         ax1.plot(ns, floor, "s-", color="grey", label="bare embedding floor, p50")
         ax1.plot(ns, [1.3 * f for f in floor], ":", color="grey", label="target: 1.3x floor")

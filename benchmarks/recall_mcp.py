@@ -12,18 +12,22 @@ one call is split into:
   - search    the rest of the store call (filters, HNSW, hits);
   - server    argument validation, the worker-thread hop, building the result (handler minus store call);
   - protocol  JSON-RPC framing, pydantic (de)serialisation on both sides, the stdio pipes (client minus handler);
-              for scale, an MCP `ping` (the cheapest request there is) is timed before each recall.
-Interleaved with every MCP call, the same query is embedded in this process by the bare onnxruntime pipeline of
-benchmarks/embed.py (tokenise, run, pool, normalise; same model file and thread count): the floor. The headline
-is the ratio recall p50 / floor p50. A 20 ms pause separates the measurements (see GAP_S). Stores are filled by
-the bulk-load path described in benchmarks/_common.py.
+              for scale, MCP `ping`s (the cheapest request there is) are timed after the recalls.
+The same queries are embedded in this process by the bare onnxruntime pipeline of benchmarks/embed.py (tokenise,
+run, pool, normalise; same model file, thread count and session options as the server): the floor. The headline is
+the ratio recall p50 / floor p50. Floor and recalls alternate in blocks of BLOCK queries, so that load from other
+processes hits both alike while neither side's onnxruntime threads (which spin ~40 ms after each run) are busy
+while the other is timed; queries are GAP_S apart. Stores are filled by the bulk-load path described in
+benchmarks/_common.py.
 Prints a table and writes benchmarks/results/recall_mcp.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -36,69 +40,163 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C
 
-# onnxruntime's intra-op threads keep spinning for a moment after each run; on 2 cores, one side's spinning threads
-# would slow the other side down. A short pause between the measurements keeps them apart.
-GAP_S = 0.02
+# onnxruntime's intra-op threads keep spinning for ~40 ms after each run (one core busy; measured: CPU time of an
+# idle process after one query). The floor and the MCP calls are therefore measured in alternating blocks, each
+# side idle while the other is timed, and consecutive queries of a block are GAP_S apart, longer than the spin (a
+# client asks a memory server one question at a time, seconds apart, not in a tight loop).
+GAP_S = 0.05
+SETTLE_S = 0.2  # between blocks: the other side's threads have stopped spinning
+BLOCK = 20  # queries per block
 
 
-async def measure(root: Path, queries: list[str], bare: Any, emb: Any, limit: int, repeat: int) -> dict[str, Any]:
+async def measure(root: Path, queries: list[str], bare: Any, limit: int, repeat: int, mode: str) -> dict[str, Any]:
     lat: list[float] = []
-    floor_bare: list[float] = []
-    floor_emb: list[float] = []
+    floor: list[float] = []
     ping: list[float] = []
     parts: dict[str, list[float]] = {"embed": [], "search": [], "server": [], "protocol": []}
+    args = {"limit": limit} if mode == "hybrid" else {"limit": limit, "mode": mode}
     t_spawn = time.perf_counter()
     async with C.mcp_client(root) as (client, pid):
         init_s = time.perf_counter() - t_spawn
         t0 = time.perf_counter()
-        first = await client.call_tool("recall", {"query": queries[0], "limit": limit})
+        first = await client.call_tool("recall", {"query": queries[0], **args})
         first_ms = (time.perf_counter() - t0) * 1000
         if first.is_error:
             raise RuntimeError(f"recall failed: {first.content}")
         for q in queries[:10]:  # warm-up: thread pools, allocator arenas, page cache of the index
-            await client.call_tool("recall", {"query": q, "limit": limit})
+            await client.call_tool("recall", {"query": q, **args})
             bare.embed([q])
-            emb.embed_query(q)
         for _ in range(repeat):
-            for q in queries:
-                t0 = time.perf_counter()
-                bare.embed([q])
-                floor_bare.append((time.perf_counter() - t0) * 1000)
-                t0 = time.perf_counter()
-                emb.embed_query(q)
-                floor_emb.append((time.perf_counter() - t0) * 1000)
-                await anyio.sleep(GAP_S)  # let this process's onnxruntime threads stop spinning
-                t0 = time.perf_counter()
-                await client.send_ping()
-                ping.append((time.perf_counter() - t0) * 1000)
-                t0 = time.perf_counter()
-                result = await client.call_tool("recall", {"query": q, "limit": limit})
-                ms = (time.perf_counter() - t0) * 1000
-                if result.is_error:
-                    raise RuntimeError(f"recall failed: {result.content}")
-                lat.append(ms)
-                await anyio.sleep(GAP_S)  # ... and the server's
-                t = C.timing_meta(result)
-                if t:
-                    parts["embed"].append(t["embed_ms"])
-                    parts["search"].append(t["work_ms"] - t["embed_ms"])
-                    parts["server"].append(t["handler_ms"] - t["work_ms"])
-                    parts["protocol"].append(ms - t["handler_ms"])
+            for start in range(0, len(queries), BLOCK):
+                block = queries[start : start + BLOCK]
+                await anyio.sleep(SETTLE_S)  # the server's threads stop spinning
+                for q in block:
+                    t0 = time.perf_counter()
+                    bare.embed([q])
+                    floor.append((time.perf_counter() - t0) * 1000)
+                    await anyio.sleep(GAP_S)
+                await anyio.sleep(SETTLE_S)  # ... and this process's
+                for q in block:
+                    t0 = time.perf_counter()
+                    result = await client.call_tool("recall", {"query": q, **args})
+                    ms = (time.perf_counter() - t0) * 1000
+                    if result.is_error:
+                        raise RuntimeError(f"recall failed: {result.content}")
+                    lat.append(ms)
+                    t = C.timing_meta(result)
+                    if t:
+                        parts["embed"].append(t["embed_ms"])
+                        parts["search"].append(t["work_ms"] - t["embed_ms"])
+                        parts["server"].append(t["handler_ms"] - t["work_ms"])
+                        parts["protocol"].append(ms - t["handler_ms"])
+                    await anyio.sleep(GAP_S)
+        for _ in range(100):  # for scale: an MCP `ping`, the cheapest request there is, paced like the recalls
+            t0 = time.perf_counter()
+            await client.send_ping()
+            ping.append((time.perf_counter() - t0) * 1000)
+            await anyio.sleep(GAP_S)
         rss = C.rss_mb(pid) if pid else {}
         hits = len(result.structured_content["results"])  # type: ignore[index]
     recall = C.summary(lat)
-    floor = C.summary(floor_bare)
+    floor_s = C.summary(floor)
     return {
+        "mode": mode,
         "spawn_to_initialize_s": round(init_s, 3),
         "first_recall_ms": round(first_ms, 1),
         "recall_ms": recall,
-        "floor_bare_ms": floor,
-        "floor_embedder_ms": C.summary(floor_emb),
+        "floor_bare_ms": floor_s,
         "ping_ms": C.summary(ping),
         "breakdown_p50_ms": {k: round(statistics.median(v), 3) for k, v in parts.items() if v},
-        "ratio_p50_to_floor": round(recall["p50"] / floor["p50"], 3),
+        "ratio_p50_to_floor": round(recall["p50"] / floor_s["p50"], 3),
         "server_rss_mb": rss,
         "hits_per_recall": hits,
+    }
+
+
+class RawClient:
+    """A minimal MCP client over stdio without the SDK: JSON-RPC lines written and read with blocking calls.
+
+    It shows what the server costs end to end: the SDK client's own work (pydantic models, output-schema validation,
+    its task and stream hand-offs) is not in its timings.
+    """
+
+    def __init__(self, root: Path) -> None:
+        params = C.server_params(root)
+        self.proc = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=params.env,
+            cwd=params.cwd,
+        )
+        self.next_id = 0
+        self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        while True:
+            message = json.loads(self.proc.stdout.readline())
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method} failed: {message['error']}")
+                return message["result"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def measure_raw(root: Path, queries: list[str], bare: Any, limit: int, repeat: int, mode: str) -> dict[str, Any]:
+    """measure(), with RawClient in place of the SDK client (same blocks, gaps and floor)."""
+    lat: list[float] = []
+    floor: list[float] = []
+    handler: list[float] = []
+    args = {"limit": limit} if mode == "hybrid" else {"limit": limit, "mode": mode}
+    client = RawClient(root)
+    try:
+        for q in queries[:10]:
+            client.request("tools/call", {"name": "recall", "arguments": {"query": q, **args}})
+            bare.embed([q])
+        for _ in range(repeat):
+            for start in range(0, len(queries), BLOCK):
+                block = queries[start : start + BLOCK]
+                time.sleep(SETTLE_S)
+                for q in block:
+                    t0 = time.perf_counter()
+                    bare.embed([q])
+                    floor.append((time.perf_counter() - t0) * 1000)
+                    time.sleep(GAP_S)
+                time.sleep(SETTLE_S)
+                for q in block:
+                    t0 = time.perf_counter()
+                    result = client.request("tools/call", {"name": "recall", "arguments": {"query": q, **args}})
+                    lat.append((time.perf_counter() - t0) * 1000)
+                    if result.get("isError"):
+                        raise RuntimeError(f"recall failed: {result['content']}")
+                    handler.append(result["_meta"]["memserver/timing"]["handler_ms"])
+                    time.sleep(GAP_S)
+    finally:
+        client.close()
+    recall = C.summary(lat)
+    floor_s = C.summary(floor)
+    return {
+        "mode": mode,
+        "recall_ms": recall,
+        "floor_bare_ms": floor_s,
+        "outside_handler_p50_ms": round(statistics.median(a - b for a, b in zip(lat, handler, strict=True)), 3),
+        "ratio_p50_to_floor": round(recall["p50"] / floor_s["p50"], 3),
     }
 
 
@@ -109,6 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=339, help="distinct real queries (default: all 339)")
     parser.add_argument("--repeat", type=int, default=1, help="passes over the queries per size (default 1)")
     parser.add_argument("--limit", type=int, default=5, help="recall limit (default 5, the tool's default)")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=["hybrid", "semantic", "keyword"],
+        default=["hybrid"],
+        help="recall modes to time, one server per mode and size (default: hybrid, the tool's default)",
+    )
+    parser.add_argument(
+        "--no-raw", action="store_true", help="skip the second pass with a raw JSON-RPC client (no SDK client)"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: one 300-memory store, 20 queries")
     parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
     parser.add_argument("--out", default=str(C.RESULTS / "recall_mcp.json"))
@@ -122,23 +230,39 @@ def main(argv: list[str] | None = None) -> int:
 
     host = C.machine()
     cache = C.cache_dir(args.cache)
-    emb = C.embedder()
-    bare = BarePipeline(emb.files.model, emb.files.tokenizer, emb.threads)
+    from memserver.embedder import default_threads
+    from memserver.model import resolve_model
+
+    files = resolve_model(None)
+    threads = default_threads()
+    bare = BarePipeline(files.model, files.tokenizer, threads)
     queries = C.corpus()[1][:nq]
     results: dict[str, Any] = {
         "machine": host,
-        "settings": {"queries": len(queries), "repeat": args.repeat, "limit": args.limit, "threads": emb.threads},
+        "settings": {
+            "queries": len(queries),
+            "repeat": args.repeat,
+            "limit": args.limit,
+            "threads": threads,
+            "gap_s": GAP_S,
+            "block": BLOCK,
+        },
         "sizes": {},
     }
     for n in sizes:
         root = C.ensure_store(cache, n, quick=args.quick)
-        C.log(f"recall over MCP at {n:,} memories ...")
-        r = anyio.run(measure, root, queries, bare, emb, args.limit, args.repeat)
-        r["store_build"] = C.build_info(root)
-        results["sizes"][str(n)] = r
-        C.log(
-            f"  p50 {r['recall_ms']['p50']} ms, floor {r['floor_bare_ms']['p50']} ms, ratio {r['ratio_p50_to_floor']}"
-        )
+        for mode in args.modes:
+            C.log(f"recall over MCP at {n:,} memories, mode {mode} ...")
+            r = anyio.run(measure, root, queries, bare, args.limit, args.repeat, mode)
+            r["store_build"] = C.build_info(root)
+            if not args.no_raw:
+                r["raw_client"] = measure_raw(root, queries, bare, args.limit, args.repeat, mode)
+            results["sizes"][f"{n}" if mode == "hybrid" else f"{n}/{mode}"] = r
+            C.log(
+                f"  p50 {r['recall_ms']['p50']} ms, floor {r['floor_bare_ms']['p50']} ms,"
+                f" ratio {r['ratio_p50_to_floor']}"
+                + (f"; raw client p50 {r['raw_client']['recall_ms']['p50']} ms" if "raw_client" in r else "")
+            )
     results["machine"]["loadavg_at_end"] = C.machine()["loadavg"]
 
     rows = []
@@ -146,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         b = r["breakdown_p50_ms"]
         rows.append(
             [
-                C.size_label(int(n)),
+                C.size_label(int(n.split("/")[0])),
+                r["mode"],
                 r["recall_ms"]["p50"],
                 r["recall_ms"]["p95"],
                 r["recall_ms"]["p99"],
@@ -165,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         C.table(
             [
                 "memories",
+                "mode",
                 "p50",
                 "p95",
                 "p99",
@@ -180,6 +306,24 @@ def main(argv: list[str] | None = None) -> int:
             rows,
         )
     )
+    raw_rows = [
+        [
+            C.size_label(int(n.split("/")[0])),
+            r["mode"],
+            w["recall_ms"]["p50"],
+            w["recall_ms"]["p95"],
+            w["floor_bare_ms"]["p50"],
+            f"{w['ratio_p50_to_floor']:.2f}x",
+            w["outside_handler_p50_ms"],
+            r["recall_ms"]["p50"],
+        ]
+        for n, r in results["sizes"].items()
+        if (w := r.get("raw_client"))
+    ]
+    if raw_rows:
+        print("the same server and queries, timed by a raw JSON-RPC client (no SDK client) (ms)")
+        headers = ["memories", "mode", "p50", "p95", "floor p50", "p50/floor", "outside handler", "SDK client p50"]
+        print(C.table(headers, raw_rows))
     C.write_json(args.out, results)
     return 0
 

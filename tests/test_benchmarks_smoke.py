@@ -65,6 +65,9 @@ def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
     assert r["recall_ms"]["n"] == 20 and r["hits_per_recall"] == 5
     assert set(r["breakdown_p50_ms"]) == {"embed", "search", "server", "protocol"}
     assert r["floor_bare_ms"]["p50"] > 0 and r["ratio_p50_to_floor"] > 0
+    raw = r["raw_client"]  # the same server timed by a JSON-RPC client without the SDK
+    assert raw["recall_ms"]["n"] == 20 and raw["floor_bare_ms"]["n"] == 20 and raw["outside_handler_p50_ms"] > 0
+    assert "raw JSON-RPC client" in run.stdout
 
 
 def test_ingest_quick(real_embedder, tmp_path):
@@ -95,6 +98,7 @@ def test_scale_quick(real_embedder, bench_cache, tmp_path):
     assert "recall@10" in run.stdout
     s = json.loads(out.read_text())["sizes"]["2000"]["sentences"]
     assert s["recall_at_10"] >= 0.9 and s["n"] == 2000 and s["open_fresh_process"]["count"] == 2000
+    assert s["recall_at_10"] <= s["recall_at_10_eps"] <= 1.0  # near-ties count as found: never lower than strict
 
 
 @pytest.mark.skipif(not _have("chromadb"), reason="chromadb is in the bench group: uv run --group bench pytest")

@@ -420,6 +420,23 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("load_at_start", [False, True], ids=["after the handshake", "at start"])
+async def test_the_store_loads_without_waiting_for_a_call(load_at_start: bool) -> None:
+    """Loading starts once the client has sent notifications/initialized (stdio), or when the server starts
+    (HTTP), never only at the first tool call."""
+    built = threading.Event()
+
+    def factory(user: str | None) -> StubStore:
+        built.set()
+        return StubStore()
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(build_server(factory, load_at_start=load_at_start), mode="legacy"):
+            while not built.is_set():  # no request at all: the handshake alone starts it
+                await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
 async def test_per_user_server_refuses_a_request_without_a_user() -> None:
     """A per-user server never falls back to a shared store when no authenticated user is present."""
     async with Client(build_server(lambda user: StubStore(), per_user=True), mode="legacy") as client:
