@@ -5,6 +5,9 @@ and any other DerivedIndex are fed by one replay path, `_apply`, used for this p
 is appended, then read back through the same path), for catching up on other processes' writes, and for the
 journal tail after a checkpoint. Every call first checks (one stat) whether the journal grew or was replaced.
 
+The metadata of the live memories (ids, contents, dates, tags, sources by row) is kept by column (columns.py) and
+restored on open from a snapshot of those columns, not by replaying the whole journal.
+
 Locks: one thread lock (`_mu`) serialises all calls in a process (hnswlib does not lock reads against inserts);
 embedding runs outside it. Across processes, writers hold the lock file exclusively, readers catching up hold it
 shared. This module never imports mcp, and imports the Embedder (onnxruntime) only when none is given.
@@ -21,7 +24,6 @@ import logging
 import marshal
 import math
 import mmap
-import operator
 import os
 import re
 import sys
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import config
+from memserver import columns, config
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
 from memserver.fusion import reciprocal_rank_fusion
 from memserver.index import VectorIndex
@@ -192,357 +194,6 @@ def _age_s(path: Path) -> float:
 
 def _memory(r: AddRecord, duplicate: bool = False) -> Memory:
     return Memory(r.id, r.content, r.created_at, r.tags, r.source, duplicate)
-
-
-_NO_ROWS = np.empty(0, dtype=np.int64)
-
-
-def _sorted_union(*parts: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of int64 arrays (np.union1d/np.unique hash in numpy 2: ~8x slower here)."""
-    a = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-    a.sort()
-    if len(a) > 1:
-        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
-    return a
-
-
-class _RowSets:
-    """name -> rows (the rows of each tag, of each source): a sorted int64 array per name plus recent additions.
-
-    Why not a set per name: at 1M memories with one tag each, the tag and source sets took ~140 MB (a set slot and
-    an int object per row); an array takes 8 bytes per row. Rows are never reused within a generation, so a
-    deleted row is not removed here: readers pass the store's `alive` mask, and reading (or saving) drops it.
-    """
-
-    def __init__(self) -> None:
-        self._base: dict[str, np.ndarray] = {}
-        self._new: dict[str, list[int]] = {}
-
-    def add(self, name: str, row: int) -> None:
-        new = self._new.get(name)
-        if new is None:
-            new = self._new[name] = []
-        new.append(row)
-        if len(new) >= 1024 + (len(self._base.get(name, _NO_ROWS)) >> 2):
-            self._base[name] = _sorted_union(self._base.get(name, _NO_ROWS), np.asarray(self._new.pop(name), np.int64))
-
-    def rows(self, name: str, alive: np.ndarray) -> np.ndarray:
-        """The live rows under `name`, sorted (a new array, the caller may keep or change it)."""
-        return self._live(name, alive).copy()
-
-    def _live(self, name: str, alive: np.ndarray) -> np.ndarray:
-        """The live rows under `name`, sorted, as kept here (recent additions merged in, dead rows dropped)."""
-        base = self._base.get(name, _NO_ROWS)
-        new = self._new.pop(name, None)
-        if new:
-            base = _sorted_union(base, np.asarray(new, np.int64))
-        live = base[alive[base]] if len(base) else base
-        if not len(live):
-            self._base.pop(name, None)
-        elif new or len(live) != len(base):
-            self._base[name] = live
-        return live
-
-    def names(self) -> list[str]:
-        return list(dict.fromkeys([*self._base, *self._new]))
-
-    def payload(self, alive: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """(names, per-name counts, concatenated rows) of the live rows, for the metadata snapshot."""
-        parts = [(name, self._live(name, alive)) for name in self.names()]
-        parts = [(name, rows) for name, rows in parts if len(rows)]
-        counts = np.fromiter((len(rows) for _, rows in parts), np.int64, len(parts))
-        flat = np.concatenate([rows for _, rows in parts]) if parts else _NO_ROWS
-        return [name for name, _ in parts], counts, flat.astype(np.int64)
-
-    @classmethod
-    def from_payload(cls, names: list[str], counts_b: bytes, flat_b: bytes, next_row: int) -> _RowSets:
-        """Inverse of `payload`; raises ValueError if the parts do not add up or name rows past `next_row`."""
-        counts = np.frombuffer(counts_b, np.int64)
-        flat = np.frombuffer(flat_b, np.int64).copy()  # a copy: the payload buffer is freed after loading
-        if len(counts) != len(names) or (len(counts) and int(counts.min()) <= 0) or int(counts.sum()) != len(flat):
-            raise ValueError("row sets do not add up")
-        if len(flat) and not 0 <= int(flat.min()) <= int(flat.max()) < next_row:
-            raise ValueError("row sets name rows past the end")
-        out = cls()
-        ends = np.cumsum(counts).tolist()
-        for name, c, end in zip(names, counts.tolist(), ends, strict=True):
-            if not isinstance(name, str):
-                raise TypeError("row set name")
-            out._base[name] = flat[end - c : end]
-        if len(out._base) != len(names):
-            raise ValueError("duplicate row set names")
-        return out
-
-
-class _HashIndex:
-    """64-bit key -> rows: the content keys (exact-duplicate detection on add) and the id keys (`_IdMap`).
-
-    Why not a dict: a dict of 16-byte digests cost ~125 bytes per memory (~125 MB at 1M) and ~0.35 s to rebuild on
-    open; this is two sorted arrays (16 bytes per memory, loaded as raw buffers) plus a dict of recent additions.
-    A 64-bit key can collide, so callers confirm a match on the value itself. Deleted rows stay until the next
-    merge that is given the `alive` mask; callers filter them out.
-    """
-
-    def __init__(self) -> None:
-        self._h = np.empty(0, dtype=np.uint64)
-        self._r = np.empty(0, dtype=np.int64)
-        self._new: dict[int, list[int]] = {}
-        self._pending = 0
-
-    def __len__(self) -> int:
-        return len(self._h) + self._pending
-
-    def add(self, key: int, row: int) -> None:
-        rows = self._new.get(key)
-        if rows is None:
-            self._new[key] = [row]
-        else:
-            rows.append(row)
-        self._pending += 1
-        if self._pending >= 1024 + (len(self._h) >> 2):
-            self.merge(None)
-
-    def rows(self, key: int) -> list[int]:
-        """Every row recorded under `key` (live or not), in no particular order."""
-        h = self._h
-        out: list[int] = []
-        i = int(h.searchsorted(np.uint64(key))) if len(h) else 0
-        while i < len(h) and int(h[i]) == key:  # (one search: a key is rarely there more than once)
-            out.append(int(self._r[i]))
-            i += 1
-        out += self._new.get(key, ())
-        return out
-
-    def merge(self, alive: np.ndarray | None) -> None:
-        """Fold the recent additions into the sorted arrays; with `alive`, drop the rows it marks dead."""
-        h, r = self._h, self._r
-        if self._new:
-            hs = [k for k, rows in self._new.items() for _ in rows]
-            rs = [row for rows in self._new.values() for row in rows]
-            h = np.concatenate([h, np.asarray(hs, dtype=np.uint64)])
-            r = np.concatenate([r, np.asarray(rs, dtype=np.int64)])
-        changed = bool(self._new)
-        if alive is not None and len(r):
-            keep = alive[r]
-            if not keep.all():
-                h, r, changed = h[keep], r[keep], True
-        if changed:
-            order = np.lexsort((r, h))
-            self._h, self._r = h[order], r[order]
-        self._new = {}
-        self._pending = 0
-
-    def payload(self, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        self.merge(alive)
-        return self._h, self._r
-
-    @classmethod
-    def from_payload(cls, h_b: bytes, r_b: bytes, next_row: int) -> _HashIndex:
-        """Inverse of `payload`; raises ValueError unless the keys are sorted and name distinct rows < `next_row`."""
-        out = cls()
-        h = out._h = np.frombuffer(h_b, np.uint64).copy()
-        r = out._r = np.frombuffer(r_b, np.int64).copy()
-        if len(h) != len(r) or (len(r) and not 0 <= int(r.min()) <= int(r.max()) < next_row):
-            raise ValueError("key index does not match the records")
-        if len(h) > 1 and not (h[1:] >= h[:-1]).all():  # a lookup is a binary search
-            raise ValueError("key index is not sorted")
-        seen = np.zeros(next_row, dtype=bool)
-        seen[r] = True
-        if int(seen.sum()) != len(r):
-            raise ValueError("key index names a row twice")
-        return out
-
-
-class _FixedText:
-    """Short texts by row (ids, created_at) in one numpy array of fixed-width ASCII (dtype S<width>).
-
-    Why: a 32-character str costs 81 bytes plus an 8-byte list slot; here 32, and a snapshot loads it as one
-    buffer. A value that does not fit (longer, non-ASCII, empty, or ending in NUL, which numpy strips) switches
-    the column to dtype object (str). A dead row holds b"" (None in an object column); `get` gives None for it.
-    """
-
-    def __init__(self, width: int) -> None:
-        self.dtype = np.dtype(f"S{width}")
-        self.width = width
-        self.a: np.ndarray = np.zeros(0, dtype=self.dtype)
-        self.fixed = True  # False once the column holds objects
-
-    def grow(self, capacity: int) -> None:
-        new = np.zeros(capacity, dtype=self.dtype) if self.fixed else np.empty(capacity, dtype=object)
-        new[: len(self.a)] = self.a
-        self.a = new
-
-    def set(self, row: int, value: str) -> None:
-        if self.fixed:
-            data = value.encode("utf-8", "surrogatepass")
-            if 0 < len(data) <= self.width and data.isascii() and not data.endswith(b"\0"):
-                self.a[row] = data
-                return
-            log.info("%r does not fit a %s column; keeping that column as objects", value, self.dtype)
-            values = np.empty(len(self.a), dtype=object)
-            values[:] = [v.decode("ascii") or None for v in self.a.tolist()]
-            self.a, self.fixed = values, False
-        self.a[row] = value
-
-    def get(self, row: int) -> str | None:
-        value = self.a[row]
-        return (value.decode("ascii") or None) if isinstance(value, bytes) else value
-
-    def clear(self, row: int) -> None:
-        self.a[row] = b"" if self.fixed else None
-
-    def occupied(self, n: int) -> np.ndarray:
-        """Which of the first `n` rows hold a value."""
-        if self.fixed:
-            return self.a[:n] != b""
-        return np.fromiter(map(operator.is_not, self.a[:n].tolist(), repeat(None)), dtype=bool, count=n)
-
-    def payload(self, n: int) -> np.ndarray | list[str | None]:
-        return self.a[:n] if self.fixed else self.a[:n].tolist()
-
-    @classmethod
-    def from_payload(cls, width: int, data: object, n: int) -> _FixedText:
-        out = cls(width)
-        if isinstance(data, bytes):
-            out.a = np.frombuffer(data, out.dtype).copy()
-        elif isinstance(data, list) and all(v is None or isinstance(v, str) for v in data):
-            out.a = np.empty(len(data), dtype=object)
-            out.a[:] = data
-            out.fixed = False
-        else:
-            raise TypeError("text column")
-        if len(out.a) != n:
-            raise ValueError("a column does not match the row count")
-        return out
-
-
-class _TextHeap:
-    """Texts by row (the contents) as UTF-8 in one buffer, with each row's start and end offsets.
-
-    Why: a str costs 49 bytes plus its text (and an 8-byte list slot); here 16 bytes of offsets, and a snapshot
-    loads one buffer instead of unmarshalling a million strings. A hit decodes its few texts on demand. The text
-    of a deleted row stays in the buffer (`dead` bytes) until the next snapshot, which writes live texts only.
-    """
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.start = np.zeros(0, dtype=np.int64)
-        self.end = np.zeros(0, dtype=np.int64)
-        self.dead = 0  # bytes of buf no live row refers to
-
-    def grow(self, capacity: int) -> None:
-        for name in ("start", "end"):
-            new = np.zeros(capacity, dtype=np.int64)
-            old = getattr(self, name)
-            new[: len(old)] = old
-            setattr(self, name, new)
-
-    def set(self, row: int, text: str) -> None:
-        data = text.encode("utf-8", "surrogatepass")
-        self.start[row] = len(self.buf)
-        self.buf += data
-        self.end[row] = len(self.buf)
-
-    def get(self, row: int) -> str:
-        return self.buf[self.start[row] : self.end[row]].decode("utf-8", "surrogatepass")
-
-    def clear(self, row: int) -> None:
-        self.dead += int(self.end[row] - self.start[row])
-        self.start[row] = self.end[row] = 0
-
-    def payload(self, n: int) -> tuple[bytes | bytearray, np.ndarray, np.ndarray]:
-        """(texts, starts, ends) of the first `n` rows, without the text of dead rows."""
-        if not self.dead:
-            return self.buf, self.start[:n], self.end[:n]
-        start, end = self.start[:n], self.end[:n]
-        lengths = end - start
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        # Copy runs of adjacent texts, not one slice per row: one memoryview per row cost ~9x the texts' size at
-        # the checkpoint after a delete; this costs the new buffer (plus its growth slack).
-        used = np.flatnonzero(lengths > 0)
-        s, e = start[used], end[used]
-        cuts = np.flatnonzero(s[1:] != e[:-1]) + 1
-        data = bytearray()
-        if len(s):
-            firsts, lasts = np.r_[0, cuts], np.r_[cuts - 1, len(s) - 1]
-            with memoryview(self.buf) as view:
-                for a, b in zip(s[firsts].tolist(), e[lasts].tolist(), strict=True):
-                    data += view[a:b]
-        # Keep the compacted texts too: deleted memories' texts leave memory at each checkpoint.
-        self.buf, self.start[:n], self.end[:n], self.dead = data, starts, ends, 0
-        return data, starts, ends
-
-    @classmethod
-    def from_payload(cls, data: bytes, starts_b: bytes, ends_b: bytes, n: int) -> _TextHeap:
-        out = cls()
-        out.buf = bytearray(data)
-        out.start = np.frombuffer(starts_b, np.int64).copy()
-        out.end = np.frombuffer(ends_b, np.int64).copy()
-        if len(out.start) != n or len(out.end) != n:
-            raise ValueError("text offsets do not match the row count")
-        if n and not (int(out.start.min()) >= 0 and int(out.end.max()) <= len(data) and (out.start <= out.end).all()):
-            raise ValueError("text offsets point outside the texts")
-        return out
-
-
-def _as_str(value: bytes | str) -> str:
-    """A `_FixedText` value as str (fixed columns hold ASCII bytes, object columns str)."""
-    return value.decode("ascii") if isinstance(value, bytes) else value
-
-
-def _id_key(mid: str) -> int:
-    return int.from_bytes(hashlib.blake2b(mid.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-
-
-class _IdMap:
-    """id -> row of the live memories, with the dict operations the store uses, and row -> id.
-
-    Why not a dict: its keys (an 81-byte str each), slots and row ints cost ~160 bytes per memory and ~0.3 s to
-    build on open; this is the ids by row (`_FixedText`, 32 bytes) plus a `_HashIndex` of id keys (16 bytes).
-    """
-
-    def __init__(self) -> None:
-        self.ids = _FixedText(32)
-        self.index = _HashIndex()
-        self.count = 0
-
-    def __len__(self) -> int:
-        return self.count
-
-    def get(self, mid: str, default: int | None = None, key: int | None = None) -> int | None:
-        """The row of the live memory `mid` (`key`: its `_id_key`, if known), or `default`."""
-        ids = self.ids
-        for row in self.index.rows(_id_key(mid) if key is None else key):
-            if ids.get(row) == mid:
-                return row
-        return default
-
-    def __contains__(self, mid: object) -> bool:
-        return isinstance(mid, str) and self.get(mid) is not None
-
-    def __getitem__(self, mid: str) -> int:
-        row = self.get(mid)
-        if row is None:
-            raise KeyError(mid)
-        return row
-
-    def __setitem__(self, mid: str, row: int) -> None:
-        self.insert(mid, row, _id_key(mid))
-
-    def insert(self, mid: str, row: int, key: int) -> None:
-        """Map the id `mid` (not live; `key` is its `_id_key`) to `row` (which holds no id)."""
-        self.ids.set(row, mid)
-        self.index.add(key, row)
-        self.count += 1
-
-    def __delitem__(self, mid: str) -> None:
-        self.ids.clear(self[mid])
-        self.count -= 1
-
-    def id_at(self, row: int) -> str | None:
-        """The id of the live memory at `row`, or None."""
-        return self.ids.get(row) if 0 <= row < len(self.ids.a) else None
 
 
 class _RecordsView(Mapping[str, AddRecord]):
@@ -804,18 +455,18 @@ class MemoryStore:
         # The metadata is kept by column, indexed by row (None: a deleted row, or one never written), not as one
         # object per memory: at 1M memories that is ~0.5 GB instead of ~1.1 GB, with a faster open (see
         # _load_meta) and ~1M fewer objects for the cyclic GC to scan. A record is rebuilt on demand (_record).
-        self._rows = _IdMap()  # id -> row of the live memories; also row -> id (`id_at`)
-        self._contents = _TextHeap()
-        self._created = _FixedText(32)  # what _iso writes: 32 ASCII characters
+        self._rows = columns.IdMap()  # id -> row of the live memories; also row -> id (`id_at`)
+        self._contents = columns.TextHeap()
+        self._created = columns.FixedText(32)  # what _iso writes: 32 ASCII characters
         self._tags: list[tuple[str, ...] | None] = []
         self._sources: list[str | None] = []
         self._alive = np.zeros(0, dtype=bool)  # by row (capacity may exceed _next_row)
         # by row: CRC-32 of its vector bytes, from the journal; -1 when unknown (capacity may exceed _next_row)
         self._vcrc = np.full(0, -1, dtype=np.int64)
         self._interned: dict[Any, Any] = {}  # one object per distinct tag tuple / source
-        self._keys = _HashIndex()  # _content_key -> rows
-        self._tag_rows = _RowSets()
-        self._source_rows = _RowSets()
+        self._keys = columns.HashIndex()  # _content_key -> rows
+        self._tag_rows = columns.RowSets()
+        self._source_rows = columns.RowSets()
         self._times: list[int] = []  # live rows sorted by (created_at, row): see _time_key
         self._next_row = 0
         self._offset = 0
@@ -946,7 +597,7 @@ class MemoryStore:
         """The metadata state as plain containers (marshal: fast, and loading it runs no code).
 
         Buffers (numpy arrays, the texts) are written by marshal as bytes, without a copy here. Ids, contents
-        and created_at go as raw buffers by row (see _FixedText, _TextHeap), tags and sources as
+        and created_at go as raw buffers by row (see columns.FixedText, columns.TextHeap), tags and sources as
         lists by row (None for a dead row; equal tuples and sources are one object, so marshal writes each once);
         everything else as raw int64/uint64 buffers (`np.frombuffer` on load, no per-item unmarshalling): the id
         keys, the created_at order, the vector CRCs by row, the content keys and the rows of each tag and source.
@@ -1019,9 +670,9 @@ class MemoryStore:
                 raise ValueError(f"format {fmt!r}")
             if not isinstance(n, int) or not all(isinstance(col, list) and len(col) == n for col in (tags, sources)):
                 raise ValueError("columns do not match the row count")
-            rows = _IdMap()
-            rows.ids = _FixedText.from_payload(32, ids_b, n)
-            rows.index = _HashIndex.from_payload(id_h, id_r, n)
+            rows = columns.IdMap()
+            rows.ids = columns.FixedText.from_payload(32, ids_b, n)
+            rows.index = columns.HashIndex.from_payload(id_h, id_r, n)
             alive = rows.ids.occupied(n)
             rows.count = count = int(alive.sum())
             if count != stamp.get("count") or len(rows.index) != count or not alive[rows.index._r].all():
@@ -1030,8 +681,8 @@ class MemoryStore:
             for i in np.flatnonzero(h[1:] == h[:-1]).tolist():
                 if rows.id_at(int(rows.index._r[i])) == rows.id_at(int(rows.index._r[i + 1])):
                     raise ValueError("duplicate ids")
-            contents = _TextHeap.from_payload(texts, starts, ends, n)
-            created = _FixedText.from_payload(32, created_b, n)
+            contents = columns.TextHeap.from_payload(texts, starts, ends, n)
+            created = columns.FixedText.from_payload(32, created_b, n)
             order = np.frombuffer(order_b, np.int64)
             if len(order) != count or (count and not (0 <= int(order.min()) <= int(order.max()) < n)):
                 raise ValueError("created_at order does not match the records")
@@ -1041,11 +692,11 @@ class MemoryStore:
             vcrc = np.frombuffer(vcrc_b, np.int64).copy()
             if len(vcrc) != n:
                 raise ValueError("vector CRCs do not match the row count")
-            keys = _HashIndex.from_payload(key_h, key_r, n)
+            keys = columns.HashIndex.from_payload(key_h, key_r, n)
             if len(keys) != count:
                 raise ValueError("content keys do not match the records")
-            tag_rows = _RowSets.from_payload(tag_names, tag_counts, tag_flat, n)
-            source_rows = _RowSets.from_payload(src_names, src_counts, src_flat, n)
+            tag_rows = columns.RowSets.from_payload(tag_names, tag_counts, tag_flat, n)
+            source_rows = columns.RowSets.from_payload(src_names, src_counts, src_flat, n)
         except (ValueError, TypeError, EOFError, IndexError) as exc:
             log.warning("metadata snapshot of %s is unusable (%s); replaying the journal", self.folder, exc)
             return False
@@ -1224,7 +875,7 @@ class MemoryStore:
 
     def _meta_add(self, r: AddRecord) -> bool:
         """Add the memory `r` to the metadata; False (and nothing done) if its id or its row is live already."""
-        key = _id_key(r.id)
+        key = columns.id_key(r.id)
         if self._rows.get(r.id, key=key) is not None:
             return False
         row = r.row
@@ -1259,7 +910,7 @@ class MemoryStore:
         return True
 
     def _meta_del(self, r: AddRecord) -> None:
-        """Forget the live memory `r` (its tag, source and content-key entries go when next read: see _RowSets)."""
+        """Forget the live memory `r` (its tag, source and content-key entries go when next read: columns.RowSets)."""
         row = r.row
         i = bisect.bisect_left(self._times, (r.created_at, row), key=self._time_key)
         if i < len(self._times) and self._times[i] == row:
@@ -1496,7 +1147,7 @@ class MemoryStore:
     def _tag_union(self, tags: Sequence[str]) -> np.ndarray:
         """Live rows carrying any of `tags`, sorted."""
         parts = [self._tag_rows.rows(t, self._alive) for t in tags]
-        return parts[0] if len(parts) == 1 else _sorted_union(*parts)
+        return parts[0] if len(parts) == 1 else columns.sorted_union(*parts)
 
     def search(
         self,
@@ -1722,7 +1373,7 @@ class MemoryStore:
             generation = self._journal.generation
             # The snapshot is taken by column (~110 MB at 1M memories; records would be ~0.5 GB): copies of the
             # rows' ids, created_at, text offsets, tags and sources, and the text buffer itself, whose bytes never
-            # change (it is only appended to, or replaced by a compacted copy; see _TextHeap).
+            # change (it is only appended to, or replaced by a compacted copy; see columns.TextHeap).
             rows = np.asarray(self._times, dtype=np.int64)
             ids, created = self._rows.ids.a[rows], self._created.a[rows]
             texts, starts, ends = self._contents.buf, self._contents.start[rows], self._contents.end[rows]
@@ -1731,9 +1382,9 @@ class MemoryStore:
         for i in range(0, len(rows), IMPORT_BATCH):
             batch = [
                 AddRecord(
-                    _as_str(ids[j]),
+                    columns.as_str(ids[j]),
                     texts[starts[j] : ends[j]].decode("utf-8", "surrogatepass"),
-                    _as_str(created[j]),
+                    columns.as_str(created[j]),
                     tags[j],  # type: ignore[arg-type]
                     sources[j],  # type: ignore[arg-type]
                     int(rows[j]),

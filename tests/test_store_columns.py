@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import memserver.store as ms
+from memserver import columns
 from memserver.journal import Journal
 from memserver.store import MemoryStore
 from tests.fakes import FakeEmbedder
@@ -121,7 +122,7 @@ def test_colliding_content_keys_are_told_apart_by_content(tmp_path: Path, monkey
 
 
 def test_colliding_id_keys_are_told_apart_by_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ms, "_id_key", lambda mid: 7)
+    monkeypatch.setattr(columns, "id_key", lambda mid: 7)
     with _open(tmp_path) as s:
         made = s.add_many([f"memory number {i}" for i in range(300)])
         for m in made[:5]:
