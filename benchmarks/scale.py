@@ -87,9 +87,9 @@ def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str,
 
     res: dict[str, Any] = {"open_fresh_process": open_fresh(root, repeat_open)}
     with MemoryStore(root, C.COLLECTION, embedder=Embedder()) as s:
-        n = len(s._records)
+        n = s.stats()["count"]
         vec_file = s._vpath
-        row_of = {mid: row for row, mid in s._row_ids.items()}
+        n_rows = int(np.flatnonzero(s._alive).max()) + 1  # rows of the vector file up to the last live one
         for q in qvecs[:20]:  # warm-up
             s.search_by_vector(q, limit=10)
         lat, got, got_scores = [], [], []
@@ -97,11 +97,11 @@ def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str,
             t0 = time.perf_counter()
             hits = s.search_by_vector(q, limit=10)
             lat.append((time.perf_counter() - t0) * 1000)
-            got.append({row_of[h.memory.id] for h in hits})
+            got.append({s._rows[h.memory.id] for h in hits})
             got_scores.append([h.score for h in hits])
         params = s.stats()["index"]
     t0 = time.perf_counter()
-    truth, truth_scores = exact_top(vec_file, max(row_of.values()) + 1, qvecs, 10)
+    truth, truth_scores = exact_top(vec_file, n_rows, qvecs, 10)
     res["exact_numpy_ms_per_query"] = round((time.perf_counter() - t0) * 1000 / len(qvecs), 2)
     hit = sum(len(g & set(t.tolist())) for g, t in zip(got, truth, strict=True))
     # ann-benchmarks' k-nn recall: a returned result counts when its distance is within EPSILON of the k-th exact

@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # --- filtered: exact ranking vs HNSW with a filter, by matching-set size -----------------------------------
     filt = {}
-    live_rows = np.fromiter(s._row_ids, dtype=np.int64)
+    live_rows = np.flatnonzero(s._alive[: s._next_row])
     for frac in [0.005, 0.01, 0.02, 0.05, 0.1, 0.2]:
         size = int(frac * n)
         if size < 500:
@@ -247,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # --- compaction beside a writer: total time, and the slowest add of another store meanwhile -----------------
     if n <= 200_000 or args.compact:
-        for m in list(s._records.values())[: n // 100]:  # 1% deleted, so there is something to compact
-            s.delete(m.id)
+        for m in list(itertools.islice(s.export(), n // 100)):  # 1% deleted, so there is something to compact
+            s.delete(m["id"])
         other = MemoryStore(root, "bench", embedder=ConstantEmbedder(), **params)
         done = threading.Event()
         out: dict[str, float] = {}

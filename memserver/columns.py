@@ -354,9 +354,6 @@ class IdMap:
             raise KeyError(mid)
         return row
 
-    def __setitem__(self, mid: str, row: int) -> None:
-        self.insert(mid, row, id_key(mid))
-
     def insert(self, mid: str, row: int, key: int) -> None:
         """Map the id `mid` (not live; `key` is its `id_key`) to `row` (which holds no id)."""
         self.ids.set(row, mid)

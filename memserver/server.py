@@ -14,8 +14,8 @@ Errors land on three planes (see the SDK's "handling errors" guide):
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
 when the client completes the handshake (over HTTP, when the server starts). The first call that needs the store
-waits for it. Blocking store calls run in
-worker threads so the event loop keeps answering. The server never touches files itself.
+waits for it. Blocking store calls run in worker threads so the event loop keeps answering. The server never
+touches files itself.
 """
 
 from __future__ import annotations

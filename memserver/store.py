@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from itertools import repeat
@@ -194,43 +194,6 @@ def _age_s(path: Path) -> float:
 
 def _memory(r: AddRecord, duplicate: bool = False) -> Memory:
     return Memory(r.id, r.content, r.created_at, r.tags, r.source, duplicate)
-
-
-class _RecordsView(Mapping[str, AddRecord]):
-    """Read-only id -> AddRecord view of a store's live memories (built on access; for benchmarks and tests)."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-
-    def __getitem__(self, mid: str) -> AddRecord:
-        return self._store._record(self._store._rows[mid])
-
-    def __iter__(self) -> Iterator[str]:
-        s = self._store
-        return iter([s._id_at(row) for row in np.flatnonzero(s._alive[: s._next_row]).tolist()])
-
-    def __len__(self) -> int:
-        return len(self._store._rows)
-
-
-class _RowIdsView(Mapping[int, str]):
-    """Read-only row -> id view of a store's live memories (for benchmarks and tests)."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-
-    def __getitem__(self, row: int) -> str:
-        mid = self._store._id_at(row)
-        if mid is None:
-            raise KeyError(row)
-        return mid
-
-    def __iter__(self) -> Iterator[int]:
-        s = self._store
-        return iter(np.flatnonzero(s._alive[: s._next_row]).tolist())
-
-    def __len__(self) -> int:
-        return len(self._store._rows)
 
 
 # --- validation ----------------------------------------------------------------------------------------------------
@@ -850,16 +813,6 @@ class MemoryStore:
 
     def _memory_at(self, row: int, duplicate: bool = False) -> Memory:
         return _memory(self._record(row), duplicate)
-
-    @property
-    def _records(self) -> Mapping[str, AddRecord]:
-        """id -> record of the live memories (a view; benchmarks and tests use it)."""
-        return _RecordsView(self)
-
-    @property
-    def _row_ids(self) -> Mapping[int, str]:
-        """row -> id of the live memories (a view; benchmarks and tests use it)."""
-        return _RowIdsView(self)
 
     def _duplicate_row(self, key: int, content: str) -> int | None:
         """The live row whose content equals `content` (whitespace aside; the lowest such row), or None."""

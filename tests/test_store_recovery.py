@@ -244,7 +244,7 @@ def test_compaction_lets_other_writers_proceed(tmp_path: Path, monkeypatch: pyte
     counting = FakeEmbedder()
     with _open(tmp_path, counting) as s:
         assert {m["id"] for m in s.export()} == expected and counting.texts == 0
-        vecs = np.stack([s._vindex.get_vectors([r.row])[0] for r in list(s._records.values())[:5]])
+        vecs = np.stack([s._vindex.get_vectors([row])[0] for row in np.flatnonzero(s._alive)[:5].tolist()])
         assert np.allclose(np.linalg.norm(vecs, axis=1), 1, atol=1e-3)
 
 
@@ -262,7 +262,7 @@ def test_import_spaces_checkpoints_geometrically(tmp_path: Path, monkeypatch: py
     original = MemoryStore._checkpoint_locked
 
     def counting(self):
-        sizes.append(len(self._records))
+        sizes.append(len(self._rows))
         return original(self)
 
     monkeypatch.setattr(MemoryStore, "_checkpoint_locked", counting)
