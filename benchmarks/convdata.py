@@ -56,8 +56,18 @@ def load(data_dir: Path = DATA_DIR, sets: list[str] | None = None) -> dict[str, 
         files = sorted(folder.glob("*.json")) if folder.is_dir() else []
         if not files:
             raise FileNotFoundError(f"{folder}: no conversation files (*.json)")
-        out[name] = [json.loads(f.read_text(encoding="utf-8")) for f in files]
+        out[name] = [_read(f) for f in files]
     return out
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a UTF-8 JSON file ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a conversation file holds one JSON object, got {type(data).__name__}")
+    return data
 
 
 def turns(conv: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:

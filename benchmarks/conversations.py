@@ -238,6 +238,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def of(rows: list[dict[str, Any]], conversation: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r["question"].startswith(conversation + "/")]
+
+
 def evaluate_set(
     name: str,
     convs: list[dict[str, Any]],
@@ -288,6 +292,7 @@ def evaluate_set(
         result["variants"][variant] = {
             "available": True,
             **summarise(per_variant[variant]),
+            "by_conversation": {c["id"]: summarise(of(per_variant[variant], c["id"]))["overall"] for c in convs},
             "search_ms": _common.summary(search_ms[variant]),
             "memories_imported": imported[variant],
             # keyword ties (equal BM25 scores) are cut differently at different depths, so a recall of 10 and the
@@ -407,7 +412,10 @@ def find_sets(dirs: list[Path], names: list[str] | None) -> dict[str, list[dict[
     """The named sets (or all) across the data folders; a set name found in two folders is an error."""
     found: dict[str, list[dict[str, Any]]] = {}
     for folder in dirs:
-        available = convdata.load(folder)
+        try:
+            available = convdata.load(folder)
+        except (FileNotFoundError, ValueError) as e:
+            raise SystemExit(str(e)) from None
         for name, convs in available.items():
             if names and name not in names:
                 continue
