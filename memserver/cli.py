@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memserver import __version__
 from memserver.errors import MemserverError
+
+if TYPE_CHECKING:
+    from memserver.backend import MemoryBackend
 
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
@@ -138,10 +142,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --- store commands: look after the memories on disk -------------------------------------------------------------
 
 
-def _open_store(args: argparse.Namespace):  # -> MemoryStore (imported lazily: it loads numpy and hnswlib)
-    from memserver.store import MemoryStore
+def _open_store(args: argparse.Namespace) -> MemoryBackend:
+    from memserver.engines import open_backend  # lazily: an engine loads numpy, hnswlib, ...
 
-    return MemoryStore(path=args.data_dir, collection=args.collection)
+    return open_backend(args.data_dir, args.collection)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -177,7 +181,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from memserver.errors import InvalidInputError
 
-    def records(lines):  # parse lazily and show progress on stderr: an import of 100k memories takes a while
+    def records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+        """Parse lazily, with progress on stderr: an import of 100k memories takes a while."""
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -276,7 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     # -- store commands
-    def store_command(name: str, func, help: str, example: str) -> argparse.ArgumentParser:
+    def store_command(
+        name: str, func: Callable[[argparse.Namespace], int], help: str, example: str
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name, help=help, description=help[0].upper() + help[1:] + ".", epilog=f"Example: {example}"
         )
