@@ -16,13 +16,14 @@ import pytest
 
 from memserver.store import MemoryStore
 from tests.contract.harness import Backend, BackendUnderTest, Opener
+from tests.fakes import FakeEmbedder
 
 
 def local_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     """The embedded store: one folder per space under the test's tmp_path."""
 
-    def open_space(space: str, embedder: object) -> Backend:
-        return MemoryStore(tmp_path / space, "contract", embedder=embedder)  # type: ignore[arg-type]
+    def open_space(space: str, embedder: FakeEmbedder) -> Backend:
+        return MemoryStore(tmp_path / space, "contract", embedder=embedder)
 
     return open_space
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 
 from tests.contract.harness import Backend, BackendUnderTest, cosine, distinct_words, records
@@ -137,3 +140,25 @@ def test_a_duplicate_reports_no_similar(store: Backend) -> None:
     assert a.similar != ()
     again = store.add(_minus(0))
     assert (again.id, again.duplicate, again.similar) == (a.id, True, ())
+
+
+def test_concurrent_adds_of_one_content_store_it_once(backend: BackendUnderTest) -> None:
+    """Threads adding one content at once (spelt with other whitespace), through two backends on one storage, get
+    one memory between them: one add stores it, the others return it as a duplicate."""
+    stores = [backend.store, backend.twin()]
+    spellings = ["raced content", "  raced   content ", "raced\ncontent", "raced\tcontent"]
+    start = threading.Barrier(8)
+    results: list[Any] = [None] * 8
+
+    def add(i: int) -> None:
+        start.wait()
+        results[i] = stores[i % 2].add(spellings[i % 4])
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({m.id for m in results}) == 1
+    assert sorted(m.duplicate for m in results) == [False] + [True] * 7
+    assert [m.id for m in backend.store.list_recent()] == [results[0].id]

@@ -86,6 +86,15 @@ def test_limit_bounds_the_hits(ladder: Backend, mode: str, limit: int) -> None:
     assert [h.memory.content for h in hits] == LADDER[::-1][:limit]
 
 
+def test_a_hit_is_the_memory_and_its_score(ladder: Backend) -> None:
+    """A hit carries the whole memory, and to_dict() is the memory's fields plus "score"."""
+    (hit,) = ladder.search(QUERY, limit=1, mode="semantic")
+    stored = ladder.get(hit.memory.id)
+    assert stored is not None and hit.memory.to_dict() == stored.to_dict()
+    assert hit.to_dict() == {**stored.to_dict(), "score": hit.score}
+    assert isinstance(hit.score, float)
+
+
 def test_default_limit_is_five_and_default_mode_hybrid(ladder: Backend) -> None:
     """search(query) is search(query, limit=5, mode="hybrid")."""
     default = [(h.memory.id, h.score) for h in ladder.search(QUERY)]
