@@ -98,7 +98,7 @@ class KeywordIndex:
         return self._live
 
     def __contains__(self, key: int) -> bool:
-        return 0 <= key < len(self._slot_of) and bool(self._slot_of[key] >= 0)
+        return 0 <= key < len(self._slot_of) and self._slot_of.item(key) >= 0
 
     # -- writing -----------------------------------------------------------------------------------------------
 
@@ -113,11 +113,17 @@ class KeywordIndex:
             return
         n = len(batch)
         keys = np.fromiter(batch, np.int64, n)
-        if int(keys.min()) < 0:
-            raise ValueError("keyword index keys must be non-negative ints")
-        known = keys[keys < len(self._slot_of)]
-        for key in known[self._slot_of[known] >= 0].tolist():
-            self.remove(key)
+        if n < 64:  # the store's own writes: a few keys, where numpy's per-call cost would dominate
+            if min(batch) < 0:
+                raise ValueError("keyword index keys must be non-negative ints")
+            for key in batch:
+                self.remove(key)
+        else:
+            if int(keys.min()) < 0:
+                raise ValueError("keyword index keys must be non-negative ints")
+            known = keys[keys < len(self._slot_of)]
+            for key in known[self._slot_of[known] >= 0].tolist():
+                self.remove(key)
         raws = [raw_tokens(text) for text in batch.values()]
         flat = list(chain.from_iterable(raws))
         first = self._slots
@@ -146,7 +152,7 @@ class KeywordIndex:
         """Drop `key` from the index; False when it was not there."""
         if not 0 <= key < len(self._slot_of):
             return False
-        slot = int(self._slot_of[key])
+        slot: int = self._slot_of.item(key)  # .item(): no numpy scalar (remove is per key)
         if slot < 0:
             return False
         self._slot_of[key] = -1
@@ -154,7 +160,7 @@ class KeywordIndex:
         self._alive[slot] = False
         self._live -= 1
         self._dead += 1
-        self._total_length -= float(self._length[slot])
+        self._total_length -= self._length.item(slot)
         return True
 
     def _register(self, keys: Ints, first: int, lengths: Ints) -> None:
