@@ -11,8 +11,9 @@ hnswlib facts this wrapper handles (see the hnswlib README's "Python bindings" f
 `remove`            `mark_deleted`: a deleted row is never returned again, and stays deleted in checkpoints
 `search`            k is clamped to the live count (#93 raises otherwise); ef is raised to at least k
 `save`              never on the hot path (it rewrites the whole file, #36); new file + fsync + dir fsync, then
-                    `index.json` names it (durable.CheckpointFiles), so a crash mid-save keeps the old checkpoint;
-                    hnswlib writes the file itself and reports no write error, so its header is checked after
+                    `index.json` names it (durable.CheckpointFiles), so a crash mid-save keeps the old checkpoint.
+                    hnswlib writes the file in native code (the file layer sees it created, synced and renamed,
+                    not written) and reports no write error: its header and size are checked before it is named
 `load`              checks the checkpoint's generation, size, CRC-32 and the hnswlib header before handing the
                     file to hnswlib: a malformed file can crash the process on load (PR #677)
 ==================  =============================================================================================
