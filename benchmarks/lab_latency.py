@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import statistics
 import time
+from datetime import datetime
 from typing import Any
 
+import _common
 import hnswlib
+import lab_ranking as lr
 import numpy as np
 
-import _common
-import lab_ranking as lr
 from memserver.keyword import KeywordIndex, date_text
 
 N = 100_000
@@ -55,7 +56,11 @@ def build(n: int = N) -> dict[str, Any]:
     rng = np.random.default_rng(3)
     prev = np.arange(n) - 1
     prev[::SESSION] = -1
+    nxt = np.arange(n) + 1
+    nxt[SESSION - 1 :: SESSION] = -1
+    nxt[-1] = -1
     import conversations
+
     from memserver.embedder import Embedder
 
     qv, _ = conversations.cached_vectors(cache / "conversations", Embedder().load(), queries, query=True)
@@ -67,6 +72,7 @@ def build(n: int = N) -> dict[str, Any]:
         "occurred": np.arange(n, dtype=np.float64) / 1440.0 + 19358.0,
         "speaker": rng.integers(0, SPEAKERS, n).astype(np.int32),
         "prev": prev,
+        "next": nxt,
         "timeword": rng.random(n) < 0.2,
         "queries": queries,
         "qvecs": np.asarray(qv, np.float32),
@@ -91,19 +97,26 @@ def today(d: dict[str, Any], text: str, q: np.ndarray) -> list[int]:
 
 
 def new(
-    d: dict[str, Any], text: str, q: np.ndarray, matches: tuple[np.ndarray, np.ndarray], cfg: lr.Config,
-    named: list[int], windows: list[tuple[float, float, bool]], when: bool,
+    d: dict[str, Any],
+    text: str,
+    q: np.ndarray,
+    matches: tuple[np.ndarray, np.ndarray],
+    cfg: lr.Config,
+    named: list[int],
+    windows: list[tuple[float, float, bool]],
+    when: bool,
 ) -> list[int]:
     """The recommended path; `matches` stands for the keyword index's own (docs, scores) of every matching row,
     which the search computes anyway before its cut (bm25.py would hand them over instead of only the top k)."""
     depth = cfg.depth
-    labels, dist = d["hnsw"].knn_query(q, k=depth)
+    labels, _ = d["hnsw"].knn_query(q, k=depth)
     near = labels[0]
     words_all = d["kindex"].search(text, depth)  # the cost of today's keyword search at depth D
     docs, scores = matches
     cut = lr.top_k(scores, min(depth, len(scores))) if len(scores) else np.empty(0, np.int64)
     words = docs[cut] if len(cut) else np.asarray([k for k, _ in words_all], np.int64)
-    pool = np.unique(np.concatenate([near.astype(np.int64), words]))
+    after = d["next"][near]  # the turns after the vector hits: their previous turn matched
+    pool = np.unique(np.concatenate([near.astype(np.int64), after[after >= 0], words]))
     vecs = d["vecs"]
     cos = np.einsum("ij,j->i", vecs[pool], q)
     prev = d["prev"][pool]
@@ -112,6 +125,12 @@ def new(
     if cfg.prev_vec:
         cos_prev[has] = np.einsum("ij,j->i", vecs[prev[has]], q)
     vec = cos + cfg.prev_vec * cos_prev
+    if cfg.next_vec:
+        nxt = d["next"][pool]
+        has_n = nxt >= 0
+        cos_next = np.zeros(len(pool), np.float32)
+        cos_next[has_n] = np.einsum("ij,j->i", vecs[nxt[has_n]], q)
+        vec = vec + cfg.next_vec * cos_next
 
     def bm_of(rows: np.ndarray) -> np.ndarray:  # the BM25 score of any row: a binary search in the sorted matches
         out = np.zeros(len(rows))
@@ -169,15 +188,31 @@ def all_matches(kindex: KeywordIndex, text: str) -> tuple[np.ndarray, np.ndarray
 def run(cfgs: dict[str, lr.Config] | None = None, passes: int = 3) -> dict[str, Any]:
     from lab_experiments import RECOMMENDED
 
-    cfgs = cfgs or {"recommended": RECOMMENDED}
+    cfgs = cfgs or {
+        "recommended": RECOMMENDED,
+        "recommended, depth 20": lr.replace(RECOMMENDED, depth=20),
+        "recommended + PRF (a second HNSW query)": lr.replace(RECOMMENDED, prf=0.2, prf_m=3),
+    }
     d = build()
     speakers = [f"Person{i}" for i in range(SPEAKERS)]
     prepared = []
     for text, q in zip(d["queries"], d["qvecs"], strict=True):
-        prepared.append((text, q, all_matches(d["kindex"], text), lr.named_speakers(text, speakers),
-                         lr.time_windows(text, lr.datetime(2025, 1, 1)), bool(lr._WHEN_RE.search(text))))
-    out: dict[str, Any] = {"memories": N, "queries": len(prepared), "passes": passes,
-                           "index_build_s": d["index_build_s"]}
+        prepared.append(
+            (
+                text,
+                q,
+                all_matches(d["kindex"], text),
+                lr.named_speakers(text, speakers),
+                lr.time_windows(text, datetime(2025, 1, 1)),
+                lr.is_when(text),
+            )
+        )
+    out: dict[str, Any] = {
+        "memories": N,
+        "queries": len(prepared),
+        "passes": passes,
+        "index_build_s": d["index_build_s"],
+    }
     for label, cfg in cfgs.items():
         t_old, t_new, ratios = [], [], []
         for _ in range(passes):
@@ -208,23 +243,66 @@ def pieces(d: dict[str, Any], prepared: list[Any]) -> dict[str, Any]:
     rng = np.random.default_rng(5)
     timings: dict[str, list[float]] = {}
 
-    def timed(name: str, fn: Any) -> None:
+    def timed(name: str, fn: Any, *args: Any) -> None:
         t0 = time.perf_counter()
-        fn()
+        fn(*args)
         timings.setdefault(name, []).append((time.perf_counter() - t0) * 1e6)
 
+    hnsw, kindex, vecs, speaker, prev = d["hnsw"], d["kindex"], d["vecs"], d["speaker"], d["prev"]
     for text, q, (docs, scores), _, _, _ in prepared:
         pool = rng.choice(N, 100, replace=False)
-        timed("hnsw k=20", lambda: d["hnsw"].knn_query(q, k=20))
-        timed("hnsw k=50", lambda: d["hnsw"].knn_query(q, k=50))
-        timed("hnsw k=100", lambda: d["hnsw"].knn_query(q, k=100))
-        timed("keyword search k=20", lambda: d["kindex"].search(text, 20))
-        timed("keyword search k=50", lambda: d["kindex"].search(text, 50))
+        for k in (20, 50, 100):
+            timed(f"hnsw k={k}", hnsw.knn_query, q, k)
+        for k in (20, 50):
+            timed(f"keyword search k={k}", kindex.search, text, k)
         if len(scores) > 50:
-            timed("cut: argpartition k=50", lambda: np.argpartition(-scores, 49)[:50])
-            timed("cut: top_k (ties by row) k=50", lambda: lr.top_k(scores, 50))
-        timed("cosine of 100 pool rows", lambda: np.einsum("ij,j->i", d["vecs"][pool], q))
-        timed("speaker boost over 100 rows", lambda: np.isin(d["speaker"][pool], [1]))
-        timed("prev link + prev cosine, 100 rows", lambda: np.einsum("ij,j->i", d["vecs"][d["prev"][pool]], q))
-        timed("BM25 lookup of 100 rows (searchsorted)", lambda: np.searchsorted(docs, pool) if len(docs) else None)
+            timed("cut: argpartition k=50", np.argpartition, -scores, 49)
+            timed("cut: top_k (ties by row) k=50", lr.top_k, scores, 50)
+        timed("cosine of 100 pool rows", lambda p, v: np.einsum("ij,j->i", vecs[p], v), pool, q)
+        timed("speaker boost over 100 rows", lambda p: np.isin(speaker[p], [1]), pool)
+        timed("prev link + prev cosine, 100 rows", lambda p, v: np.einsum("ij,j->i", vecs[prev[p]], v), pool, q)
+        if len(docs):
+            timed("BM25 lookup of 100 rows (searchsorted)", np.searchsorted, docs, pool)
     return {k: {"p50_us": round(statistics.median(v), 1), "n": len(v)} for k, v in timings.items()}
+
+
+def ingest_pieces(texts: list[str], repeat: int = 3) -> dict[str, Any]:
+    """What the recommended ranking adds per memory at ingest, against today's tokenisation of the same texts.
+
+    Today the keyword index tokenises each memory (`keyword.tokenize` here, the same normalisation); new: the
+    time-word flag (one regex search), the Snowball stem of each term (PyStemmer, cached per distinct word as the
+    index's vocabulary does), and one more term (the speaker's name). Best of `repeat` passes, µs per memory.
+    """
+    from memserver.keyword import tokenize
+
+    def best(fn: Any) -> float:
+        runs = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            runs.append(time.perf_counter() - t0)
+        return round(min(runs) / len(texts) * 1e6, 2)
+
+    toks = [tokenize(t) for t in texts]
+    out: dict[str, Any] = {
+        "memories": len(texts),
+        "tokenize (today), us per memory": best(lambda: [tokenize(t) for t in texts]),
+        "time-word flag, us per memory": best(lambda: [lr.TIME_WORDS.search(t) is not None for t in texts]),
+    }
+    try:
+        import Stemmer
+    except ImportError:
+        return out
+    stem = Stemmer.Stemmer("english")
+
+    def stem_cached() -> None:
+        cache: dict[str, str] = {}
+        for words in toks:
+            for w in words:
+                if w not in cache:
+                    cache[w] = stem.stemWord(w) if w.isalpha() else w
+
+    out["Snowball stem, cached per distinct word, us per memory"] = best(stem_cached)
+    out["Snowball stem, every word (no cache), us per memory"] = best(lambda: [stem.stemWords(w) for w in toks])
+    out["distinct words"] = len({w for words in toks for w in words})
+    return out

@@ -21,7 +21,7 @@ import numpy as np
 
 from memserver.keyword import tokenize
 
-__all__ = ["Bm25", "Config", "Corpus", "Query", "analyse", "rank", "replace", "top_k"]
+__all__ = ["Bm25", "Config", "Corpus", "Query", "analyse", "is_when", "named_speakers", "rank", "replace", "top_k"]
 
 DEEP = 50  # ranking depth returned (MRR looks this deep)
 
@@ -174,12 +174,19 @@ def time_windows(query: str, now: datetime) -> list[tuple[float, float, bool]]:
             days = {"day": 1, "week": 7, "month": 30}[m.group(5)] * n
             centre = today - timedelta(days=days)
             spread = max(1, days // 7)
-            out.append((day_number(centre - timedelta(days=spread)), day_number(centre + timedelta(days=spread)), False))
+            out.append(
+                (day_number(centre - timedelta(days=spread)), day_number(centre + timedelta(days=spread)), False)
+            )
         elif m.group(6):
             back = (today.weekday() - _WEEKDAYS.index(m.group(6))) % 7 or 7
             d = today - timedelta(days=back)
             out.append((day_number(d), day_number(d), False))
     return out
+
+
+def is_when(query: str) -> bool:
+    """A question whose answer is a time ("When did ...", "What date ...")."""
+    return bool(_WHEN_RE.search(query))
 
 
 def named_speakers(query: str, speakers: Sequence[str]) -> list[int]:
@@ -200,7 +207,10 @@ def stemmer(name: str) -> _Stemmer | None:
     """A Snowball stemmer (PyStemmer) applied to the index's terms, or None. Terms with digits stay as they are."""
     if not name:
         return None
-    import Stemmer  # PyStemmer: `uv run --with PyStemmer` for the lab
+    try:
+        import Stemmer  # PyStemmer: `uv run --with PyStemmer` for the lab
+    except ImportError:
+        raise SystemExit("the stemming variants need PyStemmer: uv run --with PyStemmer python ...") from None
 
     stem = Stemmer.Stemmer(name)
     cache: dict[str, str] = {}
@@ -354,6 +364,7 @@ class Config:
     prf_m: int = 3
     second_key: str = ""  # "dated" | "joint": take the better cosine of the plain and the second vector
     boost_sides: bool = False  # apply the boosts to each side before its cut (else to the fused score only)
+    pool_sim: bool = False  # vector candidates as an HNSW path finds them: own-cosine top D plus their next turns
 
 
 def top_k(scores: np.ndarray, k: int, *, newest_first: bool = False) -> np.ndarray:
@@ -393,7 +404,7 @@ def analyse(corpus: Corpus, text: str, stem: str) -> Analysed:
     return Analysed(
         terms=s(terms) if s else terms,
         speakers=named_speakers(text, corpus.speakers),
-        when=bool(_WHEN_RE.search(text)),
+        when=is_when(text),
         windows=time_windows(text, corpus.now),
     )
 
@@ -429,8 +440,8 @@ def boosts(cfg: Config, corpus: Corpus, a: Analysed) -> np.ndarray:
     return out
 
 
-def side_scores(cfg: Config, corpus: Corpus, q: np.ndarray, a: Analysed) -> tuple[np.ndarray, np.ndarray]:
-    """(vector side, keyword side) score of every candidate row, context terms included."""
+def side_scores(cfg: Config, corpus: Corpus, q: np.ndarray, a: Analysed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vector side, keyword side, plain cosine) of every candidate row, context terms included."""
     cos = np.einsum("ij,j->i", corpus.vectors, q)
     if cfg.second_key:
         cos = np.maximum(cos, np.einsum("ij,j->i", corpus.extra_vectors[cfg.second_key], q))
@@ -444,7 +455,7 @@ def side_scores(cfg: Config, corpus: Corpus, q: np.ndarray, a: Analysed) -> tupl
         vec = vec + cfg.next_vec * _gather(cos, nxt)
     bm = corpus.bm25(cfg).scores(a.terms)
     kw = bm + cfg.prev_kw * _gather(bm, corpus.prev) if cfg.prev_kw else bm
-    return vec.astype(np.float64), kw
+    return vec.astype(np.float64), kw, cos
 
 
 def rank(cfg: Config, corpus: Corpus, query: Query, a: Analysed | None = None) -> list[int]:
@@ -460,7 +471,7 @@ def rank(cfg: Config, corpus: Corpus, query: Query, a: Analysed | None = None) -
 
 
 def _rank_once(cfg: Config, corpus: Corpus, q: np.ndarray, a: Analysed) -> list[int]:
-    vec, kw = side_scores(cfg, corpus, q, a)
+    vec, kw, cos = side_scores(cfg, corpus, q, a)
     boost = boosts(cfg, corpus, a)
     if cfg.boost_sides:
         vec = vec + boost * (vec.max() - vec.min()) if len(vec) else vec
@@ -470,7 +481,13 @@ def _rank_once(cfg: Config, corpus: Corpus, q: np.ndarray, a: Analysed) -> list[
 
     def pools(depth: int) -> tuple[np.ndarray, np.ndarray]:
         d = n if depth <= 0 else depth
-        near = top_k(vec, min(d, n))
+        if cfg.pool_sim and d < n:
+            found = top_k(cos, d)  # what an index over the turn vectors returns
+            after = np.flatnonzero(np.isin(corpus.prev, found))  # the turns that follow them
+            cand = np.union1d(found, after)
+            near = cand[top_k(vec[cand], min(d, len(cand)))]
+        else:
+            near = top_k(vec, min(d, n))
         words = matched[top_k(kw[matched], min(d, len(matched)), newest_first=cfg.tie_newest)]
         return near, words
 

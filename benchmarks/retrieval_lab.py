@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
-import conversations  # noqa: E402
 import convdata  # noqa: E402
+import conversations  # noqa: E402
 import lab_ranking as lr  # noqa: E402
 from lab_experiments import EXPERIMENTS, QUICK, Experiment  # noqa: E402
 
@@ -78,9 +78,17 @@ class Set:
         return self._analysed[key]
 
 
-def conversation_set(conv: dict[str, Any], group: str, embedder: Any, cache: Path) -> Set:
+def conversation_set(
+    conv: dict[str, Any], group: str, embedder: Any, cache: Path, *, bare: bool = False, keys: bool = True
+) -> Set:
+    """One conversation; `bare`: the memory text without the `Speaker: ` prefix (the speaker only as a field);
+    `keys`: also embed the second keys (dated, previous turn + turn)."""
     rows = conversations.turn_rows(conv)
     pairs = convdata.turns(conv)
+    if bare:
+        for r, (_, turn) in zip(rows, pairs, strict=True):
+            r["plain"] = convdata.memory_text({**turn, "speaker": ""})[2:]  # "Speaker: text" -> "text"
+            r["dated"] = conversations.dated(r["plain"], datetime.fromisoformat(r["at"][:10]))
     speakers = list(conv["speakers"])
     prev = np.full(len(rows), -1)
     for i in range(1, len(pairs)):
@@ -89,7 +97,8 @@ def conversation_set(conv: dict[str, Any], group: str, embedder: Any, cache: Pat
     plain = [r["plain"] for r in rows]
     joint = [plain[i] if prev[i] < 0 else f"{plain[prev[i]]} {plain[i]}" for i in range(len(rows))]
     vectors = {}
-    for key, texts in (("plain", plain), ("dated", [r["dated"] for r in rows]), ("joint", joint)):
+    variants = (("plain", plain), ("dated", [r["dated"] for r in rows]), ("joint", joint))
+    for key, texts in variants if keys else variants[:1]:
         v, seconds = conversations.cached_vectors(cache, embedder, texts, query=False)
         if seconds is not None:
             _common.log(f"  {conv['id']}: embedded {len(texts)} {key} turns in {seconds:.1f} s")
@@ -107,7 +116,7 @@ def conversation_set(conv: dict[str, Any], group: str, embedder: Any, cache: Pat
         prev=prev,
         timeword=np.array([bool(lr.TIME_WORDS.search(t)) for t in plain]),
         now=last + timedelta(days=1),  # the questions come after the last session; they carry no date
-        extra_vectors={"dated": vectors["dated"], "joint": vectors["joint"]},
+        extra_vectors={k: v for k, v in vectors.items() if k != "plain"},
         index_texts=[f"{t} {date_text(c)}" for t, c in zip(plain, at, strict=True)],
     )
     row_of = {r["turn"]: i for i, r in enumerate(rows)}
@@ -218,7 +227,17 @@ def metrics(ranking: Sequence[int], relevant: set[int]) -> dict[str, float]:
 Scored = dict[str, dict[str, float]]  # question id -> metrics
 
 
+_SCORE_CACHE: dict[tuple[lr.Config, tuple[str, ...]], Scored] = {}
+
+
 def score_config(cfg: lr.Config, sets: Sequence[Set]) -> Scored:
+    key = (lr.replace(cfg, name=""), tuple(s.corpus.name for s in sets))
+    if key not in _SCORE_CACHE:
+        _SCORE_CACHE[key] = _score(cfg, sets)
+    return _SCORE_CACHE[key]
+
+
+def _score(cfg: lr.Config, sets: Sequence[Set]) -> Scored:
     out: Scored = {}
     for s in sets:
         for item in s.items:
@@ -272,6 +291,39 @@ def leave_one_out(grid: list[lr.Config], convs: list[Set], quality: Set | None) 
     return {"scored": scored, "picks": picks, "chosen_on_all": grid[best_all].name, "config": grid[best_all]}
 
 
+def greedy(
+    base: lr.Config, steps: Sequence[tuple[str, Sequence[object]]], convs: list[Set], train: list[str]
+) -> tuple[lr.Config, list[str]]:
+    """Forward selection: each step tries its values with the earlier picks fixed, keeps the best on `train`."""
+    cfg, path = base, []
+    for key, values in steps:
+        keys = key.split("+")  # "k1+b": values are tuples
+        options = [lr.replace(cfg, **dict(zip(keys, v if isinstance(v, tuple) else (v,), strict=True))) for v in values]
+        scores = [objective(score_config(o, convs), train) for o in options]
+        best = max(range(len(options)), key=lambda i: (scores[i], -i))
+        cfg = options[best]
+        path.append(f"{key}={values[best]}")
+    return lr.replace(cfg, name=", ".join(path)), path
+
+
+def nested_loo(
+    base: lr.Config, steps: Sequence[tuple[str, Sequence[object]]], convs: list[Set], quality: Set | None
+) -> dict[str, Any]:
+    """The whole forward selection redone on 5 conversations for each held-out 6th (nothing tuned on what it scores);
+    the quality set gets the selection made on all 6."""
+    scored: Scored = {}
+    picks: dict[str, list[str]] = {}
+    for held in convs:
+        train = [it.qid for s in convs if s is not held or len(convs) == 1 for it in s.items]
+        cfg, path = greedy(base, steps, convs, train)
+        picks[held.corpus.name] = path
+        scored.update({it.qid: score_config(cfg, convs)[it.qid] for it in held.items})
+    cfg_all, path_all = greedy(base, steps, convs, [it.qid for s in convs for it in s.items])
+    if quality is not None:
+        scored.update(score_config(cfg_all, [quality]))
+    return {"scored": scored, "picks": picks, "chosen_on_all": path_all, "config": cfg_all}
+
+
 # --- running the experiments ---------------------------------------------------------------------------------------
 
 
@@ -298,7 +350,7 @@ def check_store(scored: dict[str, Scored], sets: list[Set]) -> dict[str, Any]:
         saved = json.loads(CONV_RESULTS.read_text())
         for mode, key in (("hybrid", "store"), ("semantic", "store-semantic"), ("keyword", "store-keyword")):
             same, diff = 0, []
-            for name, data in saved["sets"].items():
+            for data in saved["sets"].values():
                 per_q = data["variants"].get(mode, {}).get("per_question", {})
                 for qid, (first, r10) in per_q.items():
                     mine = scored[key].get(qid)
@@ -327,7 +379,17 @@ def run_experiments(experiments: list[Experiment], sets: list[Set]) -> dict[str,
     results: dict[str, Any] = {}
     for exp in experiments:
         t0 = time.perf_counter()
-        if len(exp.grid) == 1:
+        if exp.steps and exp.train_group:
+            train = [it.qid for s in convs if s.group == exp.train_group for it in s.items]
+            cfg, path = greedy(exp.grid[0], exp.steps, convs, train)
+            scored = {q: m for q, m in score_config(cfg, sets).items() if q not in set(train)}
+            entry = {"tuned": True, "trained_on": exp.train_group, "chosen": path, "config": cfg}
+        elif exp.steps:
+            loo = nested_loo(exp.grid[0], exp.steps, convs, quality)
+            scored = loo.pop("scored")
+            entry = {**loo, "tuned": True, "steps": [[k, list(v)] for k, v in exp.steps]}
+            entry["in_sample"] = summary(score_config(loo["config"], convs), convs)
+        elif len(exp.grid) == 1:
             cfg = exp.grid[0]
             scored = score_config(cfg, sets)
             entry: dict[str, Any] = {"config": cfg, "tuned": False}
@@ -385,24 +447,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__)
     parser.add_argument("--quick", action="store_true", help="smoke test: one conversation, a few variants")
     parser.add_argument("--latency", action="store_true", help="also run the 100k microbenchmarks")
-    parser.add_argument("--only", nargs="+", default=None, help="run only these experiment labels")
+    parser.add_argument("--only", nargs="+", default=None, help="run only the experiments whose label starts so")
+    parser.add_argument("--bare", action="store_true", help="turns stored without the `Speaker: ` prefix")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--cache", type=Path, default=None, help="embedding cache (default: as conversations.py)")
+    parser.add_argument("--latency-only", action="store_true", help="run the microbenchmarks into --out's JSON")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    if args.latency_only:
+        import lab_latency
+
+        saved = json.loads(args.out.read_text()) if args.out.exists() else {}
+        saved["latency"] = lab_latency.run()
+        saved["latency"]["command"] = "uv run --with PyStemmer python benchmarks/retrieval_lab.py --latency-only"
+        saved["latency"]["machine"] = _common.machine()
+        _common.write_json(args.out, saved)
+        return 0
 
     from memserver.embedder import Embedder
 
     embedder = Embedder().load()
-    cache = _common.cache_dir(None) / "conversations"
+    cache = _common.cache_dir(None) / "conversations" if args.cache is None else args.cache
     cache.mkdir(parents=True, exist_ok=True)
     found = convdata.load()
     sets: list[Set] = []
-    for group, convs in found.items():
-        for conv in convs[:1] if args.quick else convs:
-            sets.append(conversation_set(conv, group, embedder, cache))
-        if args.quick:
-            break
-    sets.append(quality_set(embedder, cache))
+    if args.quick:  # the first 8 sessions of one conversation, no second keys, no quality set
+        group, convs = next(iter(found.items()))
+        sets.append(conversation_set(conversations.shorten(convs[0], 8), group, embedder, cache, keys=False))
+    else:
+        for group, convs in found.items():
+            sets += [conversation_set(c, group, embedder, cache, bare=args.bare) for c in convs]
+        sets.append(quality_set(embedder, cache))
     _common.log(f"{len(sets)} candidate sets, {sum(len(s.items) for s in sets)} questions")
 
     store = run_store(sets)
@@ -417,12 +492,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             results[label]["per_question"] = {q: [m["first"], round(m["r10"], 3)] for q, m in sc.items()}
     experiments = QUICK if args.quick else EXPERIMENTS
     if args.only:
-        experiments = [e for e in experiments if e.label in args.only]
+        experiments = [e for e in experiments if any(e.label.startswith(o) for o in args.only)]
     results.update(run_experiments(experiments, sets))
     for group in dict.fromkeys(s.group for s in sets):
         print_table(results, group, "store")
-    print("\nstore check:", json.dumps({k: (v if "different" not in v else {"same": v["same"],
-          "different": len(v["different"])}) for k, v in check.items()}))
+    print(
+        "\nstore check:",
+        json.dumps(
+            {
+                k: (v if "different" not in v else {"same": v["same"], "different": len(v["different"])})
+                for k, v in check.items()
+            }
+        ),
+    )
     out: dict[str, Any] = {
         "command": "uv run --with PyStemmer python benchmarks/retrieval_lab.py " + " ".join(argv or sys.argv[1:]),
         "store_check": check,
@@ -432,6 +514,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         import lab_latency
 
         out["latency"] = lab_latency.run()
+    import lab_latency
+
+    out["ingest_cost"] = lab_latency.ingest_pieces([t for s in sets for t in s.corpus.texts])
+    _common.log(f"ingest: {out['ingest_cost']}")
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = _common.machine()
     if not args.quick or args.out != RESULTS:
