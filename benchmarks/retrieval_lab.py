@@ -199,7 +199,7 @@ def store_rankings(s: Set, item: Item, kindex: KeywordIndex, limits: Sequence[in
 
 
 def _fuse(c: lr.Corpus, near: list[int], words: list[int]) -> list[int]:
-    """store._fuse: RRF (k 60, weights 1, 1) plus the recency ranking of the pool (weight 0.1)."""
+    """The store's fusion: RRF (k 60, weights 1, 1) plus the recency ranking of the pool (weight 0.1)."""
     pool = list(dict.fromkeys(near + words))
     rankings = [near, words, sorted(pool, key=c.created.__getitem__, reverse=True)]
     return [r for r, _ in reciprocal_rank_fusion(rankings, k=60, weights=[1.0, 1.0, 0.1])]
@@ -430,6 +430,35 @@ def print_table(results: dict[str, Any], group: str, base: str) -> None:
     print(_common.table(headers, rows))
 
 
+def markdown(results: dict[str, Any], labels: Sequence[str], base: str = "store") -> str:
+    """README tables from a results JSON: per set, R@5 / R@10 / MRR overall and R@10 by type (Δ against base)."""
+    out = []
+    for group in ("harbour", "lantern", "quality"):
+        types = QUALITY_TYPES if group == "quality" else TYPES
+        ref = results[base]["summary"].get(group)
+        if ref is None:
+            continue
+        n = {t: ref[t]["n"] for t in types if t in ref}
+        head = ["variant", f"all ({ref['all']['n']}) R@5 / R@10 / MRR", *(f"{t} ({n[t]})" for t in n)]
+        rows = []
+        for label in labels:
+            summ = results.get(label, {}).get("summary", {}).get(group)
+            if summ is None:
+                continue
+            a = summ["all"]
+            cells = (
+                [f"{a['r5']} / **{a['r10']}** / {a['mrr']}"]
+                if label != base
+                else [f"{a['r5']} / {a['r10']} / {a['mrr']}"]
+            )
+            for t in n:
+                d = summ[t]["r10"] - ref[t]["r10"]
+                cells.append(f"{summ[t]['r10']}" if label == base else f"{summ[t]['r10']} ({d:+.1f})")
+            rows.append([label, *cells])
+        out.append(f"**{group}** (R@10 by type, Δ against `{base}`)\n\n" + _common.table(head, rows))
+    return "\n\n".join(out)
+
+
 def to_json(results: dict[str, Any]) -> dict[str, Any]:
     def clean(v: Any) -> Any:
         if isinstance(v, lr.Config):
@@ -451,9 +480,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bare", action="store_true", help="turns stored without the `Speaker: ` prefix")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--cache", type=Path, default=None, help="embedding cache (default: as conversations.py)")
+    parser.add_argument("--markdown", nargs="*", default=None, help="print README tables of --out's labels and stop")
     parser.add_argument("--latency-only", action="store_true", help="run the microbenchmarks into --out's JSON")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    if args.markdown is not None:
+        saved = json.loads(args.out.read_text())["results"]
+        print(markdown(saved, args.markdown or list(saved)))
+        return 0
     if args.latency_only:
         import lab_latency
 
