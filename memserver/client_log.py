@@ -93,7 +93,8 @@ class ClientLog:
         self._queue: deque[tuple[_Route, types.LoggingMessageNotificationParams]] = deque()
         self._tokens = float(BURST)
         self._refilled = time.monotonic()
-        self._dropped = 0
+        self._dropped = 0  # records not forwarded since the last report of them
+        self._dropped_for: _Route | None = None  # the route the last of them was meant for
         self._pump: asyncio.Task[None] | None = None
         _FORWARDER.attach(self)
 
@@ -118,10 +119,18 @@ class ClientLog:
             _REQUEST.reset(token)
 
     async def flush(self, route: _Route | None) -> None:
-        """Wait until the records queued for `route` are sent: a request's records go out before its answer."""
-        if route is not None and route.pending:
+        """Wait until the records queued for `route` are sent: a request's records go out before its answer, with
+        the count of those that were not (the rate limit's), if any."""
+        if route is None:
+            return
+        if route.pending:
             route.idle.clear()
             await route.idle.wait()
+        token = _FORWARDING.set(True)
+        try:
+            await self._report_dropped(route)
+        finally:
+            _FORWARDING.reset(token)
 
     def close(self) -> None:
         _FORWARDER.detach(self)
@@ -171,6 +180,7 @@ class ClientLog:
         self._refilled = now
         if self._tokens < 1 or len(self._queue) >= QUEUE:
             self._dropped += 1
+            self._dropped_for = route
             return
         self._tokens -= 1
         route.pending += 1
@@ -184,9 +194,6 @@ class ClientLog:
             while self._queue:
                 route, params = self._queue.popleft()
                 try:
-                    if self._dropped and route.threshold <= logging.WARNING:
-                        dropped, self._dropped = self._dropped, 0
-                        await self._send(route, _dropped_notice(dropped))
                     await self._send(route, params)
                 except Exception:  # the client is gone (stream closed): stop sending it anything
                     self._forget(route)
@@ -194,8 +201,21 @@ class ClientLog:
                     route.pending -= 1
                     if not route.pending:
                         route.idle.set()
+            if self._dropped_for is not None:
+                await self._report_dropped(self._dropped_for)
         finally:
             self._pump = None
+
+    async def _report_dropped(self, route: _Route) -> None:
+        """One warning saying how many records were not forwarded (at most one per burst: drains are rate-limited)."""
+        if not self._dropped or route.threshold > logging.WARNING:
+            return
+        count, self._dropped, self._dropped_for = self._dropped, 0, None
+        text = f"{count} log record(s) were not forwarded (more than {PER_SECOND:g} a second)"
+        try:
+            await self._send(route, types.LoggingMessageNotificationParams(level="warning", logger=__name__, data=text))
+        except Exception:
+            self._forget(route)
 
     async def _send(self, route: _Route, params: types.LoggingMessageNotificationParams) -> None:
         notification = types.LoggingMessageNotification(params=params)
@@ -274,8 +294,3 @@ def _mcp_level(levelno: int) -> types.LoggingLevel:
     if levelno >= logging.WARNING:
         return "warning"
     return "info" if levelno >= logging.INFO else "debug"
-
-
-def _dropped_notice(count: int) -> types.LoggingMessageNotificationParams:
-    text = f"{count} log record(s) were not forwarded (more than {PER_SECOND:g} a second)"
-    return types.LoggingMessageNotificationParams(level="warning", logger="memserver.server", data=text)

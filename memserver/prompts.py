@@ -154,7 +154,8 @@ def _memory_line(memory: Memory) -> str:
 
 
 def _remember_session(store: MemoryStore, focus: str | None) -> types.GetPromptResult:
-    tags = list(store.tag_counts())[:SESSION_TAGS]
+    counts = store.tag_counts()
+    tags = sorted(counts, key=lambda tag: (-counts[tag], tag))[:SESSION_TAGS]
     what = f", concentrating on {focus}" if focus else ""
     lines = [
         f"Look back over our conversation so far and pick out the facts worth remembering beyond it{what}: "
