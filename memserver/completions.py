@@ -25,7 +25,7 @@ import mcp_types as types
 from memserver import prompts, resources
 
 if TYPE_CHECKING:
-    from memserver.store import MemoryStore
+    from memserver.backend import MemoryBackend
 
 MAX_VALUES = 100  # spec (completion): a response must not hold more than 100 values
 RECENT_MEMORIES = 100  # the topic completion looks at the words of this many newest memories
@@ -76,21 +76,21 @@ def target(ref: types.PromptReference | types.ResourceTemplateReference, argumen
     return Target("tag" if variable == "tag" else "memory-id")
 
 
-def suggest(store: MemoryStore, target: Target, prefix: str) -> types.Completion:
+def suggest(store: MemoryBackend, target: Target, prefix: str) -> types.Completion:
     """The values for `target` starting with `prefix` (blocking: call it from a worker thread)."""
     return _SUGGESTERS[target.kind](store, prefix.strip().casefold())
 
 
-def _tags(store: MemoryStore, prefix: str) -> types.Completion:
+def _tags(store: MemoryBackend, prefix: str) -> types.Completion:
     return _bounded(_matching_tags(store, prefix))
 
 
-def _matching_tags(store: MemoryStore, prefix: str) -> list[str]:
+def _matching_tags(store: MemoryBackend, prefix: str) -> list[str]:
     counts = store.tag_counts()
     return sorted((t for t in counts if t.casefold().startswith(prefix)), key=lambda t: (-counts[t], t))
 
 
-def _topics(store: MemoryStore, prefix: str) -> types.Completion:
+def _topics(store: MemoryBackend, prefix: str) -> types.Completion:
     """Tags first (the user's own labels), then words the recent memories use most, if a prefix was typed."""
     found = _matching_tags(store, prefix)
     if prefix:
@@ -109,7 +109,7 @@ def _words(text: str, prefix: str) -> Iterable[str]:
             yield word
 
 
-def _memory_ids(store: MemoryStore, prefix: str) -> types.Completion:
+def _memory_ids(store: MemoryBackend, prefix: str) -> types.Completion:
     # Phase B: ids by prefix need a storage-contract method (the store keeps hashed ids, not a sorted list).
     return types.Completion(values=[], total=0, has_more=False)
 
@@ -118,7 +118,7 @@ def _bounded(values: list[str]) -> types.Completion:
     return types.Completion(values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES)
 
 
-_SUGGESTERS: dict[str, Callable[[MemoryStore, str], types.Completion]] = {
+_SUGGESTERS: dict[str, Callable[[MemoryBackend, str], types.Completion]] = {
     "tag": _tags,
     "focus": _tags,
     "topic": _topics,

@@ -1,4 +1,4 @@
-"""The store, loaded in the background: `Stores` builds each user's MemoryStore in a thread on first need, so the
+"""The store, loaded in the background: `Stores` builds each user's backend in a thread on first need, so the
 server answers `initialize` and `tools/list` while the model and the index load.
 
 This module imports nothing heavy (no MCP SDK, numpy, onnxruntime or hnswlib). Starting the loading before the
@@ -8,11 +8,12 @@ the GIL and the two cores, delaying `initialize` by 0.2-1.2 s (benchmarks/README
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
@@ -20,18 +21,18 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
-from memserver.errors import MemserverError
+from memserver.errors import MemserverError, NotAuthenticatedError
 
 if TYPE_CHECKING:
-    from memserver.store import MemoryStore
+    from memserver.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
 # MEMSERVER_TIMING=1 (benchmarks/recall_mcp.py): each tool result carries `_meta["memserver/timing"]` with the
 # milliseconds spent embedding, in the tool's work (store call) and in the whole handler. Off by default.
 TIMING = os.environ.get("MEMSERVER_TIMING", "") == "1"
-tally = threading.local()  # per worker thread: seconds spent embedding during the current tool call
+_embedding = threading.local()  # per worker thread: `seconds` spent embedding inside `embedding_seconds()`
 
-StoreFactory = Callable[[str | None], "MemoryStore"]
+StoreFactory = Callable[[str | None], "MemoryBackend"]
 """Builds the store of one user (None: the single user of stdio or of HTTP without tokens). Called in a thread."""
 
 OPENING = "opening the memory store"  # what Stores says of any build; a StagedStoreFactory says more
@@ -44,7 +45,15 @@ class StagedStoreFactory(Protocol):
 
     report_stage: Callable[[str | None, str], None]
 
-    def __call__(self, user: str | None) -> MemoryStore: ...
+    def __call__(self, user: str | None) -> MemoryBackend: ...
+
+
+@contextlib.contextmanager
+def embedding_seconds() -> Iterator[Callable[[], float]]:
+    """With MEMSERVER_TIMING=1, count the seconds this thread spends embedding inside the block; the yielded
+    function returns the count so far (always 0 without TIMING, whose embedder is not timed)."""
+    _embedding.seconds = 0.0
+    yield lambda: float(_embedding.seconds)
 
 
 class Stores:
@@ -58,7 +67,7 @@ class Stores:
     def __init__(self, factory: StoreFactory, *, per_user: bool = False) -> None:
         self.factory = factory
         self.per_user = per_user
-        self._futures: dict[str | None, Future[MemoryStore]] = {}
+        self._futures: dict[str | None, Future[MemoryBackend]] = {}
         self._lock = threading.Lock()
         self._stages: dict[str | None, str] = {}  # what each build in progress is doing
         self._changed = threading.Condition()  # notified when a stage changes or a build ends
@@ -74,17 +83,16 @@ class Stores:
         else:
             self._future(None)
 
-    async def get(self, user: str | None, progress: Callable[[str], Awaitable[None]] | None = None) -> MemoryStore:
+    async def get(self, user: str | None, progress: Callable[[str], Awaitable[None]] | None = None) -> MemoryBackend:
         """The store of `user`, waiting (in a worker thread) until it is built. Re-raises a failed build.
 
         While it waits, `progress(stage)` is awaited each time the build says it is doing something new.
+
+        Raises:
+            NotAuthenticatedError: a per-user server and no user (it fails closed: never a shared store).
         """
         if self.per_user and user is None:
-            import mcp_types as types
-            from mcp.shared.exceptions import MCPError
-
-            # Fail closed: a per-user server must never fall back to a shared store.
-            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
+            raise NotAuthenticatedError("Authentication required")
         key = user if self.per_user else None
         future = self._future(key)
         told: str | None = None
@@ -109,7 +117,7 @@ class Stores:
                 self._stages[user] = stage
                 self._changed.notify_all()
 
-    def _wait_for_change(self, key: str | None, future: Future[MemoryStore], stage: str | None) -> None:
+    def _wait_for_change(self, key: str | None, future: Future[MemoryBackend], stage: str | None) -> None:
         with self._changed:
             self._changed.wait_for(lambda: future.done() or self._stages.get(key) != stage)
 
@@ -123,7 +131,7 @@ class Stores:
                 except Exception:
                     logger.exception("closing a store failed")
 
-    def _future(self, user: str | None) -> Future[MemoryStore]:
+    def _future(self, user: str | None) -> Future[MemoryBackend]:
         with self._lock:
             future = self._futures.get(user)
             if future is None or (future.done() and future.exception() is not None):  # a failed build is retried
@@ -135,7 +143,7 @@ class Stores:
                 ).start()
             return future
 
-    def _build(self, user: str | None, future: Future[MemoryStore]) -> None:
+    def _build(self, user: str | None, future: Future[MemoryBackend]) -> None:
         try:
             future.set_result(self.factory(user))
             logger.info("store ready%s", f" for user {user}" if user else "")
@@ -167,7 +175,7 @@ def _log_failure(fn: Callable[[], Any]) -> Callable[[], None]:
 
 
 class DefaultStoreFactory:
-    """MemoryStore per user, all sharing one Embedder (the model is loaded once per process).
+    """A backend per user (engines.open_backend), all sharing one Embedder (the model is loaded once per process).
 
     User None gets the store at `data_dir` (MCP_MEMORY_PATH or the platform default) and the configured
     collection. A named user's memories live under `<data_dir>/users/<user>/`, a separate folder tree, so no
@@ -192,9 +200,9 @@ class DefaultStoreFactory:
     def warm(self) -> None:
         self.embedder().load()
 
-    def __call__(self, user: str | None) -> MemoryStore:
+    def __call__(self, user: str | None) -> MemoryBackend:
         from memserver import config
-        from memserver.store import MemoryStore
+        from memserver.engines import open_backend
 
         base = self.data_dir or config.data_dir()
         path = base if user is None else base / "users" / user
@@ -205,7 +213,7 @@ class DefaultStoreFactory:
         model: Future[None] = Future()
         model.add_done_callback(lambda f: None if f.exception() else stages.done("model"))
         threading.Thread(target=_settle, args=(model, embedder.load), name="memserver-model", daemon=True).start()
-        store = MemoryStore(path=path, collection=self.collection, embedder=embedder)
+        store = open_backend(path, self.collection, embedder=embedder)
         stages.done("store")
         try:
             model.result()  # re-raises a model that could not be loaded
@@ -251,11 +259,11 @@ class _TimedEmbedder:
         try:
             return self._inner.embed(texts)
         finally:
-            tally.embed = getattr(tally, "embed", 0.0) + time.perf_counter() - started
+            _embedding.seconds = getattr(_embedding, "seconds", 0.0) + time.perf_counter() - started
 
     def embed_query(self, text: str) -> Any:
         started = time.perf_counter()
         try:
             return self._inner.embed_query(text)
         finally:
-            tally.embed = getattr(tally, "embed", 0.0) + time.perf_counter() - started
+            _embedding.seconds = getattr(_embedding, "seconds", 0.0) + time.perf_counter() - started

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 
 import mcp_types as types
 
-from memserver import tools
+from memserver import inputs, tools
 
 if TYPE_CHECKING:
-    from memserver.store import Memory, MemoryStore
+    from memserver.backend import Memory, MemoryBackend
 
 RECALL_LIMIT = 10  # memories in a recall-context message at most
 MAX_PROMPT_CHARS = 12_000  # the whole recall-context message at most (about 3k tokens)
 MAX_MEMORY_CHARS = 1_500  # one memory in it at most; longer ones are cut with an ellipsis
-MAX_ARGUMENT_CHARS = tools.MAX_QUERY_CHARS
+MAX_ARGUMENT_CHARS = inputs.MAX_QUERY_CHARS
 SESSION_TAGS = 30  # tags in use that remember-session lists, most used first
 
 RECALL_CONTEXT = types.Prompt(
@@ -115,14 +115,14 @@ def check_arguments(prompt: types.Prompt, arguments: Mapping[str, str] | None) -
     return checked
 
 
-def render(store: MemoryStore, prompt: types.Prompt, arguments: Mapping[str, str]) -> types.GetPromptResult:
+def render(store: MemoryBackend, prompt: types.Prompt, arguments: Mapping[str, str]) -> types.GetPromptResult:
     """The prompts/get result for checked `arguments` (blocking: call it from a worker thread)."""
     if prompt.name == RECALL_CONTEXT.name:
         return _recall_context(store, arguments["topic"])
     return _remember_session(store, arguments.get("focus"))
 
 
-def _recall_context(store: MemoryStore, topic: str) -> types.GetPromptResult:
+def _recall_context(store: MemoryBackend, topic: str) -> types.GetPromptResult:
     hits = store.search(topic, limit=RECALL_LIMIT, mode="hybrid")
     if not hits:
         text = f'My long-term memory (memserver) has nothing about "{topic}".'
@@ -153,7 +153,7 @@ def _memory_line(memory: Memory) -> str:
     return f"({label}) {content}"
 
 
-def _remember_session(store: MemoryStore, focus: str | None) -> types.GetPromptResult:
+def _remember_session(store: MemoryBackend, focus: str | None) -> types.GetPromptResult:
     counts = store.tag_counts()
     tags = sorted(counts, key=lambda tag: (-counts[tag], tag))[:SESSION_TAGS]
     what = f", concentrating on {focus}" if focus else ""

@@ -19,8 +19,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from memserver import client_log, completions, prompts
+from memserver.backend import Memory
 from memserver.server import build_server
-from tests.test_server_protocol import StubMemory, StubStore
+from tests.test_server_protocol import StubStore
 
 TIMEOUT = 10
 ERAS = pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
@@ -66,7 +67,7 @@ class Records:
 
 
 def add(store: StubStore, content: str, tags: tuple[str, ...] = (), created_at: str = "2026-01-31T09:00:00+00:00"):
-    memory = StubMemory(f"{len(store.memories) + 1:032x}", content, created_at, tags)
+    memory = Memory(f"{len(store.memories) + 1:032x}", content, created_at, tags, "")
     store.memories[memory.id] = memory
     return memory
 
@@ -337,7 +338,7 @@ class SlowWrites(StubStore):
         self.started: anyio.Event | None = None
         self.portal_token: Any = None
 
-    def add(self, content: str, tags: Any = None, source: Any = None) -> StubMemory:
+    def add(self, content: str, tags: Any = None, source: Any = None) -> Memory:
         anyio.from_thread.run_sync(self.started.set, token=self.portal_token)  # type: ignore[union-attr]
         assert self.finish.wait(TIMEOUT)
         try:
@@ -374,7 +375,7 @@ class LoggingStore(StubStore):
         super().__init__()
         self.logs: list[tuple[str, int, str]] = []  # (logger, level, message)
 
-    def list_recent(self, limit: int = 10, tags: Any = None) -> list[StubMemory]:
+    def list_recent(self, limit: int = 10, tags: Any = None) -> list[Memory]:
         for name, level, message in self.logs:
             logging.getLogger(name).log(level, message)
         return super().list_recent(limit, tags)

@@ -6,8 +6,8 @@
 Each user's store (user "default" over stdio) is built only once the test writes a byte into the FIFO
 `$GATE_DIR/<user>` (made by the test with os.mkfifo): an event, not a sleep, so a test can see what a call does
 while the store is still loading (notifications/progress), cancel it, then let the load finish. Until then the build
-says "waiting for the test to open the gate". A written "f" makes the build fail instead. The store is a real
-MemoryStore in `$GATE_DIR/data/<user>`, with the fake embedder (no model to load).
+says "waiting for the test to open the gate". A written "f" makes the build fail instead. The store is the real
+embedded engine (engines.open_backend) in `$GATE_DIR/data/<user>`, with the fake embedder (no model to load).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class GatedFactory:
         self.report_stage: Callable[[str | None, str], None] = lambda user, stage: None
 
     def __call__(self, user: str | None) -> object:
-        from memserver.store import MemoryStore
+        from memserver.engines import open_backend
         from tests.fakes import FakeEmbedder
 
         name = user or "default"
@@ -38,7 +38,7 @@ class GatedFactory:
         with (self.gate_dir / name).open("rb") as gate:  # blocks until the test opens it for writing
             if gate.read(1) == b"f":
                 raise RuntimeError("the test made this build fail")
-        return MemoryStore(path=self.gate_dir / "data" / name, embedder=FakeEmbedder())
+        return open_backend(self.gate_dir / "data" / name, None, embedder=FakeEmbedder())
 
 
 def main() -> None:
