@@ -2,7 +2,8 @@
 
     recall-context    topic (required)  a user message holding the memories most relevant to the topic (hybrid
                                         search, best first, each with its date and tags), ready to paste into a
-                                        conversation; bounded to RECALL_LIMIT memories and MAX_PROMPT_CHARS
+                                        conversation; only those in the range of relevant text (WEAK_MATCH_SCORE),
+                                        bounded to RECALL_LIMIT memories and MAX_PROMPT_CHARS
     remember-session  focus (optional)  asks the model to pick out the facts of this conversation worth keeping
                                         and store each with `remember`, reusing the tags already in use
 
@@ -26,7 +27,8 @@ from memserver import inputs, tools
 if TYPE_CHECKING:
     from memserver.backend import Memory, MemoryBackend
 
-RECALL_LIMIT = 10  # memories in a recall-context message at most
+RECALL_LIMIT = 10  # memories in a recall-context message at most: those scoring tools.WEAK_MATCH_SCORE or more
+WEAK_LIMIT = 3  # when none does, the best few, under a warning
 MAX_PROMPT_CHARS = 12_000  # the whole recall-context message at most (about 3k tokens)
 MAX_MEMORY_CHARS = 1_500  # one memory in it at most; longer ones are cut with an ellipsis
 MAX_ARGUMENT_CHARS = inputs.MAX_QUERY_CHARS
@@ -131,6 +133,9 @@ def _recall_context(store: MemoryBackend, topic: str) -> types.GetPromptResult:
     best = max(hit.score for hit in hits)
     if best < tools.WEAK_MATCH_SCORE:
         lines[1:1] = [f"None of these is a strong match for the topic (best score {best:.2f}); they may be unrelated."]
+        hits = hits[:WEAK_LIMIT]
+    else:  # unrelated memories are noise in a conversation: only those in the range of relevant text
+        hits = [hit for hit in hits if hit.score >= tools.WEAK_MATCH_SCORE]
     used = sum(len(line) + 1 for line in lines)
     shown = 0
     for hit in hits:

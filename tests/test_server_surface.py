@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from memserver import client_log, completions, prompts
-from memserver.backend import Memory
+from memserver.backend import Hit, Memory
 from memserver.server import build_server
 from tests.test_server_protocol import StubStore
 
@@ -140,6 +140,33 @@ async def test_recall_context_says_when_nothing_or_nothing_strong_was_found(stor
     assert empty == 'My long-term memory (memserver) has nothing about "tea".'
     assert "None of these is a strong match for the topic (best score 0.20)" in weak
     assert "strong match" not in strong and "1. (2026-01-31; tags: drinks) likes green tea" in strong
+
+
+class ScoredStore(StubStore):
+    """search() scores each memory by its content (`scores`), best first."""
+
+    def __init__(self, scores: dict[str, float]) -> None:
+        super().__init__()
+        self.scores = scores
+        for content in scores:
+            add(self, content)
+
+    def search(self, query: str, **kwargs: Any) -> list[Hit]:
+        hits = [Hit(m, self.scores[m.content]) for m in self.memories.values()]
+        return sorted(hits, key=lambda hit: -hit.score)[: kwargs["limit"]]
+
+
+@pytest.mark.anyio
+async def test_recall_context_leaves_out_unrelated_memories_or_shows_a_few_under_a_warning() -> None:
+    mixed = ScoredStore({"about tea": 0.61, "also tea": 0.4, "unrelated": 0.12})
+    weak = ScoredStore({f"weak {i}": 0.3 - i / 100 for i in range(6)})
+    texts = []
+    for store in (mixed, weak):
+        async with Client(build_server(lambda user, store=store: store), mode="legacy") as client:
+            result = await client.get_prompt("recall-context", {"topic": "tea"})
+        texts.append([line for line in result.messages[0].content.text.splitlines() if line[:1].isdigit()])
+    assert [line.split(") ", 1)[1] for line in texts[0]] == ["about tea", "also tea"]
+    assert len(texts[1]) == prompts.WEAK_LIMIT
 
 
 @pytest.mark.anyio
