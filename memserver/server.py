@@ -10,9 +10,11 @@ completions, logging.
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
      -> `CallToolResult(is_error=True)` with a message naming the field and the rule;
-  2. a request for something that does not exist (unknown tool, unknown resource) -> JSON-RPC error -32602;
+  2. a request for something that does not exist (unknown tool, resource, prompt or completion reference; a
+     missing prompt argument) -> JSON-RPC error -32602;
   3. anything else is a bug or a failing disk -> traceback on stderr, a short isError result (tools) or -32603
-     (resources), and the server keeps serving. The SDK would otherwise send `str(exc)` with code 0.
+     (resources, prompts, completions), and the server keeps serving. The SDK would otherwise send `str(exc)`
+     with code 0.
 
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
