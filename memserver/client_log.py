@@ -58,7 +58,7 @@ FORWARDED_LOGGERS = frozenset(
 BURST = 20
 PER_SECOND = 10.0
 QUEUE = 200
-MAX_LISTENERS = 1000  # connections that asked for records logged outside requests (HTTP sessions end unannounced)
+MAX_SESSIONS = 1000  # connections whose level is kept, newest first (HTTP sessions end unannounced)
 MAX_DATA_CHARS = 2000
 
 _FORWARDING: contextvars.ContextVar[bool] = contextvars.ContextVar("memserver_log_forwarding", default=False)
@@ -101,12 +101,9 @@ class ClientLog:
     def set_level(self, ctx: ServerRequestContext[Any], level: str) -> None:
         """logging/setLevel: this connection's records from `level` on, including those logged outside requests."""
         key = _connection_key(ctx)
-        self._levels[key] = LEVELS[level]
+        _put_newest(self._levels, key, LEVELS[level])
         if not self.per_user:
-            self._listeners.pop(key, None)
-            self._listeners[key] = _Route(ctx.session, None, LEVELS[level])
-            while len(self._listeners) > MAX_LISTENERS:
-                del self._listeners[next(iter(self._listeners))]
+            _put_newest(self._listeners, key, _Route(ctx.session, None, LEVELS[level]))
 
     @contextmanager
     def scope(self, ctx: ServerRequestContext[Any]) -> Iterator[_Route | None]:
@@ -277,6 +274,14 @@ class _Forwarder(logging.Handler):
 
 
 _FORWARDER = _Forwarder()
+
+
+def _put_newest(table: dict[str | None, Any], key: str | None, value: Any) -> None:
+    """table[key] = value, keeping the MAX_SESSIONS newest keys."""
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > MAX_SESSIONS:
+        del table[next(iter(table))]
 
 
 def _connection_key(ctx: ServerRequestContext[Any]) -> str | None:
