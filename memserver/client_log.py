@@ -53,7 +53,8 @@ LEVELS: dict[str, int] = {  # MCP's syslog levels on Python's scale
 }
 DEFAULT_LEVEL = "warning"
 FORWARDED_LOGGERS = frozenset(
-    f"memserver.{name}" for name in ("server", "loader", "store", "journal", "index", "keyword", "model", "embedder")
+    f"memserver.{name}"
+    for name in ("server", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder")
 )
 BURST = 20
 PER_SECOND = 10.0
