@@ -367,3 +367,23 @@ class IdMap:
     def id_at(self, row: int) -> str | None:
         """The id of the live memory at `row`, or None."""
         return self.ids.get(row) if 0 <= row < len(self.ids.a) else None
+
+    def payload(self, n: int, alive: np.ndarray) -> tuple[np.ndarray | list[str | None], np.ndarray, np.ndarray]:
+        """(ids by row, id keys, their rows) of the first `n` rows, for the metadata snapshot."""
+        return (self.ids.payload(n), *self.index.payload(alive))
+
+    @classmethod
+    def from_payload(cls, ids: object, keys_b: bytes, rows_b: bytes, n: int) -> IdMap:
+        """Inverse of `payload`; raises ValueError unless every live id is indexed once, under its own row."""
+        out = cls()
+        out.ids = FixedText.from_payload(32, ids, n)
+        out.index = HashIndex.from_payload(keys_b, rows_b, n)
+        alive = out.ids.occupied(n)
+        out.count = int(alive.sum())
+        h, r = out.index._h, out.index._r
+        if len(h) != out.count or not alive[r].all():
+            raise ValueError("record count mismatch")
+        for i in np.flatnonzero(h[1:] == h[:-1]).tolist():
+            if out.id_at(int(r[i])) == out.id_at(int(r[i + 1])):
+                raise ValueError("duplicate ids")
+        return out
