@@ -3,17 +3,18 @@
 It implements backend.MemoryBackend (whose docstrings are the contract) over parts that each own one thing:
 
     journal.py     the record of truth (append-only lines, the crash story) and the cross-process lock
+    generation.py  one journal generation in memory: restored from its checkpoints, fed by the one replay path
+    replay.py      the journal's record shapes, and how far replay and the checkpoints on disk stand (Coverage)
     catalog.py     the live memories' metadata by row, and the lookups on it
     snapshot.py    the catalog saved at a checkpoint, so an open need not replay the whole journal
     vectors.py     the vector row file, its CRC checks and the repair of damaged rows
     index.py, keyword.py   the derived indexes (HNSW, BM25), checkpointed beside the journal
-    replay.py      the journal's record shapes, and how far replay and checkpoints stand (Coverage)
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
     compaction.py  a new generation without the deleted memories, switched in under the lock
 
-This class keeps the orchestration: the locks, opening and catching up (one replay path, `_apply`, for this
-process's own writes, for other processes' writes and for the journal tail past a checkpoint), the write path, and
-the public methods. Every call first checks (one stat) whether the journal grew or was replaced.
+This class keeps the orchestration: the locks, opening and refreshing (one stat per call: catch up if the journal
+grew, reload if another process compacted), the write path (dedup, embedding outside the locks, group commit),
+and the public methods.
 
 Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
 (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
@@ -23,13 +24,11 @@ imports the Embedder (onnxruntime) only when none is given.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import gc
 import logging
 import os
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -39,17 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import config, inputs, replay, snapshot
+from memserver import config, inputs
 from memserver.backend import Hit, Memory
 from memserver.catalog import Catalog
 from memserver.compaction import Compaction, remove_other_generations
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
+from memserver.generation import Generation
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, LOCK_NAME, AddRecord, DerivedIndex, FileLock, Journal
+from memserver.journal import JOURNAL_NAME, LOCK_NAME, AddRecord, FileLock, Journal
 from memserver.keyword import KeywordDerivedIndex
-from memserver.search import Searcher
-from memserver.vectors import VectorFile, row_crc, vector_path
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -63,7 +61,6 @@ log = logging.getLogger(__name__)
 CHECKPOINT_RECORDS = 200
 WRITE_CHECKPOINT_RECORDS = 5000
 IMPORT_BATCH = 1000
-REBUILD_BATCH = 10_000
 
 
 @dataclass
@@ -82,6 +79,27 @@ class _Pending:
     @classmethod
     def of(cls, m: inputs.NewMemory) -> _Pending:
         return cls(m.content, m.tags, m.source, inputs.content_key(m.content), m.id, m.created_at, m.vector)
+
+
+def open_journal(folder: Path, dim: int, model: str, lock: FileLock) -> Journal:
+    """The collection's journal, created (under the exclusive lock) if there is none; ModelMismatchError if it
+    holds vectors of another model or dimension."""
+    path = folder / JOURNAL_NAME
+    if not path.exists():
+        with lock.hold(exclusive=True):
+            if not path.exists():
+                header = {"generation": uuid.uuid4().hex, "dim": dim, "model": model, "created_at": inputs.now()}
+                Journal.create(path, header)
+    journal = Journal(path)
+    header = journal.header
+    if header.get("dim") != dim or header.get("model") != model:
+        journal.close()
+        raise ModelMismatchError(
+            f"collection {folder.name!r} at {folder} holds vectors of model {header.get('model')!r} "
+            f"(dim {header.get('dim')}), but the embedder is {model!r} (dim {dim}); "
+            "use the same model, or another collection (MCP_MEMORY_COLLECTION)"
+        )
+    return journal
 
 
 def folder_bytes(folder: Path) -> int:
@@ -134,43 +152,19 @@ class MemoryStore:
         params = {"M": M, "ef_construction": ef_construction, "ef": ef}
         self._vindex = VectorIndex(self.dim, **{k: v for k, v in params.items() if v is not None})
         self._kindex = KeywordDerivedIndex()  # keyed by row too (see keyword.py)
-        self._derived: list[DerivedIndex] = [self._vindex, self._kindex]  # every one follows `_apply`
-        self._journal: Journal | None = None
-        self._vectors: VectorFile | None = None
-        self._catalog = Catalog()
-        self._coverage = replay.Coverage()
-        self._searcher: Searcher  # made by each load, over that generation's parts
+        self._gen: Generation | None = None  # the generation open now (None: closed, or not opened yet)
         self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
         self._closed = False
         with self._thread_lock:
             self._load()
 
-    # --- opening, replay, catching up -------------------------------------------------------------------------
+    # --- opening and catching up ------------------------------------------------------------------------------
 
-    def _files(self) -> tuple[Journal, VectorFile]:
-        """The open journal and vector file (StoreError once closed)."""
-        if self._journal is None or self._vectors is None:
+    def _current(self) -> Generation:
+        """The generation open now (StoreError once closed)."""
+        if self._gen is None:
             raise StoreError("the store is closed")
-        return self._journal, self._vectors
-
-    def _open_files(self) -> tuple[Journal, VectorFile]:
-        path = self.folder / JOURNAL_NAME
-        if not path.exists():
-            with self._file_lock.hold(exclusive=True):
-                if not path.exists():
-                    header = {"generation": uuid.uuid4().hex, "dim": self.dim, "model": str(self.embedder.model_name)}
-                    Journal.create(path, {**header, "created_at": inputs.now()})
-        journal = self._journal = Journal(path)
-        header = journal.header
-        if header.get("dim") != self.dim or header.get("model") != str(self.embedder.model_name):
-            journal.close()
-            raise ModelMismatchError(
-                f"collection {self.collection!r} at {self.folder} holds vectors of model {header.get('model')!r} "
-                f"(dim {header.get('dim')}), but the embedder is {self.embedder.model_name!r} (dim {self.dim}); "
-                "use the same model, or another collection (MCP_MEMORY_COLLECTION)"
-            )
-        vectors = self._vectors = VectorFile(vector_path(self.folder, journal.generation), self.dim)
-        return journal, vectors
+        return self._gen
 
     def _load(self) -> None:
         """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them.
@@ -181,172 +175,47 @@ class MemoryStore:
         paused = gc.isenabled()
         gc.disable()
         try:
-            self._load_objects()
+            self._close_files()
+            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock)
+            gen = self._gen = Generation(self.folder, journal, self._vindex, self._kindex, self._embed, self.hooks)
+            with self._file_lock.hold(exclusive=False):
+                torn = gen.restore()
+            rebuilt = gen.rebuild_untrusted()
+            with self._file_lock.hold(exclusive=True):
+                if torn:
+                    gen.catch_up(repair=True)
+                if not gen.journal.replaced():
+                    remove_other_generations(self.folder, gen.journal.generation)
+            self.hooks.opened(gen.coverage.replayed, gen.from_snapshot)
+            live = len(gen.catalog)
+            if (
+                gen.coverage.uncovered >= CHECKPOINT_RECORDS
+                or (rebuilt and live)
+                or gen.vectors.repaired
+                or (not gen.from_snapshot and live >= CHECKPOINT_RECORDS)
+            ):
+                self._checkpoint()
         finally:
             if paused:
                 gc.enable()
 
-    def _load_objects(self) -> None:
-        self._close_files()
-        journal, vectors = self._open_files()
-        self._catalog = Catalog()
-        cov = self._coverage
-        cov.begin_load(journal.header_end)
-        with self._file_lock.hold(exclusive=False):
-            stamps: dict[str, dict[str, Any] | None] = {}
-            # The vector index's graph file is checksummed in a thread (1M memories: ~1 s) while the other indexes
-            # and the metadata snapshot load; the graph itself is loaded last.
-            vector_offset = self._vindex.prepare(self.folder, journal.generation)
-            for d in self._derived:
-                if d is not self._vindex:
-                    self._load_checkpoint(d, stamps)
-            # The metadata snapshot may stand in for replaying the journal up to its offset, if no loaded index
-            # checkpoint is older than it (those are fed by the replay from their own offsets on). The vector
-            # checkpoint counts at the offset it claims: if it then fails its checks and is rebuilt, the floor
-            # was only lower than needed (a snapshot past it is replayed over instead: slower, never wrong).
-            restored = snapshot.load(
-                snapshot.snapshot_path(self.folder, journal.generation),
-                journal.generation,
-                journal.path,
-                journal.identity,
-                journal.header_end,
-                cov.snapshot_floor(vector_offset),
-            )
-            if restored is not None:
-                self._catalog, crcs, cov.offset = restored
-                vectors.restore_crcs(crcs)
-            self._load_checkpoint(self._vindex, stamps)
-            cov.start_replay(len(self._catalog))
-            torn = self._catch_up(repair=False)
-        self._searcher = Searcher(self._catalog, vectors, self._vindex, self._kindex, self.hooks)
-        rebuild = set(cov.untrusted(stamps))
-        for d in self._derived:
-            if d.name in rebuild:
-                self._rebuild(d)
-        with self._file_lock.hold(exclusive=True):
-            if torn:
-                self._catch_up(repair=True)
-            if not journal.replaced():
-                remove_other_generations(self.folder, journal.generation)
-        self.hooks.opened(cov.replayed, restored is not None)
-        if (
-            cov.uncovered >= CHECKPOINT_RECORDS
-            or (rebuild and len(self._catalog))
-            or vectors.repaired
-            or (restored is None and len(self._catalog) >= CHECKPOINT_RECORDS)
-        ):
-            self._checkpoint()
-
-    def _load_checkpoint(self, d: DerivedIndex, stamps: dict[str, dict[str, Any] | None]) -> None:
-        """Load one derived index's checkpoint; one that has none is reset, to be rebuilt in bulk after the replay."""
-        d.reset()
-        stamps[d.name] = stamp = d.load(self.folder, self._files()[0].generation)
-        if stamp is None:
-            d.reset()
-        self._coverage.loaded_checkpoint(d.name, None if stamp is None else int(stamp["offset"]))
-
-    def _rebuild(self, d: DerivedIndex) -> None:
-        """Bulk-rebuild one derived index from the live records and their stored vectors (no re-embedding)."""
-        _, vectors = self._files()
-        t0 = time.perf_counter()
-        d.reset()
-        live = self._catalog.live_rows().tolist()
-        for i in range(0, len(live), REBUILD_BATCH):
-            batch = [self._catalog.record(row) for row in live[i : i + REBUILD_BATCH]]
-            d.add(batch, vectors.checked(batch, self._embed))
-        if live:
-            log.info("rebuilt the %s index of %d memories in %.1f s", d.name, len(live), time.perf_counter() - t0)
-
-    def _catch_up(self, repair: bool) -> bool:
-        """Apply every good journal line past our offset; returns True if a torn tail is left (not repaired).
-
-        With `repair` (exclusive lock held), a torn tail is set aside and cut off.
-        """
-        journal, _ = self._files()
-        cov = self._coverage
-        while True:
-            result = journal.read(cov.offset)
-            if result.entries:
-                cov.replayed += len(result.entries)
-                self._apply(result.entries)
-            cov.offset = result.end
-            if result.done:
-                break
-        size = result.size
-        torn = size > cov.offset
-        if torn and repair:
-            journal.set_aside_tail(cov.offset)
-            size, torn = cov.offset, False
-        cov.seen = (journal.identity, size)
-        return torn
-
-    def _refresh(self) -> None:
+    def _refresh(self) -> Generation:
         """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""
-        if self._closed or self._journal is None:
+        gen = self._gen
+        if self._closed or gen is None:
             raise StoreError("the store is closed")
         try:
-            st = os.stat(self._journal.path)
+            st = os.stat(gen.journal.path)
             ident, size = (st.st_dev, st.st_ino), st.st_size
         except FileNotFoundError:
             ident, size = (0, 0), -1
-        if ident != self._journal.identity:
-            log.info("journal %s was replaced (compacted by another process); reloading", self._journal.path)
+        if ident != gen.journal.identity:
+            log.info("journal %s was replaced (compacted by another process); reloading", gen.journal.path)
             self._load()
-        elif (ident, size) != self._coverage.seen:
+        elif (ident, size) != gen.coverage.seen:
             with self._file_lock.hold(exclusive=False):
-                self._catch_up(repair=False)
-
-    def _apply(self, entries: Sequence[tuple[int, dict[str, Any]]]) -> None:
-        """The one replay path: journal records -> the catalog and the vector CRCs, then every derived index."""
-        catalog, (_, vectors), cov = self._catalog, self._files(), self._coverage
-        marks, covered = cov.marks, cov.covered
-        pending: list[tuple[int, AddRecord]] = []
-        past = 0  # records applied past `covered`
-        for end, rec in entries:
-            op = rec.get("op")
-            if op == "add":
-                r = replay.added(rec)
-                if not catalog.add(r):  # a live id or a used row added again: cannot happen; be safe anyway
-                    continue
-                if "vcrc" in rec:
-                    vectors.expect(r.row, int(rec["vcrc"], 16))
-                pending.append((end, r))
-            elif op == "del":
-                row = catalog.row_of(rec.get("id", ""))
-                if row is None:
-                    continue
-                self._feed_indexes(pending)
-                pending = []
-                gone = catalog.record(row)
-                catalog.remove(gone)
-                for d in self._derived:
-                    if end > cov.feeds_from(d.name):
-                        d.remove([gone])
-            elif op == "vfix":  # a re-embedded vector row was written back (see VectorFile.write_back_repairs)
-                vectors.fixed(int(rec["row"]), int(rec["vcrc"], 16))
-            else:
-                continue
-            past += end > covered
-            if end in marks:
-                cov.reached(end, len(catalog))
-        cov.uncovered += past
-        self._feed_indexes(pending)
-
-    def _feed_indexes(self, pending: list[tuple[int, AddRecord]]) -> None:
-        """Give the derived indexes the added records (with their checked vectors) past each one's checkpoint."""
-        if not pending:
-            return
-        # Each index takes the records past its checkpoint: a suffix of `pending` (journal order), so the vectors
-        # are read once, for the longest suffix, and sliced for the others.
-        starts = [bisect.bisect_right(pending, self._coverage.feeds_from(d.name), key=_end) for d in self._derived]
-        first = min(starts)
-        if first == len(pending):
-            return
-        records = [r for _, r in pending[first:]]
-        vecs = self._files()[1].checked(records, self._embed)
-        for d, start in zip(self._derived, starts, strict=True):
-            if start < len(pending):
-                d.add(records[start - first :], vecs[start - first :])
+                gen.catch_up(repair=False)
+        return self._current()
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
@@ -358,22 +227,22 @@ class MemoryStore:
     # --- writing -------------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[Journal]:
+    def _writing(self) -> Iterator[Generation]:
         """Thread lock + exclusive file lock, caught up on everything (a torn tail repaired) before writing."""
         with self._thread_lock:
             self._refresh()
-            with self._exclusive() as journal:
-                yield journal
+            with self._exclusive() as gen:
+                yield gen
                 # A checkpoint rewrites each index in full (hnswlib #36), so during import_ they are spaced
                 # geometrically (at least half the store's size apart): O(N) bytes written in all, not O(N^2).
                 every = WRITE_CHECKPOINT_RECORDS
                 if self._importing:
-                    every = max(every, len(self._catalog) // 2)
-                if self._coverage.uncovered >= every:
-                    self._checkpoint_locked()
+                    every = max(every, len(gen.catalog) // 2)
+                if gen.coverage.uncovered >= every:
+                    gen.save_checkpoint()
 
     @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[Journal]:
+    def _exclusive(self) -> Iterator[Generation]:
         """The exclusive file lock on the journal that is current, caught up (a torn tail repaired).
 
         Another process may compact while we wait for the lock: its switch renames a new journal over the one we
@@ -383,50 +252,31 @@ class MemoryStore:
         while True:
             self.hooks.taking_exclusive_lock()
             with self._file_lock.hold(exclusive=True):
-                journal = self._files()[0]
-                if not journal.replaced():
-                    self._catch_up(repair=True)
-                    yield journal
+                gen = self._current()
+                if not gen.journal.replaced():
+                    gen.catch_up(repair=True)
+                    yield gen
                     return
-            log.info("journal %s was replaced while waiting for the lock; reloading", journal.path)
+            log.info("journal %s was replaced while waiting for the lock; reloading", gen.journal.path)
             self._load()
 
     def _write_adds(self, items: list[_Pending]) -> list[Memory]:
         """Write the non-duplicate items (vectors already set) in one group commit; results in item order."""
-        with self._writing() as journal:
-            catalog, (_, vectors) = self._catalog, self._files()
-            fresh: list[_Pending] = []
-            out: list[Memory | None] = [None] * len(items)
-            batch_keys: dict[str, int] = {}  # normalised content -> first item
-            for i, it in enumerate(items):
-                existing = catalog.duplicate_row(it.key, it.content)
-                if existing is None and it.id:
-                    existing = catalog.row_of(it.id)  # an imported id that is live already
-                text = inputs.normalised(it.content)
-                if existing is not None:
-                    out[i] = catalog.memory(existing, duplicate=True)
-                elif text in batch_keys:
-                    it.dup_of = batch_keys[text]
-                else:
-                    batch_keys[text] = i
-                    fresh.append(it)
+        with self._writing() as gen:
+            catalog = gen.catalog
+            fresh, out = _without_duplicates(catalog, items)
             if fresh:
                 missing = [it for it in fresh if it.vector is None]
                 if missing:  # was a duplicate when embedding began, and has been deleted since: rare
                     for it, v in zip(missing, self._embed([it.content for it in missing]), strict=True):
                         it.vector = v
                 first_row = catalog.next_row
-                vecs = np.stack([_vector(it) for it in fresh]).astype(np.float32)
-                lines: list[dict[str, Any]] = []
+                records = []
                 for n, it in enumerate(fresh):
                     it.id = it.id or uuid.uuid4().hex
-                    r = AddRecord(it.id, it.content, it.created_at or inputs.now(), it.tags, it.source, first_row + n)
-                    lines.append(replay.add_line(r, row_crc(vecs[n])))
-                # Vectors first (written, not synced: each line's vcrc catches a row lost to power loss, which is
-                # then re-embedded; see vectors.py), then the journal lines that reference them, synced once.
-                vectors.write(first_row, vecs)
-                journal.append(lines)
-                self._catch_up(repair=False)
+                    stored = it.created_at or inputs.now()
+                    records.append(AddRecord(it.id, it.content, stored, it.tags, it.source, first_row + n))
+                gen.write_adds(records, np.stack([_vector(it) for it in fresh]))
             result = []
             for it, memory in zip(items, out, strict=True):
                 if memory is None:  # written now, or a duplicate of an earlier item written now
@@ -438,8 +288,8 @@ class MemoryStore:
     def _embed_missing(self, items: list[_Pending]) -> None:
         """Embed (outside every lock) the items that are not already known duplicates and have no vector."""
         with self._thread_lock:
-            self._refresh()
-            todo = [it for it in items if it.vector is None and self._catalog.duplicate_row(it.key, it.content) is None]
+            catalog = self._refresh().catalog
+            todo = [it for it in items if it.vector is None and catalog.duplicate_row(it.key, it.content) is None]
         if todo:  # known duplicates need no vector: the write path returns the existing memory
             for it, v in zip(todo, self._embed([it.content for it in todo]), strict=True):
                 it.vector = v
@@ -452,8 +302,7 @@ class MemoryStore:
         if memory.duplicate or item.vector is None:
             return memory
         with self._thread_lock:
-            self._refresh()
-            similar = self._searcher.similar(item.vector, memory.id)
+            similar = self._refresh().searcher.similar(item.vector, memory.id)
         return replace(memory, similar=similar) if similar else memory
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
@@ -467,11 +316,10 @@ class MemoryStore:
     def delete(self, memory_id: str) -> bool:
         """See backend.MemoryBackend.delete."""
         mid = inputs.check_id(memory_id)
-        with self._writing() as journal:
-            if mid not in self._catalog:
+        with self._writing() as gen:
+            if mid not in gen.catalog:
                 return False
-            journal.append([replay.delete_line(mid, inputs.now())])
-            self._catch_up(repair=False)
+            gen.write_delete(mid)
             return True
 
     # --- reading -------------------------------------------------------------------------------------------------
@@ -479,17 +327,17 @@ class MemoryStore:
     def get(self, memory_id: str) -> Memory | None:
         mid = inputs.check_id(memory_id)
         with self._thread_lock:
-            self._refresh()
-            row = self._catalog.row_of(mid)
-            return None if row is None else self._catalog.memory(row)
+            catalog = self._refresh().catalog
+            row = catalog.row_of(mid)
+            return None if row is None else catalog.memory(row)
 
     def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
         """See backend.MemoryBackend.list_recent."""
         limit = inputs.check_limit(limit)
         wanted = inputs.check_tags(tags)
         with self._thread_lock:
-            self._refresh()
-            return [self._catalog.memory(row) for row in self._catalog.newest(limit, wanted)]
+            catalog = self._refresh().catalog
+            return [catalog.memory(row) for row in catalog.newest(limit, wanted)]
 
     def search(
         self,
@@ -513,8 +361,7 @@ class MemoryStore:
             if q.shape != (self.dim,):
                 raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
         with self._thread_lock:
-            self._refresh()
-            return self._searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score)
+            return self._refresh().searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score)
 
     def search_by_vector(
         self,
@@ -532,23 +379,20 @@ class MemoryStore:
         filters = inputs.search_filter(tags, source, since, until)
         floor = inputs.check_min_score(min_score)
         with self._thread_lock:
-            self._refresh()
-            return self._searcher.search(q, "", "semantic", n, filters, floor)
+            return self._refresh().searcher.search(q, "", "semantic", n, filters, floor)
 
     def tag_counts(self) -> dict[str, int]:
         """See backend.MemoryBackend.tag_counts."""
         with self._thread_lock:
-            self._refresh()
-            return self._catalog.tag_counts()
+            return self._refresh().catalog.tag_counts()
 
     def stats(self) -> dict[str, Any]:
         """See backend.MemoryBackend.stats; the local store adds where it lives and what is on disk."""
         with self._thread_lock:
-            self._refresh()
-            catalog = self._catalog
+            gen = self._refresh()
             return {
                 "engine": "local",
-                "count": len(catalog),
+                "count": len(gen.catalog),
                 "collection": self.collection,
                 "path": str(self.folder),
                 "model": str(self.embedder.model_name),
@@ -556,8 +400,8 @@ class MemoryStore:
                 "index": self._vindex.params(),
                 "keyword_index": {"documents": len(self._kindex.index)},
                 "bytes_on_disk": folder_bytes(self.folder),
-                "journal_bytes": self._coverage.offset,
-                "deleted_pending_compaction": catalog.next_row - len(catalog),
+                "journal_bytes": gen.coverage.offset,
+                "deleted_pending_compaction": gen.catalog.next_row - len(gen.catalog),
             }
 
     # --- bulk: export / import / compact ----------------------------------------------------------------------
@@ -566,18 +410,16 @@ class MemoryStore:
         """See backend.MemoryBackend.export. A vector export raises StoreError if the store is compacted meanwhile
         (its rows are renumbered); run it again."""
         with self._thread_lock:
-            self._refresh()
-            generation = self._files()[0].generation
-            cols = self._catalog.export_columns()
+            gen = self._refresh()
+            cols = gen.catalog.export_columns()
         for i in range(0, len(cols.rows), IMPORT_BATCH):
             batch = cols.records(i, i + IMPORT_BATCH)
             vecs = None
             if include_vectors:
                 with self._thread_lock:
-                    journal, vectors = self._files()
-                    if journal.generation != generation or journal.replaced():
+                    if self._current() is not gen or gen.journal.replaced():
                         raise StoreError("the store was compacted during export; run the export again")
-                    vecs = vectors.checked(batch, self._embed)
+                    vecs = gen.vectors.checked(batch, self._embed)
             for n, r in enumerate(batch):
                 d = Memory(r.id, r.content, r.created_at, r.tags, r.source).to_dict()
                 if vecs is not None:
@@ -609,14 +451,13 @@ class MemoryStore:
             with self._thread_lock:
                 self._importing -= 1
         with self._thread_lock:
-            if self._coverage.uncovered >= CHECKPOINT_RECORDS:
+            if self._current().coverage.uncovered >= CHECKPOINT_RECORDS:
                 self._checkpoint()
         return added
 
     def _import_batch(self, batch: list[_Pending]) -> int:
         with self._thread_lock:
-            self._refresh()
-            catalog = self._catalog
+            catalog = self._refresh().catalog
             batch = [
                 it
                 for it in batch
@@ -632,29 +473,28 @@ class MemoryStore:
         compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
         after."""
         with self._thread_lock:
-            self._refresh()
-            catalog = self._catalog
+            gen = self._refresh()
             before = folder_bytes(self.folder)
-            removed = catalog.next_row - len(catalog)
-            live = [catalog.record(row) for row in catalog.by_time]
-            job = Compaction(self.folder, *self._files(), live, self._vindex)
+            removed = gen.catalog.next_row - len(gen.catalog)
+            live = [gen.catalog.record(row) for row in gen.catalog.by_time]
+            job = Compaction(self.folder, gen.journal, gen.vectors, live, self._vindex)
         try:
             job.copy(self._embed)
             self.hooks.compaction_copied()
             with self._thread_lock:
                 self._refresh()
                 with self._file_lock.hold(exclusive=True):
-                    self._catch_up(repair=True)
-                    journal, vectors = self._files()
-                    if journal.replaced() or journal.generation != job.old_generation:
+                    gen = self._current()
+                    gen.catch_up(repair=True)
+                    if gen.journal.replaced() or gen.journal.generation != job.old_generation:
                         log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
                     else:
                         self.hooks.compaction_switching()
-                        job.switch(self._catalog, vectors, self._embed)
+                        job.switch(gen.catalog, gen.vectors, self._embed)
                         self.hooks.compaction_switched()
                 self._load()
                 after = folder_bytes(self.folder)
-                count = len(self._catalog)
+                count = len(self._current().catalog)
         finally:
             job.discard()
         return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
@@ -670,51 +510,13 @@ class MemoryStore:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        with self._exclusive():
-            self._checkpoint_locked()
-
-    def _checkpoint_locked(self) -> None:
-        """Save every derived index with the journal position it covers (caller holds the exclusive lock)."""
-        (journal, vectors), cov = self._files(), self._coverage
-        try:
-            fixes = vectors.write_back_repairs(lambda row: self._catalog.id_at(row) is not None)
-            if fixes:
-                journal.append([replay.vfix_line(row, crc) for row, crc in fixes])
-                self._catch_up(repair=False)
-            vectors.sync()  # rows are written unsynced; those a checkpoint covers must be on disk
-        except OSError as exc:
-            log.warning("could not sync the vector file before a checkpoint: %s", exc)
-            return
-        count = len(self._catalog)
-        stamp = {"generation": journal.generation, "offset": cov.offset, "count": count}
-        for d in self._derived:
-            if cov.is_saved(d.name):
-                continue  # its checkpoint on disk already covers this position
-            try:
-                d.save(self.folder, stamp)
-                cov.saved(d.name)
-            except OSError as exc:  # a failed checkpoint costs replay time on the next open, never data
-                log.warning("could not save the %s index checkpoint: %s", d.name, exc)
-                return
-        try:
-            crc = snapshot.line_crc(journal.path, cov.offset, journal.identity)
-            path = snapshot.snapshot_path(self.folder, journal.generation)
-            snapshot.save(path, snapshot.stamp_for(journal.generation, cov.offset, count, crc), self._snapshot())
-        except OSError as exc:
-            log.warning("could not save the metadata snapshot: %s", exc)
-        cov.checkpointed()
-        self.hooks.checkpointed(count)
-
-    def _snapshot(self) -> bytes:
-        return snapshot.encode(self._catalog, self._files()[1].crcs)
+        with self._exclusive() as gen:
+            gen.save_checkpoint()
 
     def _close_files(self) -> None:
-        if self._vectors is not None:
-            self._vectors.close()
-            self._vectors = None
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+        if self._gen is not None:
+            self._gen.close()
+            self._gen = None
 
     def close(self) -> None:
         """Checkpoint if worthwhile, then release files. Safe to call twice."""
@@ -722,7 +524,7 @@ class MemoryStore:
             if self._closed:
                 return
             try:
-                if self._journal is not None and self._coverage.uncovered >= CHECKPOINT_RECORDS:
+                if self._gen is not None and self._gen.coverage.uncovered >= CHECKPOINT_RECORDS:
                     self._refresh()
                     self._checkpoint()
             except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
@@ -744,8 +546,25 @@ class MemoryStore:
                 self._file_lock.close()
 
 
-def _end(entry: tuple[int, AddRecord]) -> int:
-    return entry[0]
+def _without_duplicates(catalog: Catalog, items: list[_Pending]) -> tuple[list[_Pending], list[Memory | None]]:
+    """The items to write (`fresh`), and for the others the live memory they duplicate (by content, or by an
+    imported id); an item repeating an earlier one of `items` gets `dup_of` and None (it is written as that one)."""
+    fresh: list[_Pending] = []
+    out: list[Memory | None] = [None] * len(items)
+    first: dict[str, int] = {}  # normalised content -> first item
+    for i, it in enumerate(items):
+        existing = catalog.duplicate_row(it.key, it.content)
+        if existing is None and it.id:
+            existing = catalog.row_of(it.id)  # an imported id that is live already
+        text = inputs.normalised(it.content)
+        if existing is not None:
+            out[i] = catalog.memory(existing, duplicate=True)
+        elif text in first:
+            it.dup_of = first[text]
+        else:
+            first[text] = i
+            fresh.append(it)
+    return fresh, out
 
 
 def _vector(item: _Pending) -> np.ndarray:
