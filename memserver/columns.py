@@ -55,7 +55,8 @@ class RowSets:
 
     def rows(self, name: str, alive: np.ndarray) -> np.ndarray:
         """The live rows under `name`, sorted (a new array, the caller may keep or change it)."""
-        return self._live(name, alive).copy()
+        rows: np.ndarray = self._live(name, alive).copy()
+        return rows
 
     def _live(self, name: str, alive: np.ndarray) -> np.ndarray:
         """The live rows under `name`, sorted, as kept here (recent additions merged in, dead rows dropped)."""
@@ -221,7 +222,8 @@ class FixedText:
     def occupied(self, n: int) -> np.ndarray:
         """Which of the first `n` rows hold a value."""
         if self.fixed:
-            return self.a[:n] != b""
+            held: np.ndarray = self.a[:n] != b""
+            return held
         return np.fromiter(map(operator.is_not, self.a[:n].tolist(), repeat(None)), dtype=bool, count=n)
 
     def payload(self, n: int) -> np.ndarray | list[str | None]:

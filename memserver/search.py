@@ -123,7 +123,7 @@ class Searcher:
         """Rows in keyword (BM25) or hybrid order, each with its cosine to `q` (from the stored vectors, also for
         keyword-only rows); `limit` of them, or with `deep` all (min_score will drop some)."""
         depth = max(limit, FUSION_DEPTH)
-        words = [int(row) for row, _ in self.kindex.search(text, depth, cand)]  # keys are rows
+        words = [row for row, _ in self.kindex.search(text, depth, cand) if isinstance(row, int)]  # keys are rows
         if keyword_only:
             order = words
         else:

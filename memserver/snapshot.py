@@ -72,22 +72,21 @@ def encode(catalog: Catalog, crcs: np.ndarray) -> bytes:
     alive = catalog.alive[:n]
     vcrc = np.full(n, -1, dtype=np.int64)
     vcrc[: min(n, len(crcs))] = crcs[:n]
-    return marshal.dumps(
-        (
-            SNAPSHOT_FORMAT,
-            n,
-            *catalog.ids.payload(n, alive),
-            *catalog.contents.payload(n),
-            catalog.created.payload(n),
-            catalog.tags[:n],
-            catalog.sources[:n],
-            np.asarray(catalog.by_time, dtype=np.int64),
-            vcrc,
-            *catalog.content_keys.payload(alive),
-            *catalog.tag_rows.payload(alive),
-            *catalog.source_rows.payload(alive),
-        )
+    parts: tuple[Any, ...] = (  # marshal writes any buffer (the numpy columns) as bytes, without a copy here
+        SNAPSHOT_FORMAT,
+        n,
+        *catalog.ids.payload(n, alive),
+        *catalog.contents.payload(n),
+        catalog.created.payload(n),
+        catalog.tags[:n],
+        catalog.sources[:n],
+        np.asarray(catalog.by_time, dtype=np.int64),
+        vcrc,
+        *catalog.content_keys.payload(alive),
+        *catalog.tag_rows.payload(alive),
+        *catalog.source_rows.payload(alive),
     )
+    return marshal.dumps(parts)
 
 
 def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:

@@ -173,7 +173,8 @@ class VectorFile:
             self._map_rows = size // self.rowbytes
         assert self._map is not None
         mat = np.frombuffer(self._map, dtype=np.float32, count=self._map_rows * self.dim).reshape(-1, self.dim)
-        return mat[rows]
+        picked: np.ndarray = mat[rows]  # a copy: fancy indexing
+        return picked
 
     def _unmap(self) -> None:
         if self._map is not None:
