@@ -151,9 +151,9 @@ class Generation:
     def apply(self, entries: Sequence[tuple[int, dict[str, Any]]]) -> None:
         """The one replay path: journal records -> the catalog and the vector CRCs, then every derived index."""
         catalog, vectors, cov = self.catalog, self.vectors, self.coverage
-        marks, covered = cov.marks, cov.covered
+        marks, covered_to = cov.marks, cov.covered_to
         pending: list[tuple[int, AddRecord]] = []
-        past = 0  # records applied past `covered`
+        past = 0  # records applied past `covered_to`
         for end, rec in entries:
             op = rec.get("op")
             if op == "add":
@@ -178,7 +178,7 @@ class Generation:
                 vectors.fixed(int(rec["row"]), int(rec["vcrc"], 16))
             else:
                 continue
-            past += end > covered
+            past += end > covered_to
             if end in marks:
                 cov.reached(end, len(catalog))
         cov.uncovered += past
@@ -190,7 +190,7 @@ class Generation:
             return
         # Each index takes the records past its checkpoint: a suffix of `pending` (journal order), so the vectors
         # are read once, for the longest suffix, and sliced for the others.
-        starts = [bisect.bisect_right(pending, self.coverage.feeds_from(d.name), key=_end) for d in self.derived]
+        starts = [bisect.bisect_right(pending, self.coverage.feeds_from(d.name), key=_end_offset) for d in self.derived]
         first = min(starts)
         if first == len(pending):
             return
@@ -258,5 +258,5 @@ class Generation:
         self.journal.close()
 
 
-def _end(entry: tuple[int, AddRecord]) -> int:
+def _end_offset(entry: tuple[int, AddRecord]) -> int:
     return entry[0]

@@ -65,7 +65,7 @@ class Coverage:
         self.seen: tuple[tuple[int, int], int] = ((0, 0), -1)  # journal (identity, size) when last caught up
         self.uncovered = 0  # records applied past the oldest checkpoint on disk
         self.replayed = 0  # records read since the load began
-        self.covered = 0  # while loading: records up to this offset are covered by every checkpoint
+        self.covered_to = 0  # while loading: every checkpoint covers the records up to this offset
         self.marks: dict[int, list[str]] = {}  # while loading: checkpoint offset -> indexes checkpointed there
         self._from: dict[str, int] = {}  # while loading: index -> offset past which it is fed
         self._count_at: dict[str, int] = {}  # while loading: index -> live count at its checkpoint's offset
@@ -92,7 +92,7 @@ class Coverage:
                 self._count_at[name] = live
             elif until != sys.maxsize:
                 self.marks.setdefault(until, []).append(name)
-        self.covered = min((0 if o == sys.maxsize else o for o in self._from.values()), default=0)
+        self.covered_to = min((0 if o == sys.maxsize else o for o in self._from.values()), default=0)
 
     def reached(self, end: int, live: int) -> None:
         """The replay passed `end`, a checkpoint offset in `marks`, with `live` memories."""
@@ -115,7 +115,7 @@ class Coverage:
                 rebuild.append(name)
             else:
                 self._saved_at[name] = int(stamp["offset"])
-        self._from, self._count_at, self.marks, self.covered = {}, {}, {}, 0
+        self._from, self._count_at, self.marks, self.covered_to = {}, {}, {}, 0
         return rebuild
 
     # --- checkpoints ---------------------------------------------------------------------------------------------

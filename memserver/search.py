@@ -75,7 +75,7 @@ class Searcher:
         if mode == "semantic" or not text:
             rows, scores = self.rank(q, limit, cand)
         else:
-            rows, scores = self._fused(q, text, limit, cand, mode == "keyword", min_score is not None)
+            rows, scores = self._ranked_by_words(q, text, limit, cand, mode == "keyword", min_score is not None)
         hits: list[Hit] = []
         catalog = self.catalog
         for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
@@ -117,7 +117,7 @@ class Searcher:
         self.hooks.planned("hnsw", None if cand is None else total)
         return rows, scores
 
-    def _fused(
+    def _ranked_by_words(
         self, q: np.ndarray, text: str, limit: int, cand: np.ndarray | None, keyword_only: bool, deep: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows in keyword (BM25) or hybrid order, each with its cosine to `q` (from the stored vectors, also for
