@@ -20,8 +20,9 @@ class StoreHooks:
     """No-op hooks; see the module docstring."""
 
     def opened(self, replayed: int, from_snapshot: bool) -> None:
-        """The store was opened (or reloaded after another process compacted): `replayed` journal records were
-        applied past the checkpoints, and the metadata came from its snapshot (or from the journal). No lock."""
+        """The store was opened (or reloaded after another process compacted): the metadata came from its
+        snapshot (`from_snapshot`) or from the journal, and `replayed` journal records were read past that point
+        (all of them without a snapshot). Thread lock held."""
 
     def planned(self, plan: str, candidates: int | None) -> None:
         """A vector ranking chose `plan`: "exact" (numpy over the stored rows), "hnsw", or "hnsw+exact" (the
