@@ -20,13 +20,16 @@ if TYPE_CHECKING:
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
 
-REFERENCE_FIXTURE = "tests/data/minilm-reference.json"
+# sentence-transformers' embeddings of 40 texts, shipped inside the package (memserver/data/) so that an installed
+# wheel can verify its model too.
+REFERENCE_DATA = "minilm-reference.json"
 FIDELITY_THRESHOLD = 0.99999
 
 
 def cmd_model(args: argparse.Namespace) -> int:
     """memserver model fetch | verify | info."""
     import json
+    from importlib import resources
     from pathlib import Path
 
     from memserver import model
@@ -62,9 +65,11 @@ def cmd_model(args: argparse.Namespace) -> int:
     # verify: the reference texts against sentence-transformers' vectors
     import numpy as np
 
-    path = Path(args.reference) if args.reference else Path(__file__).resolve().parent.parent / REFERENCE_FIXTURE
+    packaged = resources.files("memserver") / "data" / REFERENCE_DATA
+    path = args.reference or str(packaged)
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))["items"]
+        source = Path(args.reference) if args.reference else packaged
+        items = json.loads(source.read_text(encoding="utf-8"))["items"]
     except (OSError, ValueError, KeyError) as exc:
         raise MemserverError(f"cannot read the reference embeddings {path}: {exc}; pass --reference FILE") from exc
     expected = np.array([item["embedding"] for item in items], dtype=np.float64)
@@ -232,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model_cmd.add_argument("action", choices=["fetch", "verify", "info"])
     model_cmd.add_argument("--model-dir", metavar="DIR", help="folder with model.onnx + tokenizer.json")
-    model_cmd.add_argument("--reference", metavar="FILE", help=f"reference embeddings for verify ({REFERENCE_FIXTURE})")
+    model_cmd.add_argument(
+        "--reference", metavar="FILE", help="reference embeddings for verify (default: the copy in the package)"
+    )
     model_cmd.set_defaults(func=cmd_model)
 
     embed_cmd = commands.add_parser(

@@ -24,8 +24,9 @@ import numpy as np
 
 from memserver import inputs, replay, snapshot
 from memserver.catalog import Catalog
+from memserver.durable import FileLayer, write_all
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, AddRecord, Journal, encode_line, fsync_dir, fsync_fd, write_all
+from memserver.journal import JOURNAL_NAME, AddRecord, Journal, encode_line
 from memserver.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class Compaction:
         self, folder: Path, journal: Journal, vectors: VectorFile, live: list[AddRecord], vindex: VectorIndex
     ) -> None:
         self.folder = folder
+        self.files: FileLayer = vectors.files  # every change to a file goes through the store's file layer
         self.old_generation = journal.generation
         self.header = {k: v for k, v in journal.header.items() if k not in ("crc", "op", "format")}
         self.live = live
@@ -49,9 +51,11 @@ class Compaction:
         self.crcs = vectors.crcs.copy()
         self.repaired = dict(vectors.repaired)
         self.src = os.open(vectors.path, os.O_RDONLY)  # rows are append-only: read without a lock
-        self.index = VectorIndex(self.dim, M=vindex.M, ef_construction=vindex.ef_construction, ef=vindex.ef)
+        self.index = VectorIndex(
+            self.dim, M=vindex.M, ef_construction=vindex.ef_construction, ef=vindex.ef, files=self.files
+        )
         self.generation = uuid.uuid4().hex
-        self.files = {ext: folder / f"compacting-{self.generation}.{ext}" for ext in ("f32", "jsonl", "hnsw", "snap")}
+        self.paths = {ext: folder / f"compacting-{self.generation}.{ext}" for ext in ("f32", "jsonl", "hnsw", "snap")}
         self.graph: dict[str, Any] = {}  # the new index checkpoint, once written
 
     def copy(self, embed: Embed) -> None:
@@ -62,12 +66,14 @@ class Compaction:
             os.close(self.src)
 
     def _copy(self, embed: Embed) -> None:
-        files, live = self.files, self.live
+        paths, live = self.paths, self.live
         catalog = Catalog()  # the metadata of the new generation, for its snapshot
         crcs = np.full(len(live), -1, dtype=np.int64)
-        Journal.create(files["jsonl"], {**self.header, "generation": self.generation, "compacted_at": inputs.now()})
-        vfd = os.open(files["f32"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        jfd = os.open(files["jsonl"], os.O_WRONLY | os.O_APPEND)
+        fs = self.files
+        header = {**self.header, "generation": self.generation, "compacted_at": inputs.now()}
+        Journal.create(paths["jsonl"], header, files=fs)
+        vfd = fs.open(paths["f32"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        jfd = fs.open(paths["jsonl"], os.O_WRONLY | os.O_APPEND)
         try:
             for i in range(0, len(live), _BATCH):
                 batch = live[i : i + _BATCH]
@@ -82,25 +88,25 @@ class Compaction:
                     log.error("%d vector row(s) damaged or missing; re-embedding them for compaction", len(bad))
                     for n, v in zip(bad, embed([batch[n].content for n in bad]), strict=True):
                         vecs[n] = v
-                write_all(vfd, vecs.tobytes())
+                write_all(vfd, vecs.tobytes(), fs)
                 lines = []
                 for n, r in enumerate(batch):
                     moved = r._replace(row=i + n)
                     crcs[i + n] = crc = row_crc(vecs[n])
                     catalog.add(moved)
                     lines.append(encode_line(replay.add_line(moved, crc)))
-                write_all(jfd, b"".join(lines))
+                write_all(jfd, b"".join(lines), fs)
                 self.index.add_rows(np.arange(i, i + len(batch), dtype=np.int64), vecs)
-            fsync_fd(vfd)
-            fsync_fd(jfd)
+            fs.fsync(vfd)
+            fs.fsync(jfd)
         finally:
-            os.close(vfd)
-            os.close(jfd)
-        offset = files["jsonl"].stat().st_size
+            fs.close(vfd)
+            fs.close(jfd)
+        offset = paths["jsonl"].stat().st_size
         graph_stamp = {"generation": self.generation, "offset": offset, "count": len(live)}
-        self.graph = self.index.write_graph(self.folder, graph_stamp, name=files["hnsw"].name)
-        stamp = snapshot.stamp_for(self.generation, offset, len(live), snapshot.line_crc(files["jsonl"], offset))
-        snapshot.save(files["snap"], stamp, snapshot.encode(catalog, crcs))
+        self.graph = self.index.write_graph(self.folder, graph_stamp, name=paths["hnsw"].name)
+        stamp = snapshot.stamp_for(self.generation, offset, len(live), snapshot.line_crc(paths["jsonl"], offset))
+        snapshot.save(paths["snap"], stamp, snapshot.encode(catalog, crcs), fs)
 
     def switch(self, catalog: Catalog, vectors: VectorFile, embed: Embed) -> None:
         """The locked part (exclusive lock, caught up on the old journal, whose live memories `catalog` holds):
@@ -108,41 +114,41 @@ class Compaction:
         copied = {r.id for r in self.live}
         added = [catalog.record(row) for row in catalog.live_rows().tolist() if catalog.id_at(row) not in copied]
         gone = [r for r in self.live if r.id not in catalog]
-        files = self.files
+        paths, fs = self.paths, self.files
         if added or gone:
-            vfd = os.open(files["f32"], os.O_WRONLY)
-            jfd = os.open(files["jsonl"], os.O_WRONLY | os.O_APPEND)
+            vfd = fs.open(paths["f32"], os.O_WRONLY)
+            jfd = fs.open(paths["jsonl"], os.O_WRONLY | os.O_APPEND)
             try:
                 lines = []
                 if added:
                     vecs = vectors.checked(added, embed)
-                    os.pwrite(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes)
+                    fs.pwrite(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes)
                     for n, r in enumerate(added):
                         lines.append(encode_line(replay.add_line(r._replace(row=len(self.live) + n), row_crc(vecs[n]))))
                 lines += [encode_line(replay.delete_line(r.id, inputs.now())) for r in gone]
-                write_all(jfd, b"".join(lines))
-                fsync_fd(vfd)
-                fsync_fd(jfd)
+                write_all(jfd, b"".join(lines), fs)
+                fs.fsync(vfd)
+                fs.fsync(jfd)
             finally:
-                os.close(vfd)
-                os.close(jfd)
-        os.replace(files["f32"], vector_path(self.folder, self.generation))
-        os.replace(files["snap"], snapshot.snapshot_path(self.folder, self.generation))
-        fsync_dir(self.folder)
-        os.replace(files["jsonl"], self.folder / JOURNAL_NAME)  # the atomic switch to the new generation
-        fsync_dir(self.folder)
+                fs.close(vfd)
+                fs.close(jfd)
+        fs.replace(paths["f32"], vector_path(self.folder, self.generation))
+        fs.replace(paths["snap"], snapshot.snapshot_path(self.folder, self.generation))
+        fs.fsync_dir(self.folder)
+        fs.replace(paths["jsonl"], self.folder / JOURNAL_NAME)  # the atomic switch to the new generation
+        fs.fsync_dir(self.folder)
         graph = f"index-{uuid.uuid4().hex[:12]}.hnsw"
-        os.replace(files["hnsw"], self.folder / graph)
-        VectorIndex.commit(self.folder, {**self.graph, "file": graph})
+        fs.replace(paths["hnsw"], self.folder / graph)
+        VectorIndex.commit(self.folder, {**self.graph, "file": graph}, fs)
 
     def discard(self) -> None:
         """Remove what is left of the compacting-* files (all of them, if the switch did not happen)."""
-        for p in self.files.values():
+        for p in self.paths.values():
             with contextlib.suppress(OSError):
-                p.unlink()
+                self.files.unlink(p)
 
 
-def remove_other_generations(folder: Path, generation: str) -> None:
+def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:
     """Remove vector files, snapshots and temp files of other generations (left by a compaction), and the files of
     a compaction that died; call with the exclusive lock held, on the journal that is current."""
     keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
@@ -157,7 +163,7 @@ def remove_other_generations(folder: Path, generation: str) -> None:
             or (name.startswith("compacting-") and _age_s(p) > COMPACTING_STALE_S)
         ):
             with contextlib.suppress(OSError):
-                p.unlink()
+                files.unlink(p)
 
 
 def _age_s(path: Path) -> float:

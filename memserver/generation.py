@@ -51,7 +51,7 @@ class Generation:
     ) -> None:
         self.folder = folder
         self.journal = journal
-        self.vectors = VectorFile(vector_path(folder, journal.generation), vindex.dim)
+        self.vectors = VectorFile(vector_path(folder, journal.generation), vindex.dim, journal.files)
         self.catalog = Catalog()
         self.coverage = Coverage()
         self.vindex = vindex
@@ -247,7 +247,7 @@ class Generation:
             crc = snapshot.line_crc(journal.path, cov.offset, journal.identity)
             path = snapshot.snapshot_path(self.folder, journal.generation)
             payload = snapshot.encode(self.catalog, vectors.crcs)
-            snapshot.save(path, snapshot.stamp_for(journal.generation, cov.offset, count, crc), payload)
+            snapshot.save(path, snapshot.stamp_for(journal.generation, cov.offset, count, crc), payload, journal.files)
         except OSError as exc:
             log.warning("could not save the metadata snapshot: %s", exc)
         cov.checkpointed()

@@ -26,7 +26,7 @@ import numpy as np
 
 from memserver import columns
 from memserver.catalog import Catalog
-from memserver.journal import read_snapshot, write_snapshot
+from memserver.durable import OS, FileLayer, read_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,9 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
     return c, vcrc
 
 
-def save(path: Path, stamp: dict[str, Any], payload: bytes) -> None:
+def save(path: Path, stamp: dict[str, Any], payload: bytes, files: FileLayer = OS) -> None:
     """Write the snapshot file (atomically: a crash leaves the old one or the new one)."""
-    write_snapshot(path, stamp, payload)
+    write_snapshot(path, stamp, payload, files)
 
 
 def load(

@@ -42,6 +42,7 @@ from memserver import config, inputs
 from memserver.backend import Hit, Memory
 from memserver.catalog import Catalog
 from memserver.compaction import Compaction, remove_other_generations
+from memserver.durable import OS, FileLayer, make_dirs
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
 from memserver.generation import Generation
 from memserver.hooks import StoreHooks
@@ -81,7 +82,7 @@ class _Pending:
         return cls(m.content, m.tags, m.source, inputs.content_key(m.content), m.id, m.created_at, m.vector)
 
 
-def open_journal(folder: Path, dim: int, model: str, lock: FileLock) -> Journal:
+def open_journal(folder: Path, dim: int, model: str, lock: FileLock, files: FileLayer) -> Journal:
     """The collection's journal, created (under the exclusive lock) if there is none; ModelMismatchError if it
     holds vectors of another model or dimension."""
     path = folder / JOURNAL_NAME
@@ -89,8 +90,8 @@ def open_journal(folder: Path, dim: int, model: str, lock: FileLock) -> Journal:
         with lock.hold(exclusive=True):
             if not path.exists():
                 header = {"generation": uuid.uuid4().hex, "dim": dim, "model": model, "created_at": inputs.now()}
-                Journal.create(path, header)
-    journal = Journal(path)
+                Journal.create(path, header, files)
+    journal = Journal(path, files)
     header = journal.header
     if header.get("dim") != dim or header.get("model") != model:
         journal.close()
@@ -121,7 +122,8 @@ class MemoryStore:
             m = store.add("The staging DB password rotates every Monday", tags=["ops"])
             hits = store.search("when does the password change?", limit=3)
 
-    `hooks` (hooks.StoreHooks) lets tests and benchmarks watch or hold points inside the store.
+    `hooks` (hooks.StoreHooks) lets tests and benchmarks watch or hold points inside the store; `files` (a
+    durable.FileLayer) takes every change the store makes to a file, so a test can record or fail them.
     """
 
     def __init__(
@@ -135,6 +137,7 @@ class MemoryStore:
         ef_construction: int | None = None,
         ef: int | None = None,
         hooks: StoreHooks | None = None,
+        files: FileLayer | None = None,
     ) -> None:
         if embedder is None:
             from memserver.embedder import Embedder  # onnxruntime only when the caller brings no embedder
@@ -143,15 +146,16 @@ class MemoryStore:
         self.embedder: TextEmbedder = embedder
         self.dim = int(embedder.dim)
         self.hooks = hooks or StoreHooks()
+        self.files = files or OS  # every change the store makes to a file goes through it (durable.py)
         root = Path(os.path.abspath(os.path.expanduser(path))) if path is not None else config.data_dir()
         self.collection = config.validate_collection(collection) if collection else config.collection_name()
         self.folder = root / self.collection
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.folder, self.files)
         self._thread_lock = threading.RLock()
-        self._file_lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout)
+        self._file_lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout, files=self.files)
         params = {"M": M, "ef_construction": ef_construction, "ef": ef}
-        self._vindex = VectorIndex(self.dim, **{k: v for k, v in params.items() if v is not None})
-        self._kindex = KeywordDerivedIndex()  # keyed by row too (see keyword.py)
+        self._vindex = VectorIndex(self.dim, **{k: v for k, v in params.items() if v is not None}, files=self.files)
+        self._kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
         self._gen: Generation | None = None  # the generation open now (None: closed, or not opened yet)
         self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
         self._closed = False
@@ -176,7 +180,7 @@ class MemoryStore:
         gc.disable()
         try:
             self._close_files()
-            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock)
+            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
             gen = self._gen = Generation(self.folder, journal, self._vindex, self._kindex, self._embed, self.hooks)
             with self._file_lock.hold(exclusive=False):
                 torn = gen.restore()
@@ -185,7 +189,7 @@ class MemoryStore:
                 if torn:
                     gen.catch_up(repair=True)
                 if not gen.journal.replaced():
-                    remove_other_generations(self.folder, gen.journal.generation)
+                    remove_other_generations(self.folder, gen.journal.generation, self.files)
             self.hooks.opened(gen.coverage.replayed, gen.from_snapshot)
             live = len(gen.catalog)
             if (

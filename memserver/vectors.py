@@ -6,8 +6,8 @@ lost to power loss (the kernel wrote the journal page but not the row's) is caug
 re-embedded from the line's content. The re-embedded rows are kept here (`repaired`) until a checkpoint writes
 them back, synced, and the store appends a `vfix` line with each new CRC.
 
-Reads: a few rows (a hit list) with pread, many (exact ranking over a filter) through a read-only map. Not
-thread-safe: the store serialises every call.
+Reads: a few rows (a hit list) with pread, many (exact ranking over a filter) through a read-only map. Writes go
+through a durable.FileLayer (reads do not). Not thread-safe: the store serialises every call.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memserver.journal import AddRecord, fsync_fd, write_all
+from memserver.durable import OS, FileLayer, write_all
+from memserver.journal import AddRecord
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +73,12 @@ def damaged(vecs: np.ndarray, rows: Sequence[int], crcs: np.ndarray, present: in
 class VectorFile:
     """The open row file, the CRC each row should have (from the journal), and the rows re-embedded since."""
 
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(self, path: Path, dim: int, files: FileLayer = OS) -> None:
         self.path = path
         self.dim = dim
         self.rowbytes = dim * 4
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.files = files
+        self.fd = files.open(path, os.O_RDWR | os.O_CREAT)
         self.crcs = np.full(0, -1, dtype=np.int64)  # by row: CRC-32 from the journal, -1 when unknown
         self.repaired: dict[int, np.ndarray] = {}  # row -> re-embedded vector, not yet written back
         self._map: mmap.mmap | None = None
@@ -107,10 +109,10 @@ class VectorFile:
     def write(self, first_row: int, vecs: np.ndarray) -> None:
         """Write rows from `first_row` on, unsynced (the journal lines that reference them are synced after)."""
         os.lseek(self.fd, first_row * self.rowbytes, os.SEEK_SET)
-        write_all(self.fd, np.ascontiguousarray(vecs, dtype=np.float32).tobytes())
+        write_all(self.fd, np.ascontiguousarray(vecs, dtype=np.float32).tobytes(), self.files)
 
     def sync(self) -> None:
-        fsync_fd(self.fd)
+        self.files.fsync(self.fd)
 
     def write_back_repairs(self, is_live: Callable[[int], bool]) -> list[tuple[int, int]]:
         """Write the re-embedded rows of live memories back, synced; returns (row, new CRC) for their vfix lines."""
@@ -121,9 +123,9 @@ class VectorFile:
         out = []
         for row, v in fixes:
             data = np.asarray(v, dtype=np.float32).tobytes()
-            os.pwrite(self.fd, data, row * self.rowbytes)
+            self.files.pwrite(self.fd, data, row * self.rowbytes)
             out.append((row, zlib.crc32(data)))
-        fsync_fd(self.fd)
+        self.files.fsync(self.fd)
         log.warning("rewrote %d re-embedded vector row(s) in %s", len(fixes), self.path)
         return out
 
@@ -185,5 +187,5 @@ class VectorFile:
     def close(self) -> None:
         self._unmap()
         if self.fd >= 0:
-            os.close(self.fd)
+            self.files.close(self.fd)
             self.fd = -1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,9 @@ import numpy as np
 import pytest
 
 import memserver.store
-import memserver.vectors
 from memserver.store import Memory, MemoryStore, StoreHooks
 from tests.fakes import FakeEmbedder, RecordingHooks
+from tests.file_layers import RecordingFiles
 from tests.readback import readback
 
 ROW = 384 * 4
@@ -69,21 +68,15 @@ def test_rows_lost_to_power_loss_are_reembedded_once_and_rewritten(tmp_path: Pat
         assert third.texts == 0 and s.stats()["count"] == 299 + 5
 
 
-def test_checkpoint_syncs_the_vector_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows a checkpoint covers are not re-checked on open, so the checkpoint must sync the row file first."""
-    synced: list[str] = []
-    original = memserver.vectors.fsync_fd
-
-    def recording(fd: int) -> None:
-        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
-        original(fd)
-
-    monkeypatch.setattr(memserver.vectors, "fsync_fd", recording)
-    with _open(tmp_path) as s:
-        s.add_many([f"x {i}" for i in range(10)])
-        synced.clear()
+def test_checkpoint_syncs_the_vector_file(tmp_path: Path) -> None:
+    """Rows a checkpoint covers are not re-checked on open, so the checkpoint syncs the row file before it saves
+    the indexes."""
+    files = RecordingFiles()
+    with _open(tmp_path, files=files) as s:
+        s.add_many([f"x {i} words" for i in range(10)])
+        files.calls.clear()
         s.checkpoint()
-    assert [name for name in synced if name.startswith("vectors-") and name.endswith(".f32")]
+    assert files.index("fsync", "vectors-*.f32") < files.index("replace", "index.json.tmp-* -> index.json")
 
 
 # --- the metadata snapshot -----------------------------------------------------------------------------------------
