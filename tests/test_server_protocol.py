@@ -451,7 +451,7 @@ def test_tools_module_does_not_import_the_store() -> None:
     import sys
 
     code = (
-        "import sys, memserver.server, memserver.transports, memserver.cli; "
+        "import sys, memserver.server, memserver.stdio, memserver.http, memserver.cli; "
         "print(sorted(m for m in ('memserver.store', 'memserver.embedder', 'onnxruntime', 'hnswlib', 'numpy') "
         "if m in sys.modules))"
     )
@@ -470,7 +470,7 @@ async def test_forget_of_an_id_that_cannot_exist_is_deleted_false(client: Client
 NOISY_SERVER = """
 import os, sys
 from memserver.server import build_server
-from memserver.transports import serve_stdio
+from memserver.stdio import serve_stdio
 
 def factory(user):
     os.write(1, b"native library noise on fd 1\\n")  # what a C library printing to stdout does
@@ -524,22 +524,21 @@ def test_stdout_carries_only_protocol_even_when_a_library_prints(tmp_path) -> No
 
 
 EDGE_SERVER = """
-from memserver import transports
+from memserver import stdio
 from memserver.server import build_server
 
 class Empty:
     def list_recent(self, limit, tags=None): return []
     def close(self): pass
 
-transports.MAX_LINE_BYTES = 100_000
-transports.serve_stdio(build_server(lambda user: Empty()))
+stdio.serve_stdio(build_server(lambda user: Empty()), max_line_bytes=100_000)
 """
 
 
 def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answers_everything_before_eof() -> None:
-    """memserver's own stdio transport: a message split across writes is reassembled, a malformed line is logged
-    and skipped, an over-long one is answered with an error naming its id, and requests received before stdin
-    closes are all answered (the SDK's helper drops them), including a last line without its newline."""
+    """memserver's own stdio transport: a message split across writes is reassembled, a malformed line is answered
+    with a parse error, an over-long one with an error naming its id, and requests received before stdin closes
+    are all answered (the SDK's helper drops them), including a last line without its newline."""
     import subprocess
     import sys
     import time
@@ -565,7 +564,8 @@ def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answer
     rest = first[25:] + b"\n".join(rest) + b"\n" + json.dumps(last).encode()
     out, err = process.communicate(rest, timeout=TIMEOUT * 3)  # then EOF right away
     answers = {m["id"]: m for m in map(json.loads, out.decode().splitlines())}
-    assert set(answers) == {1, "big", "last", *(100 + i for i in range(20))}
+    assert set(answers) == {None, 1, "big", "last", *(100 + i for i in range(20))}
+    assert answers[None]["error"]["code"] == types.PARSE_ERROR  # "not json"
     assert answers["big"]["error"]["code"] == types.INVALID_REQUEST
     assert answers["last"]["result"]["structuredContent"] == {"memories": []}
-    assert b"malformed" in err and b"longer than" in err
+    assert b"refused a message of 9 bytes" in err and b"longer than 100000 bytes" in err
