@@ -129,7 +129,7 @@ class McpGuard:
             return
         inbound = wire.inspect(body)
         if isinstance(inbound, wire.Refused):
-            logger.warning("refused a message of %d bytes (id %s): %s", len(body), inbound.ids[:5], inbound.reason)
+            wire.log_refused(logger, inbound, len(body))
             await _reply(send, 400, inbound.answer)
             return
         message = inbound.message

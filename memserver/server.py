@@ -79,7 +79,7 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     tool = tools.TOOLS_BY_NAME.get(params.name)
     if tool is None:
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_shown(params.name)}")
     try:
         args = tools.validate_arguments(tool, params.arguments)
     except tools.ArgumentError as exc:
@@ -131,8 +131,10 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
         store = await ctx.lifespan_context.get(_user(ctx))
         text = await anyio.to_thread.run_sync(resources.read, store, target)
     except (resources.UnknownResourceError, InvalidInputError) as exc:
-        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data.
-        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"uri": uri}) from None
+        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
+        # (unless it is longer than any of ours: no answer repeats large input).
+        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
     except MCPError:
         raise
     except Exception:
@@ -235,6 +237,11 @@ def _timed(
     timing["work_ms"] = round((time.perf_counter() - started) * 1000, 3)
     timing["embed_ms"] = round(tally.embed * 1000, 3)
     return payload
+
+
+def _shown(text: str, limit: int = 100) -> str:
+    """Client input as it may appear in an answer: cut short, so no answer repeats large input."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _tool_error(message: str) -> types.CallToolResult:

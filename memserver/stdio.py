@@ -173,8 +173,7 @@ async def _serve(server: Server[Any], pipe: _Pipe) -> None:
     to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def answer(refused: wire.Refused, size: int) -> None:
-        # Length and ids only: a line may hold a token or a memory, which must not reach the log.
-        logger.warning("refused a message of %d bytes (id %s): %s", size, _ids(refused.ids), refused.reason)
+        wire.log_refused(logger, refused, size)
         await pipe.write(refused.answer)
 
     async def read_requests() -> None:
@@ -185,6 +184,7 @@ async def _serve(server: Server[Any], pipe: _Pipe) -> None:
                     reason = f"Invalid Request: the message is longer than {line.limit} bytes"
                     await answer(wire.refusal(request_id, types.INVALID_REQUEST, reason), line.length)
                     continue
+                line = line.rstrip(b"\r\n")
                 inbound = wire.inspect(line)
                 if isinstance(inbound, wire.Refused):
                     await answer(inbound, len(line))
@@ -215,10 +215,6 @@ async def _serve(server: Server[Any], pipe: _Pipe) -> None:
         async with to_client:
             tg.start_soon(read_requests)
             await server.run(from_client, to_client, server.create_initialization_options())
-
-
-def _ids(ids: list[types.RequestId]) -> str:
-    return ", ".join(repr(i) for i in ids[:5]) + (" ..." if len(ids) > 5 else "") if ids else "none"
 
 
 # --- pipes, read by the event loop -------------------------------------------------------------------------------

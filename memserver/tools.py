@@ -32,17 +32,45 @@ MAX_LIST = 100
 # gets a `note` saying there is no strong match; no results are dropped (min_score stays the caller's choice).
 WEAK_MATCH_SCORE = 0.35
 
-# ISO 8601 date or date-time (offset optional; no offset means UTC): 2026-01-31, 2026-01-31T09:30:00Z, ...
 SEARCH_MODES = ("hybrid", "semantic", "keyword")
 
-ISO_DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
+# --- patterns: the schemas promise exactly what the store accepts ----------------------------------------------------
+# JSON Schema patterns are ECMA-262 regular expressions that clients evaluate in JavaScript, while jsonschema here
+# uses Python's re; these read the same in both: classes spelled out ([0-9], not the Unicode-aware \d; the white
+# space of Python's str.strip(), not \s), and the end of the text written (?![\s\S]) ("no character follows"),
+# because Python's $ also matches before a final newline. tests/test_schemas_agree.py checks them against the store
+# on generated values, and against Node.js.
+_END = r"(?![\s\S])"
+
+# What str.strip() removes (str.isspace()): a tag, a query or a content must hold something else.
+_SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_CONTROL = r"\x00-\x1f\x7f"  # what the store refuses in tags and sources
+TEXT_PATTERN = f"[^{_SPACE}]"  # (unanchored) something other than white space
+TAG_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*{_END}"
+SOURCE_PATTERN = f"^[^{_CONTROL}]*{_END}"
+
+# ISO 8601 date or date-time, offset optional (none means UTC): 2026-01-31, 2026-01-31T09:30:00Z, ... Years
+# 0001-9999, real calendar days (leap years included), seconds 00-59, fractions of 3 or 6 digits and offsets
+# +HH:MM (what datetime.fromisoformat reads on every Python we support). The first and last days are special:
+# the store takes every time to UTC, and a date-only time to the next midnight, which must stay in 0001-9999; on
+# those two days only offsets that cannot cross the edge are accepted (a few the store would take are refused).
+_MONTH_DAY = "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+_LEAP = "(?:0[48]|[2468][048]|[13579][26])"
+_DATE = f"(?:(?!0000)[0-9]{{4}}-{_MONTH_DAY}|(?:[0-9]{{2}}{_LEAP}|{_LEAP}00)-02-29)"
+_HH_MM = "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
+_TIME = rf"[T ]{_HH_MM}(?::[0-5][0-9](?:\.(?:[0-9]{{6}}|[0-9]{{3}}))?)?"
+ISO_DATE_PATTERN = (
+    f"^(?:(?!0001-01-01|9999-12-31){_DATE}(?:{_TIME}(?:Z|[+-]{_HH_MM})?)?"
+    rf"|0001-01-01(?:{_TIME}(?:Z|-{_HH_MM}|\+00:00)?)?"  # no offset east of UTC: it would end before year 1
+    rf"|9999-12-31{_TIME}(?:Z|\+{_HH_MM}|-00:00)?){_END}"  # a time, no offset west of UTC: past year 9999
+)
 
 _TAGS = {
     "type": "array",
-    "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS},
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS, "pattern": TAG_PATTERN},
     "maxItems": MAX_TAGS,
 }
-_SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS}
+_SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS, "pattern": SOURCE_PATTERN}
 
 MEMORY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -86,6 +114,7 @@ REMEMBER = types.Tool(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_CONTENT_CHARS,
+                "pattern": TEXT_PATTERN,
                 "description": "The fact to remember, self-contained.",
             },
             "tags": {
@@ -148,6 +177,7 @@ RECALL = types.Tool(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_QUERY_CHARS,
+                "pattern": TEXT_PATTERN,
                 "description": "What to look for, in natural language.",
             },
             "limit": {
@@ -286,8 +316,9 @@ def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) ->
     schema = tool.input_schema
     args = dict(arguments or {})
     problems = sorted(_validator(tool.name).iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
-    if problems:
-        messages: list[str] = []
+    not_unicode = _lone_surrogates(args)
+    if problems or not_unicode:
+        messages: list[str] = list(not_unicode)
         for problem in problems:
             for message in _describe(problem, schema):
                 if message not in messages:
@@ -299,6 +330,34 @@ def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) ->
         elif prop.get("type") == "integer" and isinstance(args.get(name), float):
             args[name] = int(args[name])  # JSON Schema counts 5.0 as an integer; the store wants an int
     return args
+
+
+def _lone_surrogates(args: dict[str, Any]) -> list[str]:
+    """'field: ...' lines for strings holding a lone surrogate (which JSON can carry, and which is not text). The
+    wire refuses such messages before they get here; in-process callers are checked here."""
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [(_shown(str(k)), v) for k, v in args.items()]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str) and not _is_unicode(value):
+            found.append(f"{where}: Input should be valid Unicode text, not a lone surrogate")
+        elif isinstance(value, list):
+            stack.extend((f"{where}.{i}", item) for i, item in enumerate(value))
+    return sorted(found)
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(text: str, limit: int = 64) -> str:
+    """Client input as it may appear in a message: cut short (no answer repeats large input), surrogates escaped."""
+    shown = text if len(text) <= limit else f"{text[:limit]}..."
+    return shown.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @cache
@@ -321,13 +380,17 @@ _TYPE_NAMES = {
 }
 
 _PATTERN_HINTS = {
-    ISO_DATE_PATTERN: "Input should be an ISO 8601 date or date-time, e.g. 2026-01-31 or 2026-01-31T09:30:00Z",
+    ISO_DATE_PATTERN: "Input should be an ISO 8601 date or date-time between 0001-01-01 and 9999-12-31, "
+    "e.g. 2026-01-31 or 2026-01-31T09:30:00Z",
+    TEXT_PATTERN: "String should contain more than white space",
+    TAG_PATTERN: "String should contain more than white space, and no control characters (newlines, tabs, ...)",
+    SOURCE_PATTERN: "String should contain no control characters (newlines, tabs, ...)",
 }
 
 
 def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
     """One jsonschema error -> 'field: rule' lines in pydantic's wording."""
-    where = ".".join(str(part) for part in error.absolute_path)
+    where = ".".join(_shown(str(part)) for part in error.absolute_path)
     rule, value, instance = error.validator, error.validator_value, error.instance
 
     def at(message: str, field: str = where) -> str:
@@ -340,9 +403,10 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
         known = list(error.schema.get("properties", {}))
         lines = []
         for extra in sorted(set(instance) - set(known)):
-            close = difflib.get_close_matches(extra, known, n=1)
+            close = difflib.get_close_matches(extra[:100], known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(known)})"
-            lines.append(at("Extra inputs are not permitted" + hint, f"{where}.{extra}" if where else extra))
+            name = _shown(extra)
+            lines.append(at("Extra inputs are not permitted" + hint, f"{where}.{name}" if where else name))
         return lines
     if rule == "type":
         wanted = value if isinstance(value, str) else value[0]
@@ -363,4 +427,4 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
         return [at(f"Input should be {listed}")]
     if rule == "pattern":
         return [at(_PATTERN_HINTS.get(value, f"String should match pattern {value!r}"))]
-    return [at(error.message)]
+    return [at(_shown(error.message, 200))]

@@ -22,6 +22,7 @@ carries a parser's own message.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,13 @@ def refusal(request_id: types.RequestId | None, code: int, message: str, data: A
 def error_bytes(request_id: types.RequestId | None, code: int, message: str, data: Any = None) -> bytes:
     """A JSON-RPC error response, encoded (plain json: it never fails on odd input, and needs no model)."""
     return json.dumps(_error(request_id, code, message, data), separators=(",", ":")).encode()
+
+
+def log_refused(logger: logging.Logger, refused: Refused, size: int) -> None:
+    """One log line for a refused message: its size, its ids and the reason, never its content (a message may
+    carry a token or a memory, which must not reach the log)."""
+    ids = ", ".join(repr(i) for i in refused.ids[:5]) + (" ..." if len(refused.ids) > 5 else "") or "none"
+    logger.warning("refused a message of %d bytes (id %s): %s", size, ids, refused.reason)
 
 
 def sniff_id(head: bytes) -> types.RequestId | None:

@@ -268,6 +268,14 @@ VALIDATION_CASES = [
     ("remember", {"content": "x", "source": ["a"]}, "source: Input should be a valid string"),
     ("forget", {}, "memory_id: Field required"),
     ("forget", {"id": "abc"}, "memory_id: Field required"),
+    ("recall", {"query": "q", "since": "2024-02-30"}, "since: Input should be an ISO 8601 date or date-time"),
+    ("recall", {"query": "q", "until": "9999-12-31T23:00:00-05:00"}, "until: Input should be an ISO 8601 date"),
+    ("recall", {"query": "q", "since": "２０２６-01-31"}, "since: Input should be an ISO 8601 date or date-time"),
+    ("recall", {"query": " \u3000 "}, "query: String should contain more than white space"),
+    ("remember", {"content": "x", "tags": ["a\nb"]}, "tags.0: String should contain more than white space, and no"),
+    ("remember", {"content": "x", "source": "a\tb"}, "source: String should contain no control characters"),
+    ("remember", {"content": "\ud83d"}, "content: Input should be valid Unicode text, not a lone surrogate"),
+    ("recall", {"query": "q", "x" * 5000: 1}, "x" * 64 + "...: Extra inputs are not permitted (allowed: "),
 ]
 
 
@@ -310,9 +318,9 @@ async def test_unknown_tool_is_a_protocol_error(client: Client) -> None:
 @pytest.mark.anyio
 async def test_store_invalid_input_is_a_tool_error(client: Client, store: StubStore) -> None:
     """An InvalidInputError from the store reaches the model as isError with the store's message."""
-    store.fail = InvalidInputError("content: must not be blank")
-    result = await call(client, "remember", {"content": "   "})
-    assert result.is_error and text_of(result) == "content: must not be blank"
+    store.fail = InvalidInputError("content: the store refuses it")
+    result = await call(client, "remember", {"content": "x"})
+    assert result.is_error and text_of(result) == "content: the store refuses it"
 
 
 @pytest.mark.anyio
@@ -568,4 +576,4 @@ def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answer
     assert answers[None]["error"]["code"] == types.PARSE_ERROR  # "not json"
     assert answers["big"]["error"]["code"] == types.INVALID_REQUEST
     assert answers["last"]["result"]["structuredContent"] == {"memories": []}
-    assert b"refused a message of 9 bytes" in err and b"longer than 100000 bytes" in err
+    assert b"refused a message of 8 bytes" in err and b"longer than 100000 bytes" in err
