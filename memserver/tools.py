@@ -54,7 +54,11 @@ SOURCE_PATTERN = f"^[^{_CONTROL}]*{_END}"
 # +HH:MM (what datetime.fromisoformat reads on every Python we support). The first and last days are special:
 # the store takes every time to UTC, and a date-only time to the next midnight, which must stay in 0001-9999; on
 # those two days only offsets that cannot cross the edge are accepted (a few the store would take are refused).
-_MONTH_DAY = "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+_MONTH_DAY = (
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"  # 31 days
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"  # 30 days
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"  # February; the 29th only in leap years, below
+)
 _LEAP = "(?:0[48]|[2468][048]|[13579][26])"
 _DATE = f"(?:(?!0000)[0-9]{{4}}-{_MONTH_DAY}|(?:[0-9]{{2}}{_LEAP}|{_LEAP}00)-02-29)"
 _HH_MM = "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
