@@ -89,6 +89,7 @@ class McpGuard:
         self.security = security
         self.stateless = stateless
         self.slots = anyio.Semaphore(limits.max_concurrent_requests)
+        self.in_flight: set[tuple[str, str]] = set()  # (session, wire.id_key) of the requests being served
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -142,7 +143,20 @@ class McpGuard:
                 code = types.INVALID_REQUEST if status == 400 else LIMIT_EXCEEDED
                 await _reply(send, status, wire.error_bytes(request_id, code, text))
                 return
-        await self.inner(scope, _replay(body, receive), _with_id(send, request_id))
+        session = _session_id(scope)
+        key = (session, wire.id_key(request_id)) if request_id is not None and session else None
+        if key is not None and key in self.in_flight:
+            duplicate = wire.duplicate(request_id)  # type: ignore[arg-type]
+            wire.log_refused(logger, duplicate, len(body))
+            await _reply(send, 400, duplicate.answer)
+            return
+        if key is not None:
+            self.in_flight.add(key)
+        try:
+            await self.inner(scope, _replay(body, receive), _with_id(send, request_id))
+        finally:
+            if key is not None:
+                self.in_flight.discard(key)
 
     def _has_sessions(self, scope: Scope) -> bool:
         """Stateful handshake-era requests have sessions; 2026-07-28 ones (by their header, as the SDK routes) and

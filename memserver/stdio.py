@@ -140,20 +140,24 @@ class _Handshake:
 
 
 class _InFlight:
-    """The ids of requests the SDK has and has not answered yet; at EOF we wait for it to empty."""
+    """The requests the SDK has and has not answered yet (by wire.id_key); at EOF we wait for it to empty."""
 
     def __init__(self) -> None:
-        self.ids: set[types.RequestId] = set()
+        self.ids: set[str] = set()
         self.empty = anyio.Event()
         self.empty.set()
 
+    def __contains__(self, request_id: types.RequestId) -> bool:
+        return wire.id_key(request_id) in self.ids
+
     def add(self, request_id: types.RequestId) -> None:
-        self.ids.add(request_id)
+        self.ids.add(wire.id_key(request_id))
         if self.empty.is_set():
             self.empty = anyio.Event()
 
     def discard(self, request_id: object) -> None:
-        self.ids.discard(request_id)  # type: ignore[arg-type]
+        if isinstance(request_id, str | int):
+            self.ids.discard(wire.id_key(request_id))
         if not self.ids:
             self.empty.set()
 
@@ -191,6 +195,9 @@ async def _serve(server: Server[Any], pipe: _Pipe) -> None:
                     continue
                 message = inbound.message
                 if isinstance(message, types.JSONRPCRequest):
+                    if message.id in pending:
+                        await answer(wire.duplicate(message.id), len(line))
+                        continue
                     if handshake.too_early(message):
                         await answer(wire.refusal(message.id, types.INVALID_REQUEST, NOT_INITIALIZED), len(line))
                         continue

@@ -31,8 +31,8 @@ import mcp_types as types
 import pydantic_core
 from pydantic import ValidationError
 
-MAX_ID_CHARS = 256  # a string id longer than this is not echoed back (it would be an echo of large input)
-MAX_INT_ID = 2**63 - 1  # integer ids beyond 64 bits are not echoed either
+MAX_ID_CHARS = 256  # a longer string id is refused: its answer would repeat large input
+MAX_INT_ID = 2**63 - 1  # and so is an integer id beyond 64 bits
 MAX_METHOD_CHARS = 128  # the longest MCP method name is ~40 characters
 MAX_DEPTH = 200  # pydantic-core's fixed nesting limit; the Python fallback parser is held to the same
 BATCHES_REMOVED = "2025-06-18"  # the MCP revision that removed JSON-RPC batching
@@ -123,6 +123,27 @@ def encode(message: types.JSONRPCMessage) -> bytes:
         return error_bytes(request_id, types.INTERNAL_ERROR, "Internal error: the answer could not be encoded")
 
 
+def id_key(request_id: types.RequestId) -> str:
+    """What makes two request ids the same to the SDK, which coerces a numeric string to its integer
+    (mcp.shared.dispatcher.coerce_request_id: "7", " 07" and 7 are one request). Two requests in flight with the
+    same key get one answer between them over HTTP, so the second is refused (MCP: ids are unique in a session)."""
+    if isinstance(request_id, str):
+        try:
+            return str(int(request_id))
+        except ValueError:
+            return request_id
+    return str(request_id)
+
+
+def duplicate(request_id: types.RequestId) -> Refused:
+    """The answer to a request whose id is already in use by one in flight."""
+    return refusal(
+        request_id,
+        types.INVALID_REQUEST,
+        "Invalid Request: this id is in use by a request in progress; ids must be unique",
+    )
+
+
 def has_modern_envelope(params: Any) -> bool:
     """Whether request params carry the 2026-07-28 per-request envelope (`_meta` with the protocol version): such
     a request needs no initialize handshake."""
@@ -185,6 +206,8 @@ def _check(obj: Any) -> tuple[types.RequestId | None, str | None, int]:
             return request_id, 'Invalid Request: a request has no "result" or "error"', invalid
         if "id" in obj and not _valid_id(raw_id):
             return request_id, 'Invalid Request: "id" must be a string or an integer', invalid
+        if "id" in obj and request_id is None:
+            return None, f'Invalid Request: "id" longer than {MAX_ID_CHARS} characters or 64 bits', invalid
         if "params" in obj and not isinstance(obj["params"], dict):
             return request_id, 'Invalid Request: "params" must be an object', invalid
         where = _lone_surrogate(obj.get("params"), "params")

@@ -110,7 +110,7 @@ class RawHttp:
         """(status, JSON-RPC messages in the answer, the response)."""
         all_headers = {**self.headers, **headers}
         if session and self.session:
-            all_headers["mcp-session-id"] = self.session
+            all_headers.setdefault("mcp-session-id", self.session)
             all_headers.setdefault("mcp-protocol-version", PROTOCOL)
         response = self.http.post(self.url, content=body, headers=all_headers)
         return response.status_code, messages_of(response), response
