@@ -115,6 +115,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         stdio.serve_stdio(build_server(data_dir=args.data_dir), fds)
         return 0
+    limits = _http_limits(args)
     from memserver import http
     from memserver.server import build_server
     from memserver.tokens import load_tokens
@@ -127,7 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=http.DEFAULT_PORT if args.port is None else args.port,
         tokens=tokens,
         allowed_hosts=args.allowed_host or (),
-        limits=_http_limits(args),
+        limits=limits,
     )
     return 0
 

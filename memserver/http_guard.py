@@ -270,6 +270,8 @@ async def _reply(send: Send, status: int, body: bytes, retry_after: int | None =
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if retry_after is not None:
         headers.append((b"retry-after", str(retry_after).encode()))
+    if status in (408, 413):  # the rest of the body may still be coming: end the connection rather than read it
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
