@@ -147,3 +147,12 @@ def test_quality_quick(real_embedder, bench_cache, tmp_path):
     assert r["overall"]["hybrid"]["recall@10"] >= r["overall"]["semantic"]["recall@10"]
     assert r["near_duplicates"]["add_similar_found_original"] > 0.5
     assert r["scale"]["n"] == 2000 and r["scale"]["search_ms"]["hybrid"]["p50"] > 0
+
+
+def test_http_load_quick(real_embedder, tmp_path):
+    """http_load.py --quick runs sessions of two users over HTTP and reports no errors, losses or cross-user reads."""
+    output = tmp_path / "http_load.json"
+    run = _run_bench("http_load.py", "--quick", "--output", str(output))
+    assert "calls/s" in run.stdout and "cross-user reads" in run.stdout
+    result = json.loads(output.read_text())
+    assert result["calls"] == 40 and (result["errors"], result["lost"], result["cross_user_reads"]) == (0, 0, 0)
