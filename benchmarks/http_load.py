@@ -10,6 +10,7 @@ user (who must not find it).
     uv run python benchmarks/http_load.py                          # 32 sessions x 1000 calls, 2 users
     uv run python benchmarks/http_load.py --sessions 8 --calls 50  # smaller
     uv run python benchmarks/http_load.py --quick                  # smoke run: 4 sessions x 10 calls
+    uv run python benchmarks/http_load.py --session-cost 500       # only: the server's RSS per open session
 
 Writes benchmarks/results/http_load.json (or --output). The raw JSON-RPC client is written here (httpx), so the
 figures are the server's and the wire's, not an SDK client's.
@@ -101,6 +102,7 @@ class Tally:
         self.errors: Counter[str] = Counter()
         self.cross_user = 0
         self.calls = 0
+        self.every = 1000  # calls between two progress lines
         self.stored: dict[str, dict[str, str]] = {}  # user -> id -> content
 
 
@@ -164,6 +166,8 @@ async def converse(session: Session, number: int, calls: int, tally: Tally, othe
             answer = {"exception": type(exc).__name__}
         tally.ms.setdefault(op, []).append((time.perf_counter() - started) * 1000)
         tally.calls += 1
+        if tally.calls % tally.every == 0:
+            log(f"http_load: {tally.calls} calls, {sum(tally.errors.values())} errors")
         result = answer.get("result")
         if not isinstance(result, dict) or result.get("isError"):
             tally.errors[f"{op}: {str(answer)[:120]}"] += 1
@@ -178,24 +182,30 @@ async def converse(session: Session, number: int, calls: int, tally: Tally, othe
 
 
 async def verify(sessions: dict[str, Session], tally: Tally) -> tuple[int, int]:
-    """(lost, cross-user reads): every acknowledged memory read by its owner, and by another user."""
-    lost = cross = 0
+    """(lost, cross-user reads): every acknowledged memory read by its owner, and by another user (16 at a time)."""
     users = list(sessions)
-    for user, stored in tally.stored.items():
+    gate = asyncio.Semaphore(16)
+
+    async def one(user: str, memory_id: str, content: str) -> tuple[int, int]:
         other = sessions[users[(users.index(user) + 1) % len(users)]]
-        for memory_id, content in stored.items():
-            uri = {"uri": f"memory://memories/{memory_id}"}
+        uri = {"uri": f"memory://memories/{memory_id}"}
+        async with gate:
             answer = await sessions[user].request("resources/read", uri)
             got = answer.get("result", {}).get("contents", [{}])[0].get("text")
-            lost += got is None or json.loads(got)["content"] != content
-            if other is not sessions[user]:
-                cross += "result" in await other.request("resources/read", uri)
-    return lost, cross
+            lost = got is None or json.loads(got)["content"] != content
+            cross = other is not sessions[user] and "result" in await other.request("resources/read", uri)
+        return int(lost), int(cross)
+
+    checks = [one(user, i, c) for user, stored in tally.stored.items() for i, c in stored.items()]
+    log(f"http_load: reading back {len(checks)} memories")
+    results = await asyncio.gather(*checks)
+    return sum(lost for lost, _ in results), sum(cross for _, cross in results)
 
 
 async def load(url: str, tokens: dict[str, str], sessions: int, calls: int, seed: int) -> dict[str, Any]:
     users = list(tokens)
     tally = Tally()
+    tally.every = max(sessions * calls // 10, 1)
     limits = httpx2.Limits(max_connections=sessions + 8, max_keepalive_connections=sessions + 8)
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(120.0), limits=limits) as http:
         convos = [Session(http, url, users[n % len(users)], tokens[users[n % len(users)]]) for n in range(sessions)]
@@ -245,6 +255,25 @@ def run_load(
     return {"sessions": sessions, "calls_per_session": calls, "users": users, **result}
 
 
+async def session_cost(url: str, token: str, n: int, pid: int) -> dict[str, Any]:
+    """RSS of the server before and after opening `n` sessions (one call each first, so the store is loaded)."""
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(120.0)) as http:
+        first = Session(http, url, "user0", token)
+        await first.open()
+        await first.request("tools/call", {"name": "list_recent", "arguments": {}})
+        await asyncio.sleep(1.0)  # let the loading settle before the first reading
+        before = rss_mb(pid)["rss"]
+        for _ in range(n):
+            await Session(http, url, "user0", token).open()
+        after = rss_mb(pid)["rss"]
+    return {
+        "sessions": n,
+        "rss_mb_before": before,
+        "rss_mb_after": after,
+        "kib_per_session": round((after - before) * 1024 / n, 1),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=32)
@@ -253,7 +282,24 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 sessions x 10 calls")
     parser.add_argument("--output", default=str(RESULTS / "http_load.json"))
+    parser.add_argument("--session-cost", type=int, metavar="N", help="only measure the RSS of N open sessions")
     args = parser.parse_args()
+    if args.session_cost:
+        token = f"load-token-0-{'x' * 24}"
+        with (
+            tempfile.TemporaryDirectory() as scratch,
+            serve(
+                Path(scratch),
+                {"user0": token},
+                "--max-sessions",
+                str(args.session_cost + 10),
+                "--max-sessions-per-user",
+                str(args.session_cost + 10),
+            ) as (url, process),
+        ):
+            cost = asyncio.run(session_cost(url, token, args.session_cost, process.pid))
+        print(table(list(cost), [list(cost.values())]))
+        return 0
     sessions, calls = (4, 10) if args.quick else (args.sessions, args.calls)
     log(f"http_load: {sessions} sessions x {calls} calls, {args.users} users")
     info = machine()

@@ -9,9 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from memserver import __version__
 from memserver.errors import MemserverError
+
+if TYPE_CHECKING:
+    from memserver.http_limits import HttpLimits
 
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
@@ -152,7 +156,7 @@ def _http_flags(args: argparse.Namespace) -> dict[str, object]:
     return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
 
 
-def _http_limits(args: argparse.Namespace):  # -> HttpLimits
+def _http_limits(args: argparse.Namespace) -> HttpLimits:
     from memserver.errors import ConfigError
     from memserver.http_limits import HttpLimits
 

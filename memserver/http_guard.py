@@ -150,13 +150,20 @@ class McpGuard:
             wire.log_refused(logger, duplicate, len(body))
             await _reply(send, 400, duplicate.answer)
             return
-        if key is not None:
-            self.in_flight.add(key)
-        try:
+        if key is None:
             await self.inner(scope, _replay(body, receive), _with_id(send, request_id))
+            return
+        self.in_flight.add(key)
+
+        async def answered(message: Message) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.in_flight.discard(key)  # the client may reuse the id as soon as it has the whole answer
+            await send(message)
+
+        try:
+            await self.inner(scope, _replay(body, receive), _with_id(answered, request_id))
         finally:
-            if key is not None:
-                self.in_flight.discard(key)
+            self.in_flight.discard(key)
 
     def _has_sessions(self, scope: Scope) -> bool:
         """Stateful handshake-era requests have sessions; 2026-07-28 ones (by their header, as the SDK routes) and
@@ -235,8 +242,8 @@ def _with_id(send: Send, request_id: types.RequestId | None) -> Send:
 
     async def fill(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = dict(message.get("headers", []))
-            if message["status"] >= 400 and headers.get(b"content-type", b"").startswith(b"application/json"):
+            kind = dict(message.get("headers", [])).get(b"content-type", b"")
+            if message["status"] >= 400 and kind.startswith(b"application/json"):
                 held.append(message)
                 return
         elif held and message["type"] == "http.response.body":
@@ -246,8 +253,8 @@ def _with_id(send: Send, request_id: types.RequestId | None) -> Send:
             start, *parts = held
             held.clear()
             body = _filled(b"".join(part.get("body", b"") for part in parts), request_id)
-            headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
-            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            kept = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
+            await send({**start, "headers": [*kept, (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body, "more_body": False})
             return
         await send(message)

@@ -138,7 +138,7 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
     except MCPError:
         raise
     except Exception:
-        logger.exception("reading %s failed", uri)
+        logger.exception("reading %s failed", "/".join(uri.split("/")[:3]))  # not the tag or id: user data
         raise MCPError(
             code=types.INTERNAL_ERROR, message=f"Reading {uri} failed; the server log has the details"
         ) from None

@@ -120,18 +120,24 @@ class _Handshake:
         self.initialized = False
 
     def too_early(self, request: types.JSONRPCRequest) -> bool:
-        """Whether `request` comes before the handshake (and is one the SDK would refuse for that)."""
-        if self.era == "unknown":
+        """Whether `request` comes before the handshake (and is one the SDK would refuse for that). The era is
+        settled by the first request passed on to the SDK, not by one refused here."""
+        era = self.era
+        if era == "unknown":
             modern = request.method != "initialize" and wire.has_modern_envelope(request.params)
-            self.era = "modern" if modern else "handshake"
-        if self.era == "modern" or self.initialized:
-            return False
-        if request.method == "initialize":
-            self.initializing.add(request.id)
-            return False
-        # While an initialize is in flight, the SDK orders what follows behind it.
-        waiting = not self.initializing and request.method != "ping"
-        return waiting and self.server.get_request_handler(request.method) is not None
+            era = "modern" if modern else "handshake"
+        early = (
+            era == "handshake"
+            and not self.initialized
+            and not self.initializing  # while an initialize is in flight, the SDK orders what follows behind it
+            and request.method not in ("initialize", "ping")
+            and self.server.get_request_handler(request.method) is not None  # else the SDK's -32601
+        )
+        if not early:
+            self.era = era
+            if request.method == "initialize" and era == "handshake":
+                self.initializing.add(request.id)
+        return early
 
     def answered(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
         if message.id in self.initializing:

@@ -208,7 +208,7 @@ def _check(obj: Any) -> tuple[types.RequestId | None, str | None, int]:
             return request_id, 'Invalid Request: "id" must be a string or an integer', invalid
         if "id" in obj and request_id is None:
             return None, f'Invalid Request: "id" longer than {MAX_ID_CHARS} characters or 64 bits', invalid
-        if "params" in obj and not isinstance(obj["params"], dict):
+        if obj.get("params") is not None and not isinstance(obj["params"], dict):  # null: as if absent (the SDK's)
             return request_id, 'Invalid Request: "params" must be an object', invalid
         where = _lone_surrogate(obj.get("params"), "params")
         if where is not None:

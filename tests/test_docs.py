@@ -47,3 +47,11 @@ def test_every_environment_variable_read_by_memserver_is_in_the_readme() -> None
     assert names, "no environment variables found: the pattern above is out of date"
     missing = sorted(name for name in names if f"`{name}`" not in README)
     assert not missing, f"undocumented environment variables: {missing}"
+
+
+def test_every_serve_flag_is_in_the_readme() -> None:
+    """Each option of `memserver serve` (the HTTP limits included) is documented."""
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    flags = [flag for action in subparsers.choices["serve"]._actions for flag in action.option_strings]
+    missing = sorted(flag for flag in flags if flag.startswith("--") and flag not in ("--help",) and flag not in README)
+    assert not missing, f"undocumented serve flags: {missing}"

@@ -24,7 +24,7 @@ INITIALIZE: dict[str, Any] = {
     "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def encode(message: Any) -> bytes:
@@ -99,7 +99,7 @@ class RawHttp:
         self.url = url
         self.headers = dict(MCP_HEADERS)
         if token:
-            self.headers["Authorization"] = f"Bearer {token}"
+            self.headers["authorization"] = f"Bearer {token}"
         self.http = httpx2.Client(timeout=timeout)
         self.session: str | None = None
 
@@ -108,7 +108,7 @@ class RawHttp:
 
     def post(self, body: bytes, *, session: bool = True, **headers: str) -> tuple[int, list[Any], httpx2.Response]:
         """(status, JSON-RPC messages in the answer, the response)."""
-        all_headers = {**self.headers, **headers}
+        all_headers = {**self.headers, **{name.lower(): value for name, value in headers.items()}}
         if session and self.session:
             all_headers.setdefault("mcp-session-id", self.session)
             all_headers.setdefault("mcp-protocol-version", PROTOCOL)

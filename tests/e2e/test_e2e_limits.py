@@ -75,7 +75,7 @@ def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
 def test_far_more_sessions_than_the_caps_are_refused_cleanly_with_memory_bounded(capped: HttpServer) -> None:
     """5 sessions per user, 12 in all: the 6th of a user gets 429, the 13th of the server 503, each a JSON-RPC
     error with the request's id; 600 more attempts are refused alike and the server's memory stays put (an open
-    session costs ~35 KiB, so 600 admitted ones would add ~20 MiB); ending a session makes room again."""
+    session costs ~34 KiB, so 600 admitted ones would add ~20 MiB); ending a session makes room again."""
     clients = {token: RawHttp(capped.url, token) for token in (ALICE, BOB, CAROL)}  # for the refused attempts
     sessions = {token: [RawHttp(capped.url, token) for _ in range(5)] for token in (ALICE, BOB)}
     assert [opening(conn)[0] for conns in sessions.values() for conn in conns] == [200] * 10

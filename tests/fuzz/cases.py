@@ -292,6 +292,25 @@ class CaseMaker:
         return Case(method, encode(message), [rid])
 
 
+HOSTILE_HEADERS: list[dict[str, str]] = [
+    {"mcp-protocol-version": "garbage"},
+    {"mcp-protocol-version": "2026-07-28"},  # the 2026 era, without its envelope
+    {"mcp-protocol-version": "1" * 4000},
+    {"mcp-session-id": "0" * 32},
+    {"mcp-session-id": "../../etc/passwd"},
+    {"mcp-session-id": "s" * 4000},
+    {"accept": "text/html"},
+    {"accept": "application/json"},
+    {"content-type": "text/plain"},
+    {"content-type": "application/json; charset=latin-1"},
+    {"origin": "http://evil.example"},
+    {"origin": "null"},
+    {"host": "evil.example:80"},
+    {"mcp-method": "tools/call", "mcp-name": "x" * 1000},
+    {"authorization": "Bearer " + "t" * 4000},
+]
+
+
 def _large(message: Any) -> list[str]:
     """The strings of 1 KB or more inside a message (keys included)."""
     found: list[str] = []

@@ -6,7 +6,7 @@ with id null only for what has no readable id), stdout carries only JSON-RPC, no
 1 KB of its input, no internal errors; every acknowledged memory is still there afterwards, also after a restart;
 the server's log shows no token and no memory content.
 
-`uv run pytest tests/fuzz --fuzz-calls 5000 --fuzz-seed 7` for a long run (default: 300 cases per transport).
+`uv run pytest tests/fuzz --fuzz-calls 5000 --fuzz-seed 7` for a long run (default: 250 cases per transport).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import pytest
 
 from tests.e2e.raw import RawHttp, encode, raw_stdio
 from tests.e2e.servers import http_server
-from tests.fuzz.cases import MARK, Case, CaseMaker
-from tests.fuzz.driver import Checker, HttpTarget, StdioTarget
+from tests.fuzz.cases import HOSTILE_HEADERS, MARK, Case, CaseMaker
+from tests.fuzz.driver import LEAKS, Checker, HttpTarget, StdioTarget
 
 ALICE = "fuzz-token-alice-4f1c9a0b7e"
 BOB = "fuzz-token-bob-77d03e5a19c"
 BURST = 40
+PING = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
 
 
 @pytest.fixture
@@ -96,6 +97,13 @@ def test_fuzz_http(tmp_path: Path, fuzz_calls: int, fuzz_seed: int) -> None:
         burst = [maker.case(http=True) for _ in range(BURST)]
         for case, answers in zip(burst, target.burst(burst), strict=True):
             maker.known_ids += checker.check(case, answers)
+        for n in range(max(fuzz_calls // 10, len(HOSTILE_HEADERS))):  # hostile headers on a good request
+            headers = HOSTILE_HEADERS[n % len(HOSTILE_HEADERS)]
+            status, answers, response = conn.post(encode({**PING, "id": f"h{n}"}), **headers)
+            text = response.text
+            problems = [leak for leak in LEAKS if leak in text]
+            if status >= 500 or problems or any(a.get("id") != f"h{n}" for a in answers if "jsonrpc" in a):
+                checker.findings.problems.append(f"headers {str(headers)[:80]}: {status} {text[:200]}")
         for token in ("fuzz-token-mallory-00000000", ALICE[:-1], "x"):  # refused, and never logged
             status, _, _ = conn.post(
                 encode({"jsonrpc": "2.0", "id": 1, "method": "ping"}), Authorization=f"Bearer {token}"
