@@ -127,12 +127,13 @@ class Session:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
-        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        request_id = self.next_id  # its own: several requests of one session may be in flight (verify)
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         response = await self.http.post(self.url, json=message, headers=self.headers)
         if response.status_code != 200:
             return {"http_status": response.status_code}
         answers = messages(response)
-        return answers[0] if len(answers) == 1 and answers[0].get("id") == self.next_id else {"answers": len(answers)}
+        return answers[0] if len(answers) == 1 and answers[0].get("id") == request_id else {"answers": len(answers)}
 
     async def close(self) -> None:
         await self.http.delete(self.url, headers=self.headers)
