@@ -13,10 +13,13 @@ http_guard.py enforces them. Light on purpose: the CLI reads the defaults for it
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 logger = logging.getLogger(__name__)
 
