@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,8 @@ import httpx2
 import mcp_types as types
 import pytest
 
-from tests.e2e.raw import MCP_HEADERS, PROTOCOL, RawHttp, RawStdio, encode, raw_stdio
-from tests.e2e.servers import HttpServer, http_server
+from tests.e2e.raw import INITIALIZE, MCP_HEADERS, PROTOCOL, RawHttp, RawStdio, encode, raw_stdio
+from tests.e2e.servers import SERVE, HttpServer, http_server, server_env
 
 PING = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
 SURROGATE = b'{"jsonrpc":"2.0","id":1443,"method":"tools/call","params":{"name":"recall","arguments":{"query":"x","since":"\\ud83d"}}}'  # noqa: E501
@@ -209,3 +210,23 @@ def test_http_serves_the_2026_era(server: HttpServer) -> None:
     )
     assert status == 200 and "structuredContent" in answers[0]["result"]
     conn.close()
+
+
+def test_stdin_and_stdout_as_regular_files_get_the_same_answers(tmp_path: Path) -> None:
+    """`memserver < requests > answers` (files, which the event loop cannot poll: worker threads read them) checks
+    every line just the same, and answers everything before it exits at the end of the file."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(
+        b"\n".join([encode(INITIALIZE), b"not json", encode({**PING, "jsonrpc": "1.0"}), encode(PING)])
+    )
+    answers = tmp_path / "answers.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        done = subprocess.run(
+            SERVE, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, env=server_env(tmp_path), timeout=120
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = sorted(
+        (json.dumps(a["id"]), a.get("error", {}).get("code", 0))
+        for a in map(json.loads, answers.read_bytes().splitlines())
+    )
+    assert got == sorted([('"init"', 0), ("null", types.PARSE_ERROR), ("7", types.INVALID_REQUEST), ("7", 0)])
