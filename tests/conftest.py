@@ -15,3 +15,9 @@ def real_embedder():
     from memserver.embedder import Embedder
 
     return Embedder().load()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("memserver")
+    group.addoption("--fuzz-calls", type=int, default=250, help="fuzz cases per transport in tests/fuzz (250)")
+    group.addoption("--fuzz-seed", type=int, default=1443, help="seed of the fuzz cases (1443)")
