@@ -160,24 +160,8 @@ class Cluster:
             if not durable:
                 options |= {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
             cluster = cls(scratch, install, who, _free_port(), options)
-            _run(
-                [
-                    str(install / "bin" / "initdb"),
-                    "-D",
-                    str(cluster.data),
-                    "-A",
-                    "trust",
-                    "-U",
-                    SUPERUSER,
-                    "--no-sync",
-                    "-E",
-                    "UTF8",
-                    "--locale",
-                    "C",
-                ],  # fmt: skip
-                who,
-                cluster.env,
-            )
+            initdb = [str(install / "bin" / "initdb"), "-D", str(cluster.data), "-A", "trust", "-U", SUPERUSER]
+            _run([*initdb, "--no-sync", "-E", "UTF8", "--locale", "C"], who, cluster.env)
             cluster.start_again()
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
