@@ -145,8 +145,9 @@ class Cluster:
 
     @classmethod
     def start(cls, *, durable: bool = False, settings: dict[str, str] | None = None) -> Cluster:
-        """initdb a new cluster in a temp dir and start it. `durable=False` turns fsync off (tests: the OS never
-        crashes under them, so nothing is lost; a killed server still recovers from its WAL)."""
+        """initdb a new cluster in a temp dir and start it. `durable=False` turns fsync off: tests never crash the
+        OS, so a commit written to the kernel survives a killed server. synchronous_commit stays on: without it a
+        commit is acknowledged before its WAL leaves the server's memory, and a SIGKILL loses it (seen here)."""
         root = pginstall()
         who = _unprivileged_user()
         scratch = Path(tempfile.mkdtemp(prefix="memserver-pg-"))
@@ -158,7 +159,7 @@ class Cluster:
             install = _reachable_install(root, who, base, scratch)
             options = {"max_connections": "200", "shared_buffers": "128MB"} | (settings or {})
             if not durable:
-                options |= {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
+                options |= {"fsync": "off", "full_page_writes": "off"}  # synchronous_commit stays on: see start()
             cluster = cls(scratch, install, who, _free_port(), options)
             initdb = [str(install / "bin" / "initdb"), "-D", str(cluster.data), "-A", "trust", "-U", SUPERUSER]
             _run([*initdb, "--no-sync", "-E", "UTF8", "--locale", "C"], who, cluster.env)

@@ -34,8 +34,9 @@ from memserver.postgres.schema import APP_ROLE, SCHEMA
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5
-CALL_TIMEOUT_S = 10.0  # longest wait for a connection while the database is down
+CALL_TIMEOUT_S = 5.0  # longest wait for a connection (while the database is down, how long a call takes to fail)
 POOL_MAX = 8
+RECONNECT_S = 5.0
 
 
 class DatabaseUnavailableError(StoreError):
@@ -58,6 +59,7 @@ def _check(conn: psycopg.Connection[Any]) -> None:
         raise psycopg.OperationalError("the connection is closed")
     readable, _, _ = select.select([conn.fileno()], [], [], 0)
     if readable:  # an idle connection has nothing to read unless the server closed it (we never LISTEN)
+        conn.close()  # closed, the pool discards it (returned open, it would be lent again)
         raise psycopg.OperationalError("the server closed the connection")
 
 
@@ -120,7 +122,9 @@ class Database:
             check=_check,
             timeout=CALL_TIMEOUT_S,
             max_idle=300,
-            reconnect_timeout=24 * 3600,  # keep trying in the background: the database may be down for a while
+            # Each reconnection attempt backs off exponentially (1, 2, 4 s ...) and gives up after this long; the next
+            # call then starts a fresh one at once. Kept short so that a database that is back is found quickly.
+            reconnect_timeout=RECONNECT_S,
             name=f"memserver {self.where}",
         )
         try:
@@ -154,11 +158,14 @@ class Database:
         """
         try:
             return self._run_once(tenant, statements, write, settings)
-        except DatabaseUnavailableError:
+        except _BrokenConnection as exc:
             if write:
-                raise
+                raise DatabaseUnavailableError(str(exc)) from None
             log.info("retrying a read on a fresh connection to %s", self.where)
-            return self._run_once(tenant, statements, write, settings)
+            try:
+                return self._run_once(tenant, statements, write, settings)
+            except _BrokenConnection as again:
+                raise DatabaseUnavailableError(str(again)) from None
 
     def _run_once(
         self,
@@ -187,7 +194,7 @@ class Database:
             with contextlib.suppress(Exception):
                 pool.check()  # drop the other connections the same outage broke
             outcome = "the write may or may not have been applied" if write else "nothing was changed"
-            raise DatabaseUnavailableError(
+            raise _BrokenConnection(
                 f"the connection to PostgreSQL at {self.where} failed during the call ({_first_line(exc)}); {outcome}"
             ) from None
 
@@ -264,6 +271,10 @@ class Database:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+
+class _BrokenConnection(DatabaseUnavailableError):
+    """A connection broke during a call (as opposed to: no connection could be had)."""
 
 
 def _first_line(exc: BaseException) -> str:
