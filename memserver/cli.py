@@ -107,16 +107,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, level=level, format="memserver %(levelname)s %(name)s: %(message)s")
     if not args.http and (args.host or args.port or args.allowed_host):
         raise ConfigError("--host, --port and --allowed-host apply to --http only")
+    database = _database(args)
     if not args.http:
         wire = transports.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
         from memserver.server import build_server
 
-        transports.serve_stdio(build_server(data_dir=args.data_dir), wire)
+        if database:
+            _check_database(database)
+        transports.serve_stdio(build_server(data_dir=args.data_dir, database=database), wire)
         return 0
     from memserver.server import build_server
 
     tokens = transports.load_tokens()
-    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True)
+    if database:
+        _check_database(database)
+    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True, database=database)
     transports.serve_http(
         server,
         host=args.host or transports.DEFAULT_HOST,
@@ -138,10 +143,37 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --- store commands: look after the memories on disk -------------------------------------------------------------
 
 
-def _open_store(args: argparse.Namespace):  # -> MemoryStore (imported lazily: it loads numpy and hnswlib)
-    from memserver.store import MemoryStore
+def _database(args: argparse.Namespace) -> str | None:
+    """--database, else MEMSERVER_DATABASE_URL: a postgresql:// URL, or None for the local store."""
+    from memserver import config
 
-    return MemoryStore(path=args.data_dir, collection=args.collection)
+    return getattr(args, "database", None) or config.database_url()
+
+
+def _check_database(url: str) -> None:
+    """Fail at start, in one line naming the server, when the database cannot be reached."""
+    from memserver.engines import check_database
+
+    check_database(url)
+
+
+def _open_store(args: argparse.Namespace):  # -> MemoryBackend (imported lazily: engines load numpy, hnswlib, ...)
+    from memserver.engines import open_backend
+
+    return open_backend(args.data_dir, args.collection, database=_database(args))
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    """memserver db migrate: create or upgrade memserver's schema in a PostgreSQL database."""
+    from memserver.engines import migrate_database
+    from memserver.errors import ConfigError
+
+    url = _database(args)
+    if not url:
+        raise ConfigError("memserver db migrate needs --database URL (or MEMSERVER_DATABASE_URL)")
+    applied, version = migrate_database(url)
+    print(f"schema version {version}" + (f" ({applied} migration(s) applied)" if applied else " (already current)"))
+    return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -263,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body-bytes", type=int, default=1024 * 1024, help="largest HTTP request body (default 1 MiB)"
     )
     serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
+    serve.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser(
@@ -282,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--data-dir", help="data directory (default: MCP_MEMORY_PATH or the platform's)")
         sub.add_argument("--collection", help="collection (default: MCP_MEMORY_COLLECTION or personal_memory)")
+        sub.add_argument("--database", metavar="URL", help=DATABASE_HELP)
         sub.set_defaults(func=func)
         return sub
 
@@ -304,7 +338,24 @@ def build_parser() -> argparse.ArgumentParser:
         "memserver compact",
     )
 
+    db = commands.add_parser(
+        "db",
+        help="manage memserver's schema in a PostgreSQL database",
+        description="Create or upgrade memserver's tables in a PostgreSQL database (pgvector >= 0.8). Servers also "
+        "do this on start; run it ahead, as the tables' owner, when memserver itself connects as a smaller role.",
+        epilog="Example: memserver db migrate --database postgresql://memserver@db.internal/memories",
+    )
+    db.add_argument("action", choices=["migrate"])
+    db.add_argument("--database", metavar="URL", help=DATABASE_HELP)
+    db.set_defaults(func=cmd_db)
+
     return parser
+
+
+DATABASE_HELP = (
+    "keep the memories in this PostgreSQL database (postgresql://user@host/db; default: MEMSERVER_DATABASE_URL; "
+    "needs memserver[postgres])"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -124,9 +124,12 @@ class DefaultStoreFactory:
     collection name can ever reach another user's memories.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, collection: str | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path | None = None, collection: str | None = None, database: str | None = None
+    ) -> None:
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
         self.collection = collection
+        self.database = database  # a postgresql:// URL: the memories live there (engines.open_backend)
         self._embedder: Any = None
         self._lock = threading.Lock()
 
@@ -142,17 +145,14 @@ class DefaultStoreFactory:
         self.embedder().load()
 
     def __call__(self, user: str | None) -> MemoryStore:
-        from memserver import config
-        from memserver.store import MemoryStore
+        from memserver.engines import open_backend
 
-        base = self.data_dir or config.data_dir()
-        path = base if user is None else base / "users" / user
         embedder = self.embedder()
         # The first recall should not pay for the model either: it loads in a second thread while the store opens
         # (onnxruntime's session set-up and the index load overlap: 100k memories, ~0.1 s sooner ready).
         model: Future[None] = Future()
         threading.Thread(target=_settle, args=(model, embedder.load), name="memserver-model", daemon=True).start()
-        store = MemoryStore(path=path, collection=self.collection, embedder=embedder)
+        store = open_backend(self.data_dir, self.collection, embedder=embedder, database=self.database, user=user)
         try:
             model.result()  # re-raises a model that could not be loaded
         except BaseException:

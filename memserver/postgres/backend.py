@@ -271,7 +271,7 @@ class PostgresBackend:
     def _rankings(
         self, q: np.ndarray, f: inputs.SearchFilter, depth: int, *, vector: bool, words: list[str]
     ) -> tuple[list[int], list[int], dict[int, tuple[Memory, float]]]:
-        """(vector ranking, keyword ranking, seq -> (memory, cosine)) in one statement; exact again if HNSW ran short."""
+        """(vector ranking, keyword ranking, seq -> (memory, cosine)), one statement; exact again if HNSW ran short."""
         tenant_rows, table_rows = self._rows
         plan = search.choose(tenant_rows, table_rows, depth, not f.empty)
         for attempt in (plan, search.Plan("exact", plan.exact_max)):

@@ -64,9 +64,9 @@ async def _connected(transport: Any) -> AsyncIterator[Client]:
 
 
 @contextmanager
-def stdio_session(portal: BlockingPortal, data_dir: Path, log: Path) -> Iterator[Live]:
+def stdio_session(portal: BlockingPortal, data_dir: Path, log: Path, **env: str) -> Iterator[Live]:
     """Spawn `memserver serve` (stdio) on `data_dir` and connect to it; its stderr goes to `log`."""
-    params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=server_env(data_dir))
+    params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=server_env(data_dir, **env))
     with log.open("a") as errlog, portal.wrap_async_context_manager(_connected(stdio_client(params, errlog))) as c:
         yield Live(portal, c)
 
