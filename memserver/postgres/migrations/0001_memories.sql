@@ -34,6 +34,10 @@ CREATE TABLE memories (
     PRIMARY KEY (tenant, id),
     CHECK (cardinality(terms) = cardinality(tfs))
 );
+-- The embedding stays in the row (pgvector's default, EXTERNAL, moves it out to TOAST whenever the row passes ~2 kB,
+-- which most rows with content and terms do: then every distance costs a TOAST fetch, measured 4x slower exact
+-- scans). Long content and term lists are compressed or moved out instead.
+ALTER TABLE memories ALTER COLUMN embedding SET STORAGE PLAIN;
 -- Exact dedup from any number of processes: INSERT ... ON CONFLICT DO NOTHING on this index.
 CREATE UNIQUE INDEX memories_dedup ON memories (tenant, namespace, content_hash);
 CREATE UNIQUE INDEX memories_seq ON memories (tenant, seq);
