@@ -38,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
+from recall_mcp import RawClient
 
 sys.path.insert(0, str(C.ROOT))
 from tests.pg_cluster import Cluster
@@ -46,8 +47,8 @@ GAP_S = 0.05
 BLOCK = 20
 
 
-class Raw:
-    """A JSON-RPC client of one `memserver serve` over stdio (no SDK: only the server's cost is timed)."""
+class Raw(RawClient):
+    """recall_mcp's raw JSON-RPC client of one `memserver serve ARGS` over stdio (only the server's cost is timed)."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         params = C.server_params(None, extra_env=env)
@@ -59,32 +60,11 @@ class Raw:
         self.request("initialize", info)
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.proc.stdout is not None
-        while True:
-            message = json.loads(self.proc.stdout.readline())
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method} failed: {message['error']}")
-                return dict(message["result"])
-
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = self.request("tools/call", {"name": tool, "arguments": arguments})
         if result.get("isError"):
             raise RuntimeError(f"{tool} failed: {result['content']}")
         return dict(result["structuredContent"])
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
 
 
 class CachedEmbedder:
@@ -147,14 +127,14 @@ def bench_vectors(cluster: Cluster, n: int, queries: list[str], embedder: Any) -
                 conn.execute(f"INSERT INTO {table} SELECT id, embedding::{column} FROM t_vector")
             t0 = time.perf_counter()
             conn.execute(
-                f"CREATE INDEX {table}_hnsw ON {table} USING hnsw ({index}) WITH (m = 16, ef_construction = 64)"
+                f"CREATE INDEX {table}_hnsw ON {table} USING hnsw ({index}) WITH (m = 16, ef_construction = 200)"
             )
             build_s = time.perf_counter() - t0
             conn.execute(f"ANALYZE {table}")
             col_bytes = conn.execute(f"SELECT avg(pg_column_size(embedding)) FROM {table}").fetchone()[0]  # type: ignore[index]
             idx_bytes = conn.execute(f"SELECT pg_relation_size('{table}_hnsw')").fetchone()[0]  # type: ignore[index]
             heap_bytes = conn.execute(f"SELECT pg_relation_size('{table}')").fetchone()[0]  # type: ignore[index]
-            conn.execute("SET hnsw.ef_search = 100")
+            conn.execute("SET hnsw.ef_search = 400")
             found, errors, lat = [], [], []
             sql = f"SELECT id, 1 - (embedding <=> %s::vector) FROM {table} ORDER BY {order} <=> {cast} LIMIT 10"
             if column.startswith("halfvec"):
@@ -175,7 +155,7 @@ def bench_vectors(cluster: Cluster, n: int, queries: list[str], embedder: Any) -
                 "query_ms": C.summary(lat),
             }
             C.log(f"  {name}: {out[name]}")
-    return {"n": n, "queries": len(queries), "ef_search": 100, "variants": out}
+    return {"n": n, "queries": len(queries), "ef_search": 400, "ef_construction": 200, "variants": out}
 
 
 # --- quality: the evaluation set on both engines -----------------------------------------------------------------
@@ -228,7 +208,7 @@ def bench_quality(cluster: Cluster, embedder: CachedEmbedder, limit: int | None)
 
 HNSW_DDL = (
     "CREATE INDEX memories_hnsw ON memserver.memories USING hnsw (embedding vector_cosine_ops) "
-    "WITH (m = 16, ef_construction = 64)"
+    "WITH (m = 16, ef_construction = 200)"
 )
 
 
@@ -353,6 +333,34 @@ def bench_mcp(cluster: Cluster, n: int, queries: list[str], limit: int, embedder
     }
 
 
+# --- sizes: bytes per memory, relation by relation ---------------------------------------------------------------
+
+
+def bench_sizes(cluster: Cluster, n: int) -> dict[str, Any]:
+    """Bytes per memory of every memserver table and index at n memories (for docs/scale-out.md)."""
+    import psycopg
+
+    url = cluster.create_database(f"sizes_{n}")
+    ingest = import_postgres(url, n, bulk=True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        rels = conn.execute(
+            "SELECT c.relname, c.relkind, pg_relation_size(c.oid) + coalesce(pg_relation_size(c.reltoastrelid), 0) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'memserver' AND c.relkind IN ('r', 'i') ORDER BY 3 DESC"
+        ).fetchall()
+        postings = conn.execute("SELECT count(*) FROM memserver.postings").fetchone()[0]  # type: ignore[index]
+        content = conn.execute("SELECT avg(octet_length(content)) FROM memserver.memories").fetchone()[0]  # type: ignore[index]
+    per = {name: round(size / n, 1) for name, _, size in rels}
+    return {
+        "n": n,
+        "ingest": ingest,
+        "bytes_per_memory": per,
+        "total_bytes_per_memory": round(sum(size for _, _, size in rels) / n, 1),
+        "postings_per_memory": round(postings / n, 2),
+        "content_bytes_avg": round(float(content), 1),
+    }
+
+
 # --- fleet: 8 processes on one database -----------------------------------------------------------------------
 
 
@@ -409,7 +417,8 @@ def bench_fleet(cluster: Cluster, processes: int, calls: int, queries: list[str]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=["vectors", "quality", "mcp", "fleet"])
+    parser.add_argument("--only", nargs="+", choices=["vectors", "quality", "mcp", "fleet", "sizes"])
+    parser.add_argument("--sizes-n", type=int, default=50_000, help="memories for the sizes section")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--vectors-n", type=int, default=20_000)
     parser.add_argument("--processes", type=int, default=8)
@@ -438,6 +447,10 @@ def main(argv: list[str] | None = None) -> int:
                 C.log(f"recall over MCP at {n:,} ...")
                 results["mcp"][str(n)] = bench_mcp(cluster, n, queries, 5, embedder)
                 C.log(f"  {results['mcp'][str(n)]['recall_ms']}")
+        if "sizes" in sections:
+            C.log("bytes per memory ...")
+            results["sizes"] = bench_sizes(cluster, 2_000 if args.quick else args.sizes_n)
+            C.log(f"  {results['sizes']}")
         if "fleet" in sections:
             C.log(f"{args.processes} processes on one database ...")
             results["fleet"] = bench_fleet(cluster, args.processes, 6 if args.quick else args.calls, queries)

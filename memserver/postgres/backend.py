@@ -188,7 +188,7 @@ class PostgresBackend:
                    string_to_array(u.terms, ' '), string_to_array(u.tfs, ' ')::smallint[],
                    u.vec
             FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::bytea[], %s::text[], %s::text[], %s::text[],
-                        %s::text[], %s::text[], %s::vector[])
+                        %s::text[], %s::text[], %b::vector[])
                  WITH ORDINALITY AS u(id, created_at, doc_len, hash, content, tags, source, terms, tfs, vec, n)
             ORDER BY u.n
             ON CONFLICT DO NOTHING

@@ -29,7 +29,7 @@ from typing import Any
 from memserver.inputs import SearchFilter
 from memserver.postgres.terms import BM25_SCORES
 
-EF_SEARCH = 100  # hnsw.ef_search floor (pgvector's default is 40); raised to 2 * depth for deep searches
+EF_SEARCH = 400  # hnsw.ef_search floor (pgvector: 40); see docs/scale-out.md, "vector or halfvec"
 EF_SEARCH_MAX = 1000  # pgvector's limit
 COST_RATIO = 4.0
 EXACT_MIN = 1_000
@@ -99,7 +99,7 @@ def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool) -> s
     if plan.kind != "ann":
         guard = " WHERE (SELECT yes FROM small)" if plan.kind == "probe" else ""
         ctes.append(
-            "cand AS MATERIALIZED (SELECT m.seq, m.created_at, m.embedding <=> %(q)s AS dist "
+            "cand AS MATERIALIZED (SELECT m.seq, m.created_at, m.embedding <=> %(q)b AS dist "
             f"FROM memserver.memories m WHERE {where}{' AND (SELECT yes FROM small)' if guard else ''})"
         )
     if vector:
@@ -109,8 +109,8 @@ def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool) -> s
         if plan.kind != "exact":
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
             parts.append(
-                f"(SELECT m.seq, m.embedding <=> %(q)s AS dist FROM memserver.memories m WHERE {where}{guard} "
-                "ORDER BY m.embedding <=> %(q)s LIMIT %(depth)s)"
+                f"(SELECT m.seq, m.embedding <=> %(q)b AS dist FROM memserver.memories m WHERE {where}{guard} "
+                "ORDER BY m.embedding <=> %(q)b LIMIT %(depth)s)"
             )
         ctes.append(f"near AS ({' UNION ALL '.join(parts)})")
         branches.append("SELECT seq, 1 AS ranking, dist AS rank_score FROM near")
@@ -143,6 +143,6 @@ def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool) -> s
     ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
     return (
         "WITH " + ",\n".join(ctes) + "\n"
-        f"SELECT i.n, i.table_rows, i.exact, h.ranking, h.rank_score, {MEMORY_COLUMNS}, m.embedding <=> %(q)s AS dist "
+        f"SELECT i.n, i.table_rows, i.exact, h.ranking, h.rank_score, {MEMORY_COLUMNS}, m.embedding <=> %(q)b AS dist "
         "FROM info i LEFT JOIN (hits h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq) ON true"
     )

@@ -10,10 +10,11 @@ the scoring reads anyway), with the local store's k1 and b. `ts_rank_cd` was not
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
-from memserver.keyword import KeywordIndex, _date_terms, date_text, tokenize
+from memserver.keyword import KeywordIndex, _date_terms, _normalise, _raw_tokens, date_text, tokenize
 
 _DEFAULTS = KeywordIndex()
 K1 = _DEFAULTS.k1
@@ -30,9 +31,15 @@ class IndexedText:
     length: int  # terms indexed, repeats included (BM25's document length)
 
 
+# keyword.tokenize, with each distinct raw token normalised once per process (as the local index's vocabulary
+# does): folding and stemming per occurrence made a bulk import spend ~1 ms per memory here.
+_term = functools.lru_cache(maxsize=1 << 17)(_normalise)
+
+
 def indexed(content: str, created_at: str) -> IndexedText:
     """The terms of a memory: its content and the date words of its created_at (as the local store indexes)."""
-    counts = Counter(tokenize(f"{content} {date_text(created_at)}"))
+    raw = _raw_tokens(f"{content} {date_text(created_at)}")
+    counts = Counter(term for term in map(_term, raw) if term is not None)
     return IndexedText(list(counts), list(counts.values()), sum(counts.values()))
 
 

@@ -44,7 +44,7 @@ CREATE UNIQUE INDEX memories_seq ON memories (tenant, seq);
 -- list_recent, time bounds, export order.
 CREATE INDEX memories_time ON memories (tenant, created_at, seq);
 CREATE INDEX memories_source ON memories (tenant, source);
-CREATE INDEX memories_hnsw ON memories USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64);
+CREATE INDEX memories_hnsw ON memories USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 200);
 
 -- Tags, one row per (memory, tag). Not a GIN index on memories.tags: under row-level security PostgreSQL uses an
 -- index only for leakproof operators, and the array operators (&&, @>) are not, so a tag filter through GIN turned
