@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,8 @@ class BarePipeline:
 
 def ingest_texts(n: int, seed: int = 0) -> list[str]:
     """n memory-like texts of 20-40 word pieces, made from the words of the reference fixture."""
-    items = json.loads((ROOT / "tests" / "data" / "minilm-reference.json").read_text(encoding="utf-8"))["items"]
+    reference = resources.files("memserver") / "data" / "minilm-reference.json"
+    items = json.loads(reference.read_text(encoding="utf-8"))["items"]
     words = [w for item in items for w in item["text"].split() if w.isascii() and w.isalpha()]
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(words, size=int(rng.integers(14, 30)))) for _ in range(n)]

@@ -39,8 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
 
-from memserver import store as store_mod  # noqa: E402
-from memserver import tools  # noqa: E402
+from memserver import backend, fusion, tools  # noqa: E402
 from memserver.fusion import reciprocal_rank_fusion  # noqa: E402
 from memserver.store import MemoryStore  # noqa: E402
 
@@ -48,7 +47,6 @@ DATA = ROOT / "benchmarks" / "data" / "quality.json"
 RESULTS = ROOT / "benchmarks" / "results" / "quality.json"
 MODES = ("semantic", "keyword", "hybrid")
 DEPTH = 50  # ranking depth scored (MRR looks this deep)
-NO_FILTER = ((), None, (None, None, True), None)  # tags, source, time bounds, min_score for MemoryStore._search
 
 
 def load_embedder(fake: bool) -> object:
@@ -140,7 +138,7 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
             embed_ms.append((time.perf_counter() - t0) * 1000)
             for mode in MODES:
                 t0 = time.perf_counter()
-                hits = store._search(qv, DEPTH, *NO_FILTER, text=query["query"], mode=mode)
+                hits = store.search(query["query"], limit=DEPTH, mode=mode, query_vector=qv)
                 search_ms[mode].append((time.perf_counter() - t0) * 1000)
                 ranking = [name_of[h.memory.id] for h in hits]
                 metrics = rank_metrics(ranking, relevant)
@@ -151,7 +149,7 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
             best_relevant.append(max(float(by_name[k] @ qv) for k in relevant))
             if grid:
                 sem, kw = (
-                    [name_of[h.memory.id] for h in store._search(qv, 100, *NO_FILTER, text=query["query"], mode=m)]
+                    [name_of[h.memory.id] for h in store.search(query["query"], limit=100, mode=m, query_vector=qv)]
                     for m in ("semantic", "keyword")
                 )
                 deep.append((query, sem, kw))
@@ -180,10 +178,10 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
         "queries": len(queries),
         "depth": DEPTH,
         "fusion": {
-            "k": store_mod.FUSION_K,
-            "weights": list(store_mod.FUSION_WEIGHTS),
-            "depth": store_mod.FUSION_DEPTH,
-            "recency": store_mod.FUSION_RECENCY,
+            "k": fusion.FUSION_K,
+            "weights": list(fusion.FUSION_WEIGHTS),
+            "depth": fusion.FUSION_DEPTH,
+            "recency": fusion.FUSION_RECENCY,
         },
         "overall": {mode: mean(rows) for mode, rows in per_mode.items()},
         "by_category": {
@@ -221,12 +219,12 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
             },
         },
         "near_duplicates": {
-            "threshold": store_mod.NEAR_DUPLICATE_SCORE,
+            "threshold": backend.NEAR_DUPLICATE_SCORE,
             "restatement_pairs": percentiles(duplicate_cos),
             "distinct_related_pairs": percentiles(related_cos),
             "add_similar_found_original": round(found / len(data["duplicates"]), 3),
-            "restatements_flagged": share_at_least(duplicate_cos, store_mod.NEAR_DUPLICATE_SCORE),
-            "related_flagged": share_at_least(related_cos, store_mod.NEAR_DUPLICATE_SCORE),
+            "restatements_flagged": share_at_least(duplicate_cos, backend.NEAR_DUPLICATE_SCORE),
+            "related_flagged": share_at_least(related_cos, backend.NEAR_DUPLICATE_SCORE),
             "threshold_tradeoff": {
                 str(t): {
                     "restatements_flagged": share_at_least(duplicate_cos, t),
@@ -292,7 +290,7 @@ def scale(n: int, cache: Path, data: dict, embedder: object, *, repeats: int) ->
     for text, qv in zip(texts * repeats, np.concatenate([qvs] * repeats), strict=True):
         for mode in search:  # interleaved, so load on the machine hits every mode alike
             t0 = time.perf_counter()
-            store._search(qv, 5, *NO_FILTER, text=text, mode=mode)
+            store.search(text, limit=5, mode=mode, query_vector=qv)
             search[mode].append((time.perf_counter() - t0) * 1000)
     for text in texts[:100]:
         for mode in full:  # what a recall call pays: the query embedding plus the search

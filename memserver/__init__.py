@@ -14,23 +14,29 @@ __all__ = [
     "Embedder",
     "Hit",
     "Memory",
+    "MemoryBackend",
     "MemoryStore",
     "MemserverError",
     "__version__",
+    "open_backend",
 ]
 
 _LAZY = {
     "Embedder": "memserver.embedder",
     "MemoryStore": "memserver.store",
-    "Memory": "memserver.store",
-    "Hit": "memserver.store",
+    "Memory": "memserver.backend",
+    "Hit": "memserver.backend",
+    "MemoryBackend": "memserver.backend",
+    "open_backend": "memserver.engines",
     "MemserverError": "memserver.errors",
 }
 
 if TYPE_CHECKING:
+    from memserver.backend import Hit, Memory, MemoryBackend
     from memserver.embedder import Embedder
+    from memserver.engines import open_backend
     from memserver.errors import MemserverError
-    from memserver.store import Hit, Memory, MemoryStore
+    from memserver.store import MemoryStore
 
 
 def __getattr__(name: str) -> Any:

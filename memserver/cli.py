@@ -8,21 +8,28 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memserver import __version__
 from memserver.errors import MemserverError
 
+if TYPE_CHECKING:
+    from memserver.backend import MemoryBackend
+
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
 
-REFERENCE_FIXTURE = "tests/data/minilm-reference.json"
+# sentence-transformers' embeddings of 40 texts, shipped inside the package (memserver/data/) so that an installed
+# wheel can verify its model too.
+REFERENCE_DATA = "minilm-reference.json"
 FIDELITY_THRESHOLD = 0.99999
 
 
 def cmd_model(args: argparse.Namespace) -> int:
     """memserver model fetch | verify | info."""
     import json
+    from importlib import resources
     from pathlib import Path
 
     from memserver import model
@@ -58,9 +65,11 @@ def cmd_model(args: argparse.Namespace) -> int:
     # verify: the reference texts against sentence-transformers' vectors
     import numpy as np
 
-    path = Path(args.reference) if args.reference else Path(__file__).resolve().parent.parent / REFERENCE_FIXTURE
+    packaged = resources.files("memserver") / "data" / REFERENCE_DATA
+    path = args.reference or str(packaged)
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))["items"]
+        source = Path(args.reference) if args.reference else packaged
+        items = json.loads(source.read_text(encoding="utf-8"))["items"]
     except (OSError, ValueError, KeyError) as exc:
         raise MemserverError(f"cannot read the reference embeddings {path}: {exc}; pass --reference FILE") from exc
     expected = np.array([item["embedding"] for item in items], dtype=np.float64)
@@ -157,8 +166,8 @@ def _check_database(url: str) -> None:
     check_database(url)
 
 
-def _open_store(args: argparse.Namespace):  # -> MemoryBackend (imported lazily: engines load numpy, hnswlib, ...)
-    from memserver.engines import open_backend
+def _open_store(args: argparse.Namespace) -> MemoryBackend:
+    from memserver.engines import open_backend  # lazily: an engine loads numpy, hnswlib, ...
 
     return open_backend(args.data_dir, args.collection, database=_database(args))
 
@@ -209,7 +218,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from memserver.errors import InvalidInputError
 
-    def records(lines):  # parse lazily and show progress on stderr: an import of 100k memories takes a while
+    def records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+        """Parse lazily, with progress on stderr: an import of 100k memories takes a while."""
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -259,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model_cmd.add_argument("action", choices=["fetch", "verify", "info"])
     model_cmd.add_argument("--model-dir", metavar="DIR", help="folder with model.onnx + tokenizer.json")
-    model_cmd.add_argument("--reference", metavar="FILE", help=f"reference embeddings for verify ({REFERENCE_FIXTURE})")
+    model_cmd.add_argument(
+        "--reference", metavar="FILE", help="reference embeddings for verify (default: the copy in the package)"
+    )
     model_cmd.set_defaults(func=cmd_model)
 
     embed_cmd = commands.add_parser(
@@ -309,7 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     # -- store commands
-    def store_command(name: str, func, help: str, example: str) -> argparse.ArgumentParser:
+    def store_command(
+        name: str, func: Callable[[argparse.Namespace], int], help: str, example: str
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name, help=help, description=help[0].upper() + help[1:] + ".", epilog=f"Example: {example}"
         )

@@ -2,6 +2,7 @@
 
 Engines are imported here lazily, inside the call, so importing this module costs nothing (the server's
 start-up path imports the loader, which imports this) and an engine's dependencies load only when it is used.
+A new engine adds its branch here and implements backend.MemoryBackend; tests/contract/ must pass on it.
 """
 
 from __future__ import annotations
@@ -9,11 +10,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from memserver import config
-
 if TYPE_CHECKING:
+    from memserver.backend import MemoryBackend
     from memserver.embedder import TextEmbedder
-    from memserver.store import MemoryStore as MemoryBackend
 
 
 def open_backend(
@@ -24,8 +23,20 @@ def open_backend(
     database: str | None = None,
     user: str | None = None,
 ) -> MemoryBackend:
-    """Open a collection of memories: in PostgreSQL when `database` (a postgresql:// URL) is given, else in the
-    local store under `data_dir` (a named `user` gets `<data_dir>/users/<user>`; in PostgreSQL, its own tenant)."""
+    """Open a collection of memories.
+
+    Args:
+        data_dir: the local store's data directory (default: MCP_MEMORY_PATH or the platform's).
+        collection: the collection (default: MCP_MEMORY_COLLECTION or "personal_memory").
+        embedder: the embedding model (default: all-MiniLM-L6-v2, loaded on first use). Share one between
+            backends of a process: it holds the model.
+        database: a postgresql:// URL: the memories live in that PostgreSQL database (memserver[postgres]),
+            and `data_dir` is not used.
+        user: whose memories (an HTTP token's user; None: the single user). The local store keeps a named
+            user under `<data_dir>/users/<user>/`; PostgreSQL gives each (user, collection) its own tenant.
+    """
+    from memserver import config
+
     name = config.validate_collection(collection) if collection else config.collection_name()
     if database:
         try:
@@ -36,13 +47,14 @@ def open_backend(
             raise ConfigError(
                 f"--database needs the PostgreSQL extra ({exc.name} is missing): pip install 'memserver[postgres]'"
             ) from None
-        return open_tenant(database, name, user=user, embedder=embedder)  # type: ignore[return-value]
+        return open_tenant(database, name, user=user, embedder=embedder)
     from pathlib import Path
 
     from memserver.store import MemoryStore
 
-    base = Path(data_dir) if data_dir is not None else config.data_dir()
-    return MemoryStore(base if user is None else base / "users" / user, name, embedder)
+    if user is not None:
+        data_dir = Path(data_dir if data_dir is not None else config.data_dir()) / "users" / user
+    return MemoryStore(data_dir, name, embedder)
 
 
 def check_database(url: str) -> None:

@@ -8,10 +8,12 @@
     │   ├── CorruptJournalError     the journal is damaged before its last line (a torn last line is repaired)
     │   ├── StoreLockedError        another process held the store's lock for too long
     │   └── ModelMismatchError      the collection was built with another embedding model or dimension
-    └── ConfigError                 a setting (environment variable, flag, token file) is invalid
+    ├── ConfigError                 a setting (environment variable, flag, token file) is invalid
+    └── NotAuthenticatedError       a per-user server got a request without an authenticated user
 
-The MCP server turns InvalidInputError into a tool result with isError: true; the CLI turns any MemserverError
-into one line on stderr and exit status 1. Nothing here knows about MCP.
+The MCP server turns InvalidInputError into a tool result with isError: true, and NotAuthenticatedError into a
+protocol error; the CLI turns any MemserverError into one line on stderr and exit status 1. Nothing here knows
+about MCP.
 """
 
 from __future__ import annotations
@@ -51,3 +53,7 @@ class ConfigError(MemserverError):
 
 class ModelMismatchError(StoreError):
     """The collection's vectors come from another model (or dimension) than the embedder in use."""
+
+
+class NotAuthenticatedError(MemserverError):
+    """A server that keeps one store per user got a request that names no user: it never falls back to a shared one."""

@@ -10,8 +10,10 @@ hnswlib facts this wrapper handles (see the hnswlib README's "Python bindings" f
                     with `knn_query` (hnswlib #590): the store serialises all calls under its lock
 `remove`            `mark_deleted`: a deleted row is never returned again, and stays deleted in checkpoints
 `search`            k is clamped to the live count (#93 raises otherwise); ef is raised to at least k
-`save`              never on the hot path (it rewrites the whole file, #36); new file + fsync, then `index.json`
-                    names it (temp + fsync + rename + dir fsync), so a crash mid-save keeps the old checkpoint
+`save`              never on the hot path (it rewrites the whole file, #36); new file + fsync + dir fsync, then
+                    `index.json` names it (durable.CheckpointFiles), so a crash mid-save keeps the old checkpoint.
+                    hnswlib writes the file in native code (the file layer sees it created, synced and renamed,
+                    not written) and reports no write error: its header and size are checked before it is named
 `load`              checks the checkpoint's generation, size, CRC-32 and the hnswlib header before handing the
                     file to hnswlib: a malformed file can crash the process on load (PR #677)
 ==================  =============================================================================================
@@ -19,23 +21,22 @@ hnswlib facts this wrapper handles (see the hnswlib README's "Python bindings" f
 
 from __future__ import annotations
 
-import contextlib
-import json
+import errno
 import logging
 import mmap
 import os
 import struct
 import threading
-import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import hnswlib
+import hnswlib  # type: ignore[import-untyped, unused-ignore]
 import numpy as np
 
-from memserver.journal import AddRecord, atomic_write, fsync_dir, fsync_fd
+from memserver.durable import OS, CheckpointError, CheckpointFiles, FileLayer
+from memserver.journal import AddRecord
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +75,30 @@ def _crc_file(path: Path) -> int:
     return crc
 
 
+def _checkpoint_files(folder: Path, files: FileLayer) -> CheckpointFiles:
+    return CheckpointFiles(folder, META_NAME, "index", "hnsw", files)
+
+
 class VectorIndex:
-    """An hnswlib cosine index keyed by vector row, with an atomic on-disk checkpoint."""
+    """An hnswlib cosine index keyed by vector row, with an atomic on-disk checkpoint.
+
+    Checkpoint files are written through `files` (a durable.FileLayer; the real file system by default).
+    """
 
     name = "vector"
-    persistent = True
+    persistent = True  # not part of journal.DerivedIndex any more; read by store.py until it drops it
 
     def __init__(
-        self, dim: int, M: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, ef: int = DEFAULT_EF
+        self,
+        dim: int,
+        M: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        ef: int = DEFAULT_EF,
+        *,
+        files: FileLayer = OS,
     ) -> None:
         self.dim = dim
+        self.files = files
         self.M = M
         self.ef_construction = self._configured_ef_construction = ef_construction
         self.ef = ef
@@ -168,21 +183,19 @@ class VectorIndex:
 
         Call with the store's exclusive lock held, so no other process is loading the file this one replaces.
         """
-        self.commit(folder, self.write_graph(folder, stamp))
+        self.commit(folder, self.write_graph(folder, stamp), self.files)
 
     def write_graph(self, folder: Path, stamp: dict[str, Any], name: str | None = None) -> dict[str, Any]:
-        """Write the graph to `folder/name` (synced; no lock needed) and return the checkpoint that describes it."""
-        name = name or f"index-{uuid.uuid4().hex[:12]}.hnsw"
+        """Write the graph to `folder/name` (synced; no lock needed) and return the checkpoint that describes it.
+
+        hnswlib writes the file in native code, without reporting write errors (a full disk leaves it short), so
+        the written file's header and size are checked here: a short file raises OSError (EIO) and is removed.
+        """
+        checkpoint = _checkpoint_files(folder, self.files)
+        name = name or checkpoint.new_name()
         path = folder / name
-        tmp = folder / (name + ".tmp")
-        self._index.save_index(str(tmp))
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            fsync_fd(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        return {
+        checkpoint.write_native(name, self._index.save_index)
+        meta = {
             **stamp,
             "file": name,
             "size": path.stat().st_size,
@@ -192,16 +205,19 @@ class VectorIndex:
             "ef_construction": self.ef_construction,
             "elements": int(self._index.get_current_count()),
         }
+        reason = self._check_graph(path, meta)
+        if reason:
+            self.files.unlink(path)
+            raise OSError(errno.EIO, f"hnswlib wrote an unusable graph file ({reason}); is the disk full?", str(path))
+        return meta
 
     @staticmethod
-    def commit(folder: Path, meta: dict[str, Any]) -> None:
-        """Make `meta` (from write_graph) the checkpoint in force, and remove other graph files. Exclusive lock."""
-        atomic_write(folder / META_NAME, json.dumps(meta).encode())
-        for old in folder.glob("index-*.hnsw*"):
-            if old.name != meta["file"]:
-                with contextlib.suppress(OSError):
-                    old.unlink()
-        fsync_dir(folder)
+    def commit(folder: Path, meta: dict[str, Any], files: FileLayer = OS) -> None:
+        """Make `meta` (from write_graph) the checkpoint in force, and remove other graph files. Exclusive lock.
+
+        Also right after the caller renamed the graph file into `folder` itself: the folder is synced first.
+        """
+        _checkpoint_files(folder, files).commit(meta)
 
     def prepare(self, folder: Path, generation: str) -> int | None:
         """Start computing the CRC-32 of the checkpoint's graph file in a thread (zlib and file reads release the
@@ -211,12 +227,13 @@ class VectorIndex:
         may still reject it. Call with the store's lock held, and call `load` before releasing it.
         """
         self._pending_crc = None
+        checkpoint = _checkpoint_files(folder, self.files)
         try:
-            meta = json.loads((folder / META_NAME).read_bytes())
-            if meta.get("generation") != generation or not isinstance(meta.get("offset"), int):
+            meta = checkpoint.read_meta()
+            if meta is None or meta.get("generation") != generation or not isinstance(meta.get("offset"), int):
                 return None
-            path = folder / str(meta["file"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            path = checkpoint.path_of(meta)
+        except CheckpointError:
             return None  # load() reports it
         result: list[int | Exception] = []
 
@@ -250,18 +267,19 @@ class VectorIndex:
             self._pending_crc = None  # used or not, a CRC started by prepare() serves this load only
 
     def _load(self, folder: Path, generation: str) -> dict[str, Any] | None:
+        checkpoint = _checkpoint_files(folder, self.files)
         try:
-            meta = json.loads((folder / META_NAME).read_bytes())
-        except FileNotFoundError:
+            meta = checkpoint.read_meta()
+        except CheckpointError as exc:
+            log.warning("index checkpoint %s; rebuilding the index", exc)
             return None
-        except (OSError, ValueError) as exc:
-            log.warning("index checkpoint %s is unreadable (%s); rebuilding the index", folder / META_NAME, exc)
+        if meta is None:
             return None
-        reason = self._check(folder, meta, generation)
+        reason = self._check(checkpoint, meta, generation)
         if reason:
             log.warning("index checkpoint in %s not used: %s; rebuilding the index from the journal", folder, reason)
             return None
-        path = folder / meta["file"]
+        path = checkpoint.path_of(meta)
         index = hnswlib.Index(space="cosine", dim=self.dim)
         try:
             index.load_index(str(path), max_elements=max(int(meta["elements"]) * 2, _INITIAL_CAPACITY))
@@ -274,16 +292,37 @@ class VectorIndex:
         self.ef_construction = int(meta["ef_construction"])  # the graph keeps building with its own value
         return meta
 
-    def _check(self, folder: Path, meta: dict[str, Any], generation: str) -> str | None:
+    def _check(self, checkpoint: CheckpointFiles, meta: dict[str, Any], generation: str) -> str | None:
         """Why the checkpoint described by `meta` must not be trusted, or None if it may be loaded."""
         try:
             if meta.get("generation") != generation:
                 return "it belongs to another journal generation"
             if (meta.get("dim"), meta.get("M")) != (self.dim, self.M) or not isinstance(meta["ef_construction"], int):
                 return "its parameters differ from the configured ones"
-            path = folder / str(meta["file"])
-            if "/" in str(meta["file"]) or not path.is_file():
+            try:
+                path = checkpoint.path_of(meta)
+            except CheckpointError as exc:
+                return str(exc)
+            if not path.is_file():
                 return "its graph file is missing"
+            reason = self._check_graph(path, meta)
+            if reason:
+                return reason
+            if self._graph_crc(path) != meta["crc32"]:
+                return "graph file CRC-32 mismatch (damaged on disk)"
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            return f"malformed checkpoint ({exc!r})"
+        return None
+
+    def _check_graph(self, path: Path, meta: dict[str, Any]) -> str | None:
+        """Why the graph file at `path` does not match `meta` (size, header, layout), or None; CRC aside.
+
+        hnswlib trusts the file it loads (a malformed one can crash the process, PR #677), so load checks this
+        first. It reports no write error when it saves one, so a save checks the file it wrote the same way: a
+        file cut short anywhere but in its last part (the upper-level links, ~0.3% of the file at dim 384) is
+        caught here; one cut there is refused by hnswlib's own size check on the next load (then rebuilt).
+        """
+        try:
             size = path.stat().st_size
             if size != meta["size"]:
                 return f"graph file size {size} != recorded {meta['size']}"
@@ -301,8 +340,6 @@ class VectorIndex:
                 return "graph header has a wrong element layout"
             if count != meta["elements"] or (count and entry >= count) or size < _HEADER.size + count * (per_el + 4):
                 return "graph header disagrees with the checkpoint (element count, entry point or size)"
-            if self._graph_crc(path) != meta["crc32"]:
-                return "graph file CRC-32 mismatch (damaged on disk)"
         except (KeyError, TypeError, ValueError, OSError, struct.error) as exc:
             return f"malformed checkpoint ({exc!r})"
         return None

@@ -9,6 +9,8 @@ A collection is one folder::
                            damaged and rewritten, see vfix below), no header
     index.json             checkpoint of the derived vector index: file name, journal offset covered, CRC
     index-<nonce>.hnsw     the hnswlib graph the checkpoint names (derived data, rebuildable)
+    keyword.json           checkpoint of the derived keyword (BM25) index, the same way
+    keyword-<nonce>.npz    the postings arrays it names (derived data, rebuildable)
     meta-<gen>.snap        snapshot of the in-memory metadata at a checkpoint (derived; open skips replaying the
                            journal up to its offset; ignored and replaced when stale, damaged or of another Python)
     compacting-<gen>.*     files of a compaction in progress (renamed into place at its switch)
@@ -29,11 +31,12 @@ A collection is one folder::
   bad bytes are a torn tail: a writer (under the exclusive lock) copies them to `journal.jsonl.torn-<time>`,
   logs a warning and truncates the journal to the last good line. If a good line follows a bad one, the damage
   is in the middle: CorruptJournalError names the byte offset; nothing is repaired automatically.
-* Everything else is derived. The vector index checkpoint is written to a new file, fsync()ed, and only then
-  named by `index.json` (written to a temp file, fsync()ed, renamed, directory fsync()ed); a crash mid-save leaves
-  the previous checkpoint in force. A missing, stale or damaged checkpoint is rebuilt from the journal and the
-  vector rows, without re-embedding. The metadata snapshot is written the same way (temp, fsync, rename) after
-  the index checkpoint, stamped with the journal offset it covers and the CRC of the line ending there; one that
+* Everything else is derived. An index checkpoint is written to a new file and fsync()ed, the directory is
+  fsync()ed, and only then is the file named by `index.json` / `keyword.json` (written to a temp file, fsync()ed,
+  renamed, directory fsync()ed; see durable.py); a crash mid-save leaves the previous checkpoint in force. A
+  missing, stale or damaged checkpoint is rebuilt from the journal and the vector rows, without re-embedding. The
+  metadata snapshot is written atomically too (temp, fsync, rename, directory fsync) after the index
+  checkpoints, stamped with the journal offset it covers and the CRC of the line ending there; one that
   fails any check (generation, offset, that CRC, its own CRC, the index checkpoint being older) is ignored.
 * Compaction copies the live memories of a snapshot of the journal into `compacting-<newgen>.*` files (vectors,
   journal, vector index, metadata snapshot) without holding the lock, so other processes keep writing. Then,
@@ -48,7 +51,8 @@ Format of a line: a JSON object (UTF-8, no raw newlines) whose last member is `"
 over the same line with that member removed, i.e. over `line[:-18] + b"}"`. The first line is the header
 `{"op":"header","format":1,"generation":...,"dim":...,"model":...}`.
 
-This module knows nothing about embeddings or MCP; it moves bytes durably.
+This module knows nothing about embeddings or MCP. It frames, checks and appends lines; how bytes reach the disk
+durably is durable.py's job, and every change it makes to a file goes through a `durable.FileLayer`.
 """
 
 from __future__ import annotations
@@ -68,7 +72,37 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from memserver.durable import (
+    OS,
+    FileLayer,
+    atomic_write,
+    fsync_dir,
+    fsync_fd,
+    read_snapshot,
+    write_all,
+    write_new_file,
+    write_snapshot,
+)
 from memserver.errors import CorruptJournalError, StoreError, StoreLockedError
+
+__all__ = [
+    "FORMAT",
+    "JOURNAL_NAME",
+    "LOCK_NAME",
+    "AddRecord",
+    "DerivedIndex",
+    "FileLock",
+    "Journal",
+    "ReadResult",
+    "decode_line",
+    "encode_line",
+    # re-exported for store.py until it imports them from memserver.durable, where they now live
+    "fsync_dir",
+    "fsync_fd",
+    "read_snapshot",
+    "write_all",
+    "write_snapshot",
+]
 
 log = logging.getLogger(__name__)
 
@@ -99,120 +133,22 @@ class AddRecord(NamedTuple):
 
 
 class DerivedIndex(Protocol):
-    """Data derived from the journal (the vector index; the keyword index next), fed by one replay path.
+    """Data derived from the journal (the vector index, the keyword index), fed by one replay path.
 
     The store calls `add`/`remove` for its own writes, for other processes' writes it catches up on, and for the
     journal tail after `load`; `reset` + `add` is the bulk rebuild. `save`/`load` checkpoint the index together
     with the journal position it covers (`stamp`: generation, offset, live count); `load` returns that stamp, or
     None when there is no usable checkpoint (the store then resets and rebuilds it after replaying the journal).
-    An index with `persistent = False` keeps nothing on disk: `save` does nothing, `load` returns None, and it is
-    rebuilt on every open. Calls are serialised by the store; `vectors` rows match `records` (unit float32).
+    Calls are serialised by the store; `vectors` rows match `records` (unit float32).
     """
 
     name: str
-    persistent: bool
 
     def reset(self) -> None: ...
     def add(self, records: Sequence[AddRecord], vectors: np.ndarray) -> None: ...
     def remove(self, records: Sequence[AddRecord]) -> None: ...
     def save(self, folder: Path, stamp: dict[str, Any]) -> None: ...
     def load(self, folder: Path, generation: str) -> dict[str, Any] | None: ...
-
-
-# --- durable file helpers ----------------------------------------------------------------------------------------
-
-
-def fsync_fd(fd: int) -> None:
-    """Flush a file to stable storage (F_FULLFSYNC on macOS, where plain fsync stops at the drive cache)."""
-    if sys.platform == "darwin":
-        import fcntl
-
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
-            return
-    os.fsync(fd)
-
-
-def fdatasync_fd(fd: int) -> None:
-    """fsync_fd, minus the inode metadata not needed to read the data back (fdatasync where the OS has it)."""
-    if sys.platform == "darwin" or not hasattr(os, "fdatasync"):
-        fsync_fd(fd)
-    else:
-        os.fdatasync(fd)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or a new file in `path` durable (a no-op where directories cannot be opened)."""
-    if os.name == "nt":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_all(fd: int, data: bytes | memoryview) -> None:
-    """os.write until every byte is written (a single write may be short)."""
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def write_new_file(path: Path, *chunks: bytes | memoryview) -> None:
-    """Create `path` (it must not exist) holding the chunks one after another, synced to disk before returning."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        for data in chunks:
-            write_all(fd, data)
-        fsync_fd(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, *chunks: bytes | memoryview) -> None:
-    """Replace `path` with the chunks so that a crash leaves either the old or the new content, never a mix."""
-    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    write_new_file(tmp, *chunks)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-# --- metadata snapshots -------------------------------------------------------------------------------------------
-
-_SNAP_MAGIC = b"memserver-meta-snapshot\n"
-
-
-def write_snapshot(path: Path, stamp: dict[str, Any], payload: bytes) -> None:
-    """Atomically write a snapshot file: magic, one JSON line (`stamp` + payload length and CRC-32), payload."""
-    head = {**stamp, "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
-    atomic_write(path, _SNAP_MAGIC + json.dumps(head).encode() + b"\n", payload)  # no copy of a large payload
-
-
-def read_snapshot(path: Path) -> tuple[dict[str, Any], memoryview] | None:
-    """(stamp, payload) of a snapshot file whose length and CRC-32 check out; None if absent or damaged (logged).
-
-    The payload is a view into the file's bytes, not a copy (a 1M-memory snapshot is ~0.3 GB)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("snapshot %s is unreadable (%s); replaying the journal instead", path, exc)
-        return None
-    nl = data.find(b"\n", len(_SNAP_MAGIC))
-    try:
-        if not data.startswith(_SNAP_MAGIC) or nl < 0:
-            raise ValueError("bad magic")
-        head = json.loads(data[len(_SNAP_MAGIC) : nl])
-        payload = memoryview(data)[nl + 1 :]
-        if len(payload) != head["payload_bytes"] or zlib.crc32(payload) != head["payload_crc32"]:
-            raise ValueError("length or CRC-32 mismatch")
-    except (ValueError, KeyError, TypeError) as exc:
-        log.warning("snapshot %s is damaged (%s); replaying the journal instead", path, exc)
-        return None
-    return head, payload
 
 
 # --- line encoding -----------------------------------------------------------------------------------------------
@@ -249,16 +185,18 @@ class FileLock:
     """A shared/exclusive lock on a lock file, between processes (flock; msvcrt fallback is exclusive-only).
 
     Not reentrant and not a thread lock: flock locks belong to the open file, so the store holds its own thread
-    lock around every use. A lock that cannot be had within `timeout` seconds raises StoreLockedError.
+    lock around every use. A lock that cannot be had within `timeout` seconds raises StoreLockedError. The lock
+    file is created through `files` (it holds no data, so its creation is never synced).
     """
 
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+    def __init__(self, path: Path, timeout: float = 30.0, files: FileLayer = OS) -> None:
         self.path = path
         self.timeout = timeout
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.files = files
+        self._fd = files.open(path, os.O_RDWR | os.O_CREAT)
 
     def _try(self, exclusive: bool) -> bool:
-        if os.name == "nt":  # pragma: no cover - Windows: byte-range lock, exclusive for readers too
+        if sys.platform == "win32":  # pragma: no cover - Windows: byte-range lock, exclusive for readers too
             import msvcrt
 
             try:
@@ -267,24 +205,25 @@ class FileLock:
                 return True
             except OSError:
                 return False
-        import fcntl
+        else:
+            import fcntl
 
-        try:
-            fcntl.flock(self._fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
+            try:
+                fcntl.flock(self._fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                return False
 
     def _release(self) -> None:
-        if os.name == "nt":  # pragma: no cover
+        if sys.platform == "win32":  # pragma: no cover
             import msvcrt
 
             os.lseek(self._fd, 0, os.SEEK_SET)
             msvcrt.locking(self._fd, msvcrt.LK_UNLCK, 1)
-            return
-        import fcntl
+        else:
+            import fcntl
 
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
@@ -305,7 +244,7 @@ class FileLock:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            os.close(self._fd)
+            self.files.close(self._fd)
 
 
 # --- the journal -------------------------------------------------------------------------------------------------
@@ -322,32 +261,36 @@ class ReadResult:
 
 
 class Journal:
-    """The open journal file: read good lines from an offset, append lines durably, repair a torn tail."""
+    """The open journal file: read good lines from an offset, append lines durably, repair a torn tail.
 
-    def __init__(self, path: Path) -> None:
+    Every change to the file goes through `files` (reads do not); tests pass a recording or failing layer.
+    """
+
+    def __init__(self, path: Path, files: FileLayer = OS) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        self.files = files
+        self._fd = files.open(path, os.O_RDWR | os.O_APPEND)
         st = os.fstat(self._fd)
         self.identity = (st.st_dev, st.st_ino)
         first = self._first_line()
         header = decode_line(first) if first is not None else None
-        if not header or header.get("op") != "header":
-            os.close(self._fd)
+        if first is None or not header or header.get("op") != "header":
+            files.close(self._fd)
             raise CorruptJournalError(f"{path}: the first line is not a valid journal header; the file is damaged")
         if header.get("format") != FORMAT:
-            os.close(self._fd)
+            files.close(self._fd)
             raise StoreError(f"{path}: journal format {header.get('format')!r} is not supported (expected {FORMAT})")
         self.header: dict[str, Any] = header
-        self.header_end = len(first) + 1  # type: ignore[arg-type]
+        self.header_end = len(first) + 1
 
     @property
     def generation(self) -> str:
         return str(self.header["generation"])
 
     @staticmethod
-    def create(path: Path, header: dict[str, Any]) -> None:
+    def create(path: Path, header: dict[str, Any], files: FileLayer = OS) -> None:
         """Write a journal holding only `header`, atomically (a crash leaves no journal or a whole one)."""
-        atomic_write(path, encode_line({"op": "header", "format": FORMAT, **header}))
+        atomic_write(path, encode_line({"op": "header", "format": FORMAT, **header}), files=files)
 
     def _first_line(self) -> bytes | None:
         data = os.pread(self._fd, 65536, 0)
@@ -402,17 +345,18 @@ class Journal:
         """Append lines and fsync once for the batch (group commit); returns the new end offset.
 
         The caller holds the exclusive lock and has checked that the file ends at a good line. If the write or the
-        fsync fails (disk full, I/O error), the file is cut back to where it was: nothing half-written stays.
+        fsync fails (disk full, I/O error), the file is cut back to where it was: nothing half-written stays, and
+        the OSError (with its errno: ENOSPC, EIO, ...) reaches the caller.
         """
         data = b"".join(encode_line(r) for r in records)
         before = self.size()
         try:
-            write_all(self._fd, data)
-            fdatasync_fd(self._fd)
+            write_all(self._fd, data, self.files)
+            self.files.fdatasync(self._fd)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, before)
-                fsync_fd(self._fd)
+                self.files.ftruncate(self._fd, before)
+                self.files.fsync(self._fd)
             raise
         return before + len(data)
 
@@ -424,10 +368,10 @@ class Journal:
         torn = os.pread(self._fd, size - end, end)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         aside = self.path.with_name(f"{self.path.name}.torn-{stamp}-{uuid.uuid4().hex[:6]}")
-        write_new_file(aside, torn)
-        fsync_dir(self.path.parent)
-        os.ftruncate(self._fd, end)
-        fsync_fd(self._fd)
+        write_new_file(aside, torn, files=self.files)
+        self.files.fsync_dir(self.path.parent)  # the copy is durable before the bytes go
+        self.files.ftruncate(self._fd, end)
+        self.files.fsync(self._fd)
         log.warning(
             "journal %s ended with %d bytes of a torn or damaged last line (a write interrupted by a crash); "
             "kept every record before it and moved those bytes to %s",
@@ -447,4 +391,4 @@ class Journal:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            os.close(self._fd)
+            self.files.close(self._fd)

@@ -1,4 +1,4 @@
-"""The store, loaded in the background: `Stores` builds each user's MemoryStore in a thread on first need, so the
+"""The store, loaded in the background: `Stores` builds each user's backend in a thread on first need, so the
 server answers `initialize` and `tools/list` while the model and the index load.
 
 This module imports nothing heavy (no MCP SDK, numpy, onnxruntime or hnswlib). Starting the loading before the
@@ -8,30 +8,39 @@ the GIL and the two cores, delaying `initialize` by 0.2-1.2 s (benchmarks/README
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from memserver.errors import MemserverError
+from memserver.errors import MemserverError, NotAuthenticatedError
 
 if TYPE_CHECKING:
-    from memserver.store import MemoryStore
+    from memserver.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
 # MEMSERVER_TIMING=1 (benchmarks/recall_mcp.py): each tool result carries `_meta["memserver/timing"]` with the
 # milliseconds spent embedding, in the tool's work (store call) and in the whole handler. Off by default.
 TIMING = os.environ.get("MEMSERVER_TIMING", "") == "1"
-tally = threading.local()  # per worker thread: seconds spent embedding during the current tool call
+_embedding = threading.local()  # per worker thread: `seconds` spent embedding inside `embedding_seconds()`
 
-StoreFactory = Callable[[str | None], "MemoryStore"]
+StoreFactory = Callable[[str | None], "MemoryBackend"]
 """Builds the store of one user (None: the single user of stdio or of HTTP without tokens). Called in a thread."""
+
+
+@contextlib.contextmanager
+def embedding_seconds() -> Iterator[Callable[[], float]]:
+    """With MEMSERVER_TIMING=1, count the seconds this thread spends embedding inside the block; the yielded
+    function returns the count so far (always 0 without TIMING, whose embedder is not timed)."""
+    _embedding.seconds = 0.0
+    yield lambda: float(_embedding.seconds)
 
 
 class Stores:
@@ -44,7 +53,7 @@ class Stores:
     def __init__(self, factory: StoreFactory, *, per_user: bool = False) -> None:
         self.factory = factory
         self.per_user = per_user
-        self._futures: dict[str | None, Future[MemoryStore]] = {}
+        self._futures: dict[str | None, Future[MemoryBackend]] = {}
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -56,14 +65,14 @@ class Stores:
         else:
             self._future(None)
 
-    async def get(self, user: str | None) -> MemoryStore:
-        """The store of `user`, waiting (in a worker thread) until it is built. Re-raises a failed build."""
-        if self.per_user and user is None:
-            import mcp_types as types
-            from mcp.shared.exceptions import MCPError
+    async def get(self, user: str | None) -> MemoryBackend:
+        """The store of `user`, waiting (in a worker thread) until it is built. Re-raises a failed build.
 
-            # Fail closed: a per-user server must never fall back to a shared store.
-            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
+        Raises:
+            NotAuthenticatedError: a per-user server and no user (it fails closed: never a shared store).
+        """
+        if self.per_user and user is None:
+            raise NotAuthenticatedError("Authentication required")
         future = self._future(user if self.per_user else None)
         if not future.done():
             await anyio.to_thread.run_sync(future.exception, abandon_on_cancel=True)
@@ -79,7 +88,7 @@ class Stores:
                 except Exception:
                     logger.exception("closing a store failed")
 
-    def _future(self, user: str | None) -> Future[MemoryStore]:
+    def _future(self, user: str | None) -> Future[MemoryBackend]:
         with self._lock:
             future = self._futures.get(user)
             if future is None or (future.done() and future.exception() is not None):  # a failed build is retried
@@ -89,7 +98,7 @@ class Stores:
                 ).start()
             return future
 
-    def _build(self, user: str | None, future: Future[MemoryStore]) -> None:
+    def _build(self, user: str | None, future: Future[MemoryBackend]) -> None:
         try:
             future.set_result(self.factory(user))
             logger.info("store ready%s", f" for user {user}" if user else "")
@@ -117,7 +126,7 @@ def _log_failure(fn: Callable[[], Any]) -> Callable[[], None]:
 
 
 class DefaultStoreFactory:
-    """MemoryStore per user, all sharing one Embedder (the model is loaded once per process).
+    """A backend per user (engines.open_backend), all sharing one Embedder (the model is loaded once per process).
 
     User None gets the store at `data_dir` (MCP_MEMORY_PATH or the platform default) and the configured
     collection. A named user's memories live under `<data_dir>/users/<user>/`, a separate folder tree, so no
@@ -144,7 +153,7 @@ class DefaultStoreFactory:
     def warm(self) -> None:
         self.embedder().load()
 
-    def __call__(self, user: str | None) -> MemoryStore:
+    def __call__(self, user: str | None) -> MemoryBackend:
         from memserver.engines import open_backend
 
         embedder = self.embedder()
@@ -175,11 +184,11 @@ class _TimedEmbedder:
         try:
             return self._inner.embed(texts)
         finally:
-            tally.embed = getattr(tally, "embed", 0.0) + time.perf_counter() - started
+            _embedding.seconds = getattr(_embedding, "seconds", 0.0) + time.perf_counter() - started
 
     def embed_query(self, text: str) -> Any:
         started = time.perf_counter()
         try:
             return self._inner.embed_query(text)
         finally:
-            tally.embed = getattr(tally, "embed", 0.0) + time.perf_counter() - started
+            _embedding.seconds = getattr(_embedding, "seconds", 0.0) + time.perf_counter() - started

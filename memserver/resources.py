@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote
 import mcp_types as types
 
 if TYPE_CHECKING:
-    from memserver.store import Memory, MemoryStore
+    from memserver.backend import MemoryBackend
 
 SCHEME = "memory://"
 JSON = "application/json"
@@ -72,11 +72,15 @@ class UnknownResourceError(LookupError):
     """The URI names nothing this server has: not a memory:// URI we serve, or a memory that does not exist."""
 
 
+Kind = Literal["stats", "recent", "tags", "tag", "memory"]
+_FIXED: dict[str, Kind] = {"stats": "stats", "recent": "recent", "tags": "tags"}
+
+
 @dataclass(frozen=True)
 class Target:
     """A parsed memory:// URI."""
 
-    kind: Literal["stats", "recent", "tags", "tag", "memory"]
+    kind: Kind
     arg: str = ""
 
 
@@ -94,8 +98,8 @@ def parse(uri: str) -> Target:
     if not uri.startswith(SCHEME):
         raise UnknownResourceError(f"Unknown resource: {uri} (this server serves memory:// URIs only)")
     rest = uri[len(SCHEME) :]
-    if rest in ("stats", "recent", "tags"):
-        return Target(rest)  # type: ignore[arg-type]
+    if rest in _FIXED:
+        return Target(_FIXED[rest])
     head, _, tail = rest.partition("/")
     if head == "tags" and tail:
         return Target("tag", unquote(tail))
@@ -104,7 +108,7 @@ def parse(uri: str) -> Target:
     raise UnknownResourceError(f"Unknown resource: {uri}")
 
 
-def read(store: MemoryStore, target: Target) -> str:
+def read(store: MemoryBackend, target: Target) -> str:
     """The JSON text of a resource (blocking: call it from a worker thread).
 
     Raises:
@@ -114,7 +118,7 @@ def read(store: MemoryStore, target: Target) -> str:
     if target.kind == "stats":
         payload = store.stats()
     elif target.kind == "recent":
-        payload = {"memories": [memory_json(m) for m in store.list_recent(limit=RECENT_LIMIT)]}
+        payload = {"memories": [m.to_dict() for m in store.list_recent(limit=RECENT_LIMIT)]}
     elif target.kind == "tags":
         counts = sorted(store.tag_counts().items(), key=lambda item: (-item[1], item[0]))
         payload = {
@@ -124,21 +128,10 @@ def read(store: MemoryStore, target: Target) -> str:
         }
     elif target.kind == "tag":
         memories = store.list_recent(limit=TAG_LIMIT, tags=[target.arg])
-        payload = {"tag": target.arg, "memories": [memory_json(m) for m in memories]}
+        payload = {"tag": target.arg, "memories": [m.to_dict() for m in memories]}
     else:
         memory = store.get(target.arg)
         if memory is None:
             raise UnknownResourceError(f"No memory with id {target.arg!r}; use recall or list_recent to find ids")
-        payload = memory_json(memory)
+        payload = memory.to_dict()
     return json.dumps(payload, ensure_ascii=False, default=str)
-
-
-def memory_json(memory: Memory) -> dict[str, Any]:
-    """The public JSON shape of a memory (tools.MEMORY_SCHEMA)."""
-    return {
-        "id": memory.id,
-        "content": memory.content,
-        "created_at": memory.created_at,
-        "tags": list(memory.tags),
-        "source": memory.source or "",
-    }

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -37,15 +36,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from memserver import __version__, resources, tools
-from memserver.errors import InvalidInputError, MemserverError
-from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, tally
+from memserver import __version__, inputs, resources, tools
+from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
+from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
 if TYPE_CHECKING:
-    from memserver.store import MemoryStore
+    from memserver.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
-_MEMORY_ID = re.compile(r"^[0-9a-f]{32}$")  # the store's ids: uuid4 hex
 
 INSTRUCTIONS = (
     "memserver is the user's long-term memory, kept on their own machine. Call recall before answering when "
@@ -89,11 +87,11 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     timing: dict[str, float] = {}
     try:
         store = await ctx.lifespan_context.get(_user(ctx))
-        payload = await anyio.to_thread.run_sync(partial(_timed, _RUN[tool.name], store, args, timing))
+        payload = await anyio.to_thread.run_sync(partial(_timed, _TOOL_WORK[tool.name], store, args, timing))
     except InvalidInputError as exc:
         return _tool_error(str(exc))
-    except MCPError:
-        raise
+    except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
     except MemserverError as exc:  # the model is missing, the store is locked, ...: the message says what to do
         logger.error("%s failed: %s", tool.name, exc)
         return _tool_error(f"{tool.name} failed: {exc}")
@@ -133,8 +131,8 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
     except (resources.UnknownResourceError, InvalidInputError) as exc:
         # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data.
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"uri": uri}) from None
-    except MCPError:
-        raise
+    except NotAuthenticatedError as exc:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
     except Exception:
         logger.exception("reading %s failed", uri)
         raise MCPError(
@@ -146,11 +144,11 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
 # --- the tools' work (blocking; runs in a worker thread) -------------------------------------------------------------
 
 
-def _remember(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+def _remember(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     memory = store.add(args["content"], tags=args.get("tags"), source=args.get("source"))
     payload: dict[str, Any] = {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
     similar = []
-    for memory_id, score in getattr(memory, "similar", ()):
+    for memory_id, score in memory.similar:
         other = store.get(memory_id)
         if other is not None:  # may have been forgotten meanwhile
             similar.append({"id": memory_id, "score": round(float(score), 4), "content": other.content})
@@ -159,7 +157,7 @@ def _remember(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def _recall(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     hits = store.search(
         args["query"],
         limit=args["limit"],
@@ -171,7 +169,7 @@ def _recall(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
         mode=args["mode"],
     )
     payload: dict[str, Any] = {
-        "results": [{**resources.memory_json(hit.memory), "score": round(float(hit.score), 4)} for hit in hits]
+        "results": [{**hit.memory.to_dict(), "score": round(float(hit.score), 4)} for hit in hits]
     }
     note = _recall_note(args, [hit.score for hit in hits])
     if note:
@@ -199,20 +197,19 @@ def _recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
     return None
 
 
-def _list_recent(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+def _list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     memories = store.list_recent(limit=args["limit"], tags=args.get("tags"))
-    return {"memories": [resources.memory_json(m) for m in memories]}
+    return {"memories": [m.to_dict() for m in memories]}
 
 
-def _forget(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+def _forget(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     memory_id = args["memory_id"]
-    normalized = memory_id.strip().lower()
-    if not _MEMORY_ID.match(normalized):  # contract: an id that names no memory is deleted: false, not an error
+    if not inputs.is_memory_id(memory_id):  # contract: an id that names no memory is deleted: false, not an error
         return {"id": memory_id, "deleted": False}
-    return {"id": memory_id, "deleted": bool(store.delete(normalized))}
+    return {"id": memory_id, "deleted": bool(store.delete(memory_id))}
 
 
-_RUN: dict[str, Callable[[MemoryStore, dict[str, Any]], dict[str, Any]]] = {
+_TOOL_WORK: dict[str, Callable[[MemoryBackend, dict[str, Any]], dict[str, Any]]] = {
     tools.REMEMBER.name: _remember,
     tools.RECALL.name: _recall,
     tools.LIST_RECENT.name: _list_recent,
@@ -221,19 +218,19 @@ _RUN: dict[str, Callable[[MemoryStore, dict[str, Any]], dict[str, Any]]] = {
 
 
 def _timed(
-    run: Callable[[MemoryStore, dict[str, Any]], dict[str, Any]],
-    store: MemoryStore,
+    run: Callable[[MemoryBackend, dict[str, Any]], dict[str, Any]],
+    store: MemoryBackend,
     args: dict[str, Any],
     timing: dict[str, float],
 ) -> dict[str, Any]:
     """Run a tool's work; with TIMING, record embed_ms and work_ms into `timing` (in the worker thread)."""
     if not TIMING:
         return run(store, args)
-    tally.embed = 0.0
-    started = time.perf_counter()
-    payload = run(store, args)
-    timing["work_ms"] = round((time.perf_counter() - started) * 1000, 3)
-    timing["embed_ms"] = round(tally.embed * 1000, 3)
+    with embedding_seconds() as embedded:
+        started = time.perf_counter()
+        payload = run(store, args)
+        timing["work_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        timing["embed_ms"] = round(embedded() * 1000, 3)
     return payload
 
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-import hashlib
 import heapq
 import logging
 import marshal
 import math
 import mmap
 import os
-import re
 import sys
 import threading
 import time
@@ -33,16 +31,17 @@ import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import date
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import columns, config
+from memserver import columns, config, inputs
+from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
-from memserver.fusion import reciprocal_rank_fusion
+from memserver.fusion import FUSION_DEPTH, hybrid_order
 from memserver.index import VectorIndex
 from memserver.journal import (
     JOURNAL_NAME,
@@ -65,12 +64,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# --- limits (InvalidInputError names the argument and the rule) ------------------------------------------------
-MAX_CONTENT_CHARS = 20_000
-MAX_TAGS = 20
-MAX_TAG_CHARS = 64
-MAX_SOURCE_CHARS = 200
-MAX_LIMIT = 1000
 # Filtered searches whose matching set is small are ranked exactly by numpy over the stored vectors; larger sets go
 # through HNSW with a filter (falling back to exact if it returns too few). Exact costs ~c_e per matching row;
 # HNSW with a filter matching a fraction f of N rows visits ~ef/f nodes at ~c_h each (a Python predicate per
@@ -91,66 +84,8 @@ COMPACTING_STALE_S = 6 * 3600
 # Layout of the metadata snapshot's payload (see _meta_payload); a snapshot of another format is replayed over.
 SNAPSHOT_FORMAT = 4
 
-_ID_RE = re.compile(r"^[0-9a-f]{32}$")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-_MODES = ("hybrid", "semantic", "keyword")
-# Hybrid ranking: reciprocal-rank fusion (fusion.py) of the vector and keyword rankings of the same candidates, each
-# cut at FUSION_DEPTH (or `limit`, if larger), plus a weak recency prior: the fused rows ranked newest first, with
-# weight FUSION_RECENCY, so that of two memories matching alike the newer (an updated fact) comes first. Chosen
-# on benchmarks/quality.py (benchmarks/README.md, "Retrieval quality"): k barely matters (10..100); cutting each
-# ranking at 20 keeps rows that are mediocre in both lists from outranking one that is clearly first in one
-# (recall@10 0.969 vs 0.937 at depth 50); equal weights beat favouring either side; the recency prior lifts MRR
-# (0.795 -> 0.810; "changed" facts 0.48 -> 0.53) without moving recall@10. It is kept small on purpose: 0.25 lifts
-# "changed" facts further (0.64) but moves an older memory down by up to ~6 places in one ranking, a risk for
-# questions about old conversations that our evaluation set under-represents.
-FUSION_DEPTH = 20
-FUSION_K = 60
-FUSION_WEIGHTS = (1.0, 1.0)  # (vector, keyword)
-FUSION_RECENCY = 0.1
-# No default min_score: on benchmarks/quality.py a floor high enough to silence unanswerable queries (0.35) also
-# drops 17% of the relevant best hits. The server flags weak results instead (tools.WEAK_MATCH_SCORE).
-# add(): a live memory at least this close (cosine) is reported in Memory.similar. From 25 restatement pairs vs 30
-# distinct memories on the same topic: 92% of restatements and 7% of distinct pairs score >= 0.82.
-NEAR_DUPLICATE_SCORE = 0.82
-SIMILAR_MAX = 3
 # _matrix reads up to this many vector rows with pread (no file pages mapped into the process), more through a map.
 MATRIX_PREAD_ROWS = 256
-
-
-# --- public types ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Memory:
-    """A stored memory. `duplicate` and `similar` describe the add() that returned it; they are not stored."""
-
-    id: str
-    content: str
-    created_at: str
-    tags: tuple[str, ...]
-    source: str
-    duplicate: bool = False
-    similar: tuple[tuple[str, float], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "content": self.content,
-            "created_at": self.created_at,
-            "tags": list(self.tags),
-            "source": self.source,
-        }
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A search result: the memory and its cosine similarity to the query (1 is identical)."""
-
-    memory: Memory
-    score: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.memory.to_dict(), "score": self.score}
 
 
 @dataclass
@@ -160,7 +95,7 @@ class _NewItem:
     content: str
     tags: tuple[str, ...]
     source: str
-    key: int  # _content_key(content)
+    key: int  # inputs.content_key(content)
     id: str = ""
     created_at: str = ""
     vector: np.ndarray | None = None
@@ -196,69 +131,6 @@ def _memory(r: AddRecord, duplicate: bool = False) -> Memory:
     return Memory(r.id, r.content, r.created_at, r.tags, r.source, duplicate)
 
 
-# --- validation ----------------------------------------------------------------------------------------------------
-
-
-def _normalised(content: str) -> str:
-    """What exact duplicates share: the content with whitespace trimmed and collapsed."""
-    return " ".join(content.split())
-
-
-def _content_key(content: str) -> int:
-    """Exact-duplicate key: 64 bits of a hash of `_normalised(content)` (a match is confirmed on the text)."""
-    digest = hashlib.blake2b(_normalised(content).encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
-
-
-def _check_text(value: object, name: str, max_chars: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
-    text = value.strip()
-    if not text:
-        raise InvalidInputError(f"{name} must not be empty")
-    if len(text) > max_chars:
-        raise InvalidInputError(f"{name} is {len(text)} characters; the limit is {max_chars}")
-    _check_utf8(text, name)
-    return text
-
-
-def _check_tags(tags: object, name: str = "tags") -> tuple[str, ...]:
-    if tags is None:
-        return ()
-    if isinstance(tags, str) or not isinstance(tags, (list, tuple)):
-        raise InvalidInputError(f"{name} must be a list of strings, got {type(tags).__name__}")
-    out: dict[str, None] = {}
-    for tag in tags:
-        if not isinstance(tag, str):
-            raise InvalidInputError(f"{name} must be a list of strings; found {type(tag).__name__}")
-        t = tag.strip()
-        if not t:
-            raise InvalidInputError(f"{name} must not contain empty strings")
-        if len(t) > MAX_TAG_CHARS:
-            raise InvalidInputError(f"{name}: tag {t[:20]!r}... is {len(t)} characters; the limit is {MAX_TAG_CHARS}")
-        if _CONTROL_RE.search(t):
-            raise InvalidInputError(f"{name}: tag {t!r} contains a control character")
-        _check_utf8(t, name)
-        out[t] = None
-    if len(out) > MAX_TAGS:
-        raise InvalidInputError(f"{name} has {len(out)} distinct tags; the limit is {MAX_TAGS}")
-    return tuple(out)
-
-
-def _check_source(source: object) -> str:
-    if source is None:
-        return ""
-    if not isinstance(source, str):
-        raise InvalidInputError(f"source must be a string, got {type(source).__name__}")
-    s = source.strip()
-    if len(s) > MAX_SOURCE_CHARS:
-        raise InvalidInputError(f"source is {len(s)} characters; the limit is {MAX_SOURCE_CHARS}")
-    if _CONTROL_RE.search(s):
-        raise InvalidInputError("source must not contain control characters (newlines, tabs, ...)")
-    _check_utf8(s, "source")
-    return s
-
-
 def _folder_bytes(folder: Path) -> int:
     """Bytes of the files in `folder`; other processes create and remove temp files meanwhile, so skip vanished ones."""
     total = 0
@@ -267,97 +139,6 @@ def _folder_bytes(folder: Path) -> int:
             if entry.is_file():
                 total += entry.stat().st_size
     return total
-
-
-def _check_utf8(text: str, name: str) -> None:
-    """Refuse lone surrogates up front: they cannot be written as UTF-8, and the journal line would fail late."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{name} is not valid Unicode text (a lone surrogate at {exc.start})") from None
-
-
-def _check_id(memory_id: object, name: str = "memory_id") -> str:
-    if not isinstance(memory_id, str) or not _ID_RE.match(memory_id.strip().lower()):
-        raise InvalidInputError(f"{name} must be 32 hexadecimal characters (as returned by add), got {memory_id!r}")
-    return memory_id.strip().lower()
-
-
-def _check_limit(limit: object, name: str = "limit") -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidInputError(f"{name} must be an integer, got {type(limit).__name__}")
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInputError(f"{name} must be between 1 and {MAX_LIMIT}, got {limit}")
-    return limit
-
-
-def _iso(dt: datetime) -> str:
-    """The one stored time format: UTC, microseconds, '+00:00' (so strings sort in time order)."""
-    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
-
-
-def _now() -> str:
-    return _iso(datetime.now(timezone.utc))
-
-
-def _parse_time(value: object, name: str) -> tuple[datetime, bool]:
-    """A date/datetime or ISO 8601 string -> (aware datetime, date_only); naive times are taken as UTC."""
-    if isinstance(value, datetime):
-        dt, date_only = value, False
-    elif isinstance(value, date):
-        dt, date_only = datetime(value.year, value.month, value.day), True
-    elif isinstance(value, str):
-        text = value.strip()
-        try:
-            if len(text) == 10:
-                d = date.fromisoformat(text)
-                dt, date_only = datetime(d.year, d.month, d.day), True
-            else:
-                dt, date_only = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00")), False
-        except ValueError:
-            raise InvalidInputError(
-                f"{name} must be an ISO 8601 date or date-time (e.g. 2026-11-30 or 2026-11-30T13:08:00Z), got {value!r}"
-            ) from None
-    else:
-        raise InvalidInputError(f"{name} must be an ISO 8601 string, got {type(value).__name__}")
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    try:
-        dt.astimezone(timezone.utc)
-        if date_only:
-            dt + timedelta(days=1)  # a date-only `until` is shifted to the next midnight
-    except OverflowError:
-        raise InvalidInputError(f"{name} {value!r} is outside the supported calendar range once taken to UTC") from None
-    return dt, date_only
-
-
-def _time_bounds(since: object, until: object) -> tuple[str | None, str | None, bool]:
-    """(low key inclusive, high key, high inclusive). A date-only `until` includes that whole (UTC) day."""
-    lo = hi = None
-    hi_inclusive = True
-    if since is not None:
-        lo = _iso(_parse_time(since, "since")[0])
-    if until is not None:
-        dt, date_only = _parse_time(until, "until")
-        if date_only:
-            dt, hi_inclusive = dt + timedelta(days=1), False
-        hi = _iso(dt)
-    if lo is not None and hi is not None and (lo > hi or (lo == hi and not hi_inclusive)):
-        raise InvalidInputError(f"since ({since}) must not be later than until ({until})")
-    return lo, hi, hi_inclusive
-
-
-def _check_vector(value: object, dim: int, name: str) -> np.ndarray:
-    try:
-        v = np.asarray(value, dtype=np.float32).reshape(-1)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be a list of {dim} numbers") from None
-    if v.shape != (dim,) or not np.isfinite(v).all():
-        raise InvalidInputError(f"{name} must be {dim} finite numbers, got shape {v.shape}")
-    norm = float(np.linalg.norm(v))
-    if norm == 0.0:
-        raise InvalidInputError(f"{name} must not be the zero vector")
-    return v / norm
 
 
 # --- the store -----------------------------------------------------------------------------------------------------
@@ -454,7 +235,7 @@ class MemoryStore:
                             "generation": uuid.uuid4().hex,
                             "dim": self.dim,
                             "model": str(self.embedder.model_name),
-                            "created_at": _now(),
+                            "created_at": inputs.now(),
                         },
                     )
         self._journal = Journal(path)
@@ -821,8 +602,8 @@ class MemoryStore:
         for row in self._keys.rows(key):
             if (found is None or row < found) and self._alive[row]:
                 if text is None:
-                    text = _normalised(content)
-                if _normalised(self._contents.get(row)) == text:
+                    text = inputs.normalised(content)
+                if inputs.normalised(self._contents.get(row)) == text:
                     found = row
         return found
 
@@ -850,7 +631,7 @@ class MemoryStore:
         self._tags[row] = tags = self._intern(r.tags)
         self._sources[row] = self._intern(r.source)
         self._alive[row] = True
-        self._keys.add(_content_key(r.content), row)
+        self._keys.add(inputs.content_key(r.content), row)
         for t in tags:
             self._tag_rows.add(t, row)
         self._source_rows.add(r.source, row)
@@ -960,7 +741,7 @@ class MemoryStore:
             batch_keys: dict[str, int] = {}  # normalised content -> first item
             for i, it in enumerate(items):
                 existing = self._duplicate_row(it.key, it.content)
-                text = _normalised(it.content)
+                text = inputs.normalised(it.content)
                 if existing is not None:
                     out[i] = self._memory_at(existing, duplicate=True)
                 elif it.id and it.id in self._rows:
@@ -985,7 +766,7 @@ class MemoryStore:
                             "op": "add",
                             "id": it.id,
                             "content": it.content,
-                            "created_at": it.created_at or _now(),
+                            "created_at": it.created_at or inputs.now(),
                             "tags": list(it.tags),
                             "source": it.source,
                             "row": first_row + n,
@@ -1006,9 +787,11 @@ class MemoryStore:
                         out[i] = self._memory_at(self._rows[it.id])
             return out  # type: ignore[return-value]
 
-    def _new_item(self, content: object, tags: object, source: object, where: str = "") -> _NewItem:
-        text = _check_text(content, f"{where}content", MAX_CONTENT_CHARS)
-        return _NewItem(text, _check_tags(tags, f"{where}tags"), _check_source(source), _content_key(text))
+    @staticmethod
+    def _pending(m: inputs.NewMemory) -> _NewItem:
+        item = _NewItem(m.content, m.tags, m.source, inputs.content_key(m.content), m.id, m.created_at)
+        item.vector = m.vector
+        return item
 
     def _embed_missing(self, items: list[_NewItem]) -> None:
         """Embed (outside every lock) the items that are not already known duplicates and have no vector."""
@@ -1026,7 +809,7 @@ class MemoryStore:
         `similar` = up to SIMILAR_MAX (id, score), best first, so the caller can forget an outdated one.
         (add_many and import_ skip this: bulk loads would pay one index query per item.)
         """
-        item = self._new_item(content, tags, source)
+        item = self._pending(inputs.new_memory(content, tags, source))
         self._embed_missing([item])
         memory = self._write_adds([item])[0]
         if memory.duplicate or item.vector is None:
@@ -1048,18 +831,7 @@ class MemoryStore:
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """Store several memories with one batched embedding and one fsync; all are validated before any write."""
-        new: list[_NewItem] = []
-        for n, item in enumerate(items):
-            where = f"items[{n}]." if not isinstance(items, list) or len(items) != 1 else ""
-            if isinstance(item, str):
-                new.append(self._new_item(item, None, None, where))
-            elif isinstance(item, dict):
-                unknown = set(item) - {"content", "tags", "source"}
-                if unknown:
-                    raise InvalidInputError(f"{where or 'item.'}{sorted(unknown)[0]} is not a memory field")
-                new.append(self._new_item(item.get("content"), item.get("tags"), item.get("source"), where))
-            else:
-                raise InvalidInputError(f"items[{n}] must be a string or a dict, got {type(item).__name__}")
+        new = [self._pending(m) for m in inputs.new_memories(items)]
         if not new:
             return []
         self._embed_missing(new)
@@ -1067,19 +839,19 @@ class MemoryStore:
 
     def delete(self, memory_id: str) -> bool:
         """Delete a memory for good (durable when this returns); False if there is no such memory."""
-        mid = _check_id(memory_id)
+        mid = inputs.check_id(memory_id)
         with self._writing():
             assert self._journal is not None
             if mid not in self._rows:
                 return False
-            self._journal.append([{"op": "del", "id": mid, "at": _now()}])
+            self._journal.append([{"op": "del", "id": mid, "at": inputs.now()}])
             self._catch_up(repair=False)
             return True
 
     # --- reading -------------------------------------------------------------------------------------------------
 
     def get(self, memory_id: str) -> Memory | None:
-        mid = _check_id(memory_id)
+        mid = inputs.check_id(memory_id)
         with self._mu:
             self._refresh()
             row = self._rows.get(mid)
@@ -1087,8 +859,8 @@ class MemoryStore:
 
     def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
         """Newest first; with `tags`, only memories sharing at least one of them."""
-        limit = _check_limit(limit)
-        wanted = _check_tags(tags)
+        limit = inputs.check_limit(limit)
+        wanted = inputs.check_tags(tags)
         with self._mu:
             self._refresh()
             if wanted:
@@ -1112,21 +884,16 @@ class MemoryStore:
         until: str | date | None = None,
         min_score: float | None = None,
         mode: str = "hybrid",
+        *,
+        query_vector: Sequence[float] | np.ndarray | None = None,
     ) -> list[Hit]:
-        """The `limit` memories that best match `query` among those matching every filter, best first.
-
-        Filters restrict the candidates before ranking: tags match when a memory has any of them; `since`/`until`
-        bound created_at (inclusive; a date-only `until` includes that day, UTC). `mode`: "semantic" ranks by
-        vector similarity (exact top-`limit`); "keyword" by BM25 over content and date words (only memories
-        sharing a word with the query; none -> []); "hybrid" by reciprocal-rank fusion of the two. In every mode
-        `Hit.score` is the cosine similarity to the query and `min_score` applies to it.
-        """
-        text = _check_text(query, "query", MAX_CONTENT_CHARS)
-        if mode not in _MODES:
-            raise InvalidInputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
-        args = self._search_args(limit, tags, source, since, until, min_score)
-        q = np.asarray(self.embedder.embed_query(text), dtype=np.float32).reshape(-1)
-        return self._search(q, *args, text=text, mode=mode)
+        """See backend.MemoryBackend.search."""
+        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode)
+        if query_vector is not None:
+            q = inputs.check_vector(query_vector, self.dim, "query_vector")
+        else:
+            q = np.asarray(self.embedder.embed_query(req.query), dtype=np.float32).reshape(-1)
+        return self._search(q, req.limit, req.filter, req.min_score, text=req.query, mode=req.mode)
 
     def search_by_vector(
         self,
@@ -1138,35 +905,20 @@ class MemoryStore:
         until: str | date | None = None,
         min_score: float | None = None,
     ) -> list[Hit]:
-        """`search` with a ready query vector (benchmarks, and callers that embed themselves)."""
-        q = _check_vector(vector, self.dim, "vector")
-        return self._search(q, *self._search_args(limit, tags, source, since, until, min_score))
+        """`search(mode="semantic")` with a ready query vector and no query text (kept for callers that embed)."""
+        q = inputs.check_vector(vector, self.dim, "vector")
+        n = inputs.check_limit(limit)
+        filters = inputs.search_filter(tags, source, since, until)
+        return self._search(q, n, filters, inputs.check_min_score(min_score))
 
-    def _search_args(
-        self, limit: object, tags: object, source: object, since: object, until: object, min_score: object
-    ) -> tuple[int, tuple[str, ...], str | None, tuple[str | None, str | None, bool], float | None]:
-        limit = _check_limit(limit)
-        wanted = _check_tags(tags)
-        src = None if source is None else _check_source(source)
-        bounds = _time_bounds(since, until)
-        if min_score is not None:
-            if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or math.isnan(min_score):
-                raise InvalidInputError(f"min_score must be a number between -1 and 1, got {min_score!r}")
-            if not -1.0 <= float(min_score) <= 1.0:
-                raise InvalidInputError(f"min_score must be between -1 and 1, got {min_score}")
-            min_score = float(min_score)
-        return limit, wanted, src, bounds, min_score  # type: ignore[return-value]
-
-    def _candidates(
-        self, tags: tuple[str, ...], source: str | None, bounds: tuple[str | None, str | None, bool]
-    ) -> np.ndarray | None:
+    def _candidates(self, f: inputs.SearchFilter) -> np.ndarray | None:
         """Rows of live memories matching every filter, or None when there is no filter (all of them)."""
-        lo, hi, hi_inclusive = bounds
+        lo, hi, hi_inclusive = f.since, f.until, f.until_inclusive
         rows: np.ndarray | None = None  # sorted, unique
-        if tags:
-            rows = self._tag_union(tags)
-        if source is not None:
-            by_source = self._source_rows.rows(source, self._alive)
+        if f.tags:
+            rows = self._tag_union(f.tags)
+        if f.source is not None:
+            by_source = self._source_rows.rows(f.source, self._alive)
             rows = by_source if rows is None else np.intersect1d(rows, by_source, assume_unique=True)
         if lo is None and hi is None:
             return rows
@@ -1202,19 +954,15 @@ class MemoryStore:
         self,
         q: np.ndarray,
         limit: int,
-        tags: tuple[str, ...],
-        source: str | None,
-        bounds: tuple[str | None, str | None, bool],
+        filters: inputs.SearchFilter,
         min_score: float | None,
         *,
         text: str = "",
         mode: str = "semantic",
     ) -> list[Hit]:
-        if q.shape != (self.dim,):
-            raise StoreError(f"the query vector has shape {q.shape}, expected ({self.dim},)")
         with self._mu:
             self._refresh()
-            cand = self._candidates(tags, source, bounds)  # filters first: both rankings see only these rows
+            cand = self._candidates(filters)  # filters first: both rankings see only these rows
             if mode == "semantic" or not text:
                 rows, scores = self._rank(q, limit, cand)
             else:
@@ -1243,25 +991,13 @@ class MemoryStore:
             rows = np.asarray(words, dtype=np.int64)
         else:
             near = self._rank(q, depth, cand)[0].tolist()
-            order = self._fuse(near[:FUSION_DEPTH], words[:FUSION_DEPTH])
-            if depth > FUSION_DEPTH:
-                head = set(order)
-                order += [row for row in self._fuse(near, words) if row not in head]
+            order = hybrid_order(near, words, self._created_at)
             rows = np.asarray(order, dtype=np.int64)
         if not deep:
             rows = rows[:limit]
         if len(rows) == 0:
             return rows, np.empty(0, dtype=np.float32)
         return rows, np.einsum("ij,j->i", self._matrix(rows), q)
-
-    def _fuse(self, near: list[int], words: list[int]) -> list[int]:
-        """RRF of the vector and keyword rankings, plus the recency prior over the rows they hold."""
-        rankings, weights = [near, words], list(FUSION_WEIGHTS)
-        if FUSION_RECENCY:
-            pool = list(dict.fromkeys(near + words))
-            rankings.append(sorted(pool, key=self._created_at, reverse=True))
-            weights.append(FUSION_RECENCY)
-        return [row for row, _ in reciprocal_rank_fusion(rankings, k=FUSION_K, weights=weights)]
 
     def _rank(self, q: np.ndarray, limit: int, cand: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Top rows among `cand` (None = all): exact for small sets, HNSW otherwise, never fewer than possible."""
@@ -1371,7 +1107,7 @@ class MemoryStore:
             self._importing += 1
         try:
             for n, rec in enumerate(records):
-                item = self._import_item(rec, n)
+                item = self._pending(inputs.imported_memory(rec, n, self.dim))
                 if item.id:
                     if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
                         raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
@@ -1389,19 +1125,6 @@ class MemoryStore:
             if self._uncovered >= CHECKPOINT_RECORDS:
                 self._checkpoint()
         return added
-
-    def _import_item(self, rec: object, n: int) -> _NewItem:
-        where = f"records[{n}]."
-        if not isinstance(rec, dict):
-            raise InvalidInputError(f"records[{n}] must be a dict, got {type(rec).__name__}")
-        it = self._new_item(rec.get("content"), rec.get("tags"), rec.get("source"), where)
-        if rec.get("id") is not None:
-            it.id = _check_id(rec["id"], f"{where}id")
-        if rec.get("created_at") is not None:
-            it.created_at = _iso(_parse_time(rec["created_at"], f"{where}created_at")[0])
-        if rec.get("vector") is not None:
-            it.vector = _check_vector(rec["vector"], self.dim, f"{where}vector")
-        return it
 
     def _import_batch(self, batch: list[_NewItem]) -> int:
         with self._mu:
@@ -1477,7 +1200,7 @@ class MemoryStore:
         scratch = MemoryStore.__new__(MemoryStore)  # metadata of the new generation, for its snapshot
         scratch._closed = True
         scratch._reset_state()
-        Journal.create(files["jsonl"], {**header, "generation": generation, "compacted_at": _now()})
+        Journal.create(files["jsonl"], {**header, "generation": generation, "compacted_at": inputs.now()})
         vfd = os.open(files["f32"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         jfd = os.open(files["jsonl"], os.O_WRONLY | os.O_APPEND)
         try:
@@ -1551,7 +1274,7 @@ class MemoryStore:
                     os.pwrite(vfd, vecs.tobytes(), len(live) * self._rowbytes)
                     for n, r in enumerate(added):
                         lines.append(encode_line(_add_line(r, len(live) + n, zlib.crc32(vecs[n].tobytes()))))
-                lines += [encode_line({"op": "del", "id": r.id, "at": _now()}) for r in gone]
+                lines += [encode_line({"op": "del", "id": r.id, "at": inputs.now()}) for r in gone]
                 write_all(jfd, b"".join(lines))
                 fsync_fd(vfd)
                 fsync_fd(jfd)

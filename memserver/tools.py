@@ -4,7 +4,7 @@ The schemas below are the contract: `tools/list` advertises them verbatim and `v
 `tools/call` against the very same dicts (the low-level SDK server validates nothing). Messages follow pydantic's
 wording, field first: `limit: Input should be greater than or equal to 1`.
 
-Knows nothing about the store or the transports.
+Knows nothing about the engines or the transports; the limits come from inputs.py, which the engines check too.
 """
 
 from __future__ import annotations
@@ -16,26 +16,27 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
+# The bounds come from inputs.py, beside the engines' own checks, so a schema never allows what an engine refuses.
+# Results are bounded: no tool can dump the whole store.
+from memserver.inputs import (
+    ISO_DATE_PATTERN,
+    MAX_CONTENT_CHARS,
+    MAX_LIST,
+    MAX_QUERY_CHARS,
+    MAX_RECALL,
+    MAX_SOURCE_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    SEARCH_MODES,
+)
+
 if TYPE_CHECKING:
     from jsonschema import ValidationError as SchemaViolation
 
-# Bounds shared by the schemas and the docs. Results are bounded: no tool can dump the whole store.
-MAX_CONTENT_CHARS = 20_000
-MAX_QUERY_CHARS = 2_000
-MAX_TAGS = 20
-MAX_TAG_CHARS = 64
-MAX_SOURCE_CHARS = 200
-MAX_RECALL = 50
-MAX_LIST = 100
 # all-MiniLM-L6-v2's cosine scale, measured in benchmarks/quality.py: the best hit of a query the store cannot
 # answer scores median 0.31 (p95 0.43), a relevant memory median 0.52. A recall whose best score is below this
 # gets a `note` saying there is no strong match; no results are dropped (min_score stays the caller's choice).
 WEAK_MATCH_SCORE = 0.35
-
-# ISO 8601 date or date-time (offset optional; no offset means UTC): 2026-01-31, 2026-01-31T09:30:00Z, ...
-SEARCH_MODES = ("hybrid", "semantic", "keyword")
-
-ISO_DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
 
 _TAGS = {
     "type": "array",

@@ -147,3 +147,17 @@ def test_quality_quick(real_embedder, bench_cache, tmp_path):
     assert r["overall"]["hybrid"]["recall@10"] >= r["overall"]["semantic"]["recall@10"]
     assert r["near_duplicates"]["add_similar_found_original"] > 0.5
     assert r["scale"]["n"] == 2000 and r["scale"]["search_ms"]["hybrid"]["p50"] > 0
+
+
+def test_conversations_quick(real_embedder, tmp_path):
+    """conversations.py --quick scores part of one conversation in every variant, with the real model."""
+    out = tmp_path / "conversations.json"
+    run = _run_bench("conversations.py", "--quick", "--cache", str(tmp_path / "cache"), "--out", str(out))
+    assert "| hybrid+date" in run.stdout and "evidence_by_named_speaker" in run.stdout
+    r = json.loads(out.read_text())
+    (data,) = r["sets"].values()
+    assert set(data["variants"]) == {"hybrid", "semantic", "keyword", "hybrid+date", "hybrid+fields"}
+    hybrid = data["variants"]["hybrid"]
+    assert hybrid["n"] == data["questions"] > 0 and hybrid["memories_imported"] == data["turns"]
+    assert 0 < hybrid["overall"]["recall@10"] <= 100 and hybrid["search_ms"]["p50"] > 0
+    assert data["variants"]["hybrid+fields"]["available"] is bool(r["fields_supported"])

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 from memserver.embedder import Embedder, TextEmbedder, mean_pool_normalize
 
-DATA = Path(__file__).parent / "data" / "minilm-reference.json"
+DATA = resources.files("memserver") / "data" / "minilm-reference.json"  # shipped in the package, for `model verify`
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "minilm-reference.json"
 MIN_COSINE = 0.99999
 
@@ -35,7 +36,7 @@ def test_fidelity_against_sentence_transformers(real_embedder):
 
 
 def test_committed_fixture_matches_shared_copy():
-    """tests/data/minilm-reference.json is an exact copy of the shared fixture."""
+    """memserver/data/minilm-reference.json is an exact copy of the shared fixture."""
     if not SHARED.is_file():
         pytest.skip(f"shared fixture {SHARED} not present (only on the team's machines)")
     assert DATA.read_bytes() == SHARED.read_bytes()

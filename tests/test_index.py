@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import errno
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import memserver.store
 from memserver.index import META_NAME, VectorIndex
-from memserver.journal import AddRecord
+from memserver.journal import JOURNAL_NAME, AddRecord, Journal
+from memserver.store import MemoryStore
+from tests.fakes import FakeEmbedder
+from tests.file_layers import FailingFiles, RecordingFiles, SimulatedCrash
+
+FIXTURE = Path(__file__).parent / "data" / "checkpoints-bc911d9"
 
 DIM = 32
 
@@ -81,7 +90,7 @@ def test_save_load_round_trip_keeps_deletions(tmp_path: Path) -> None:
     assert VectorIndex(DIM).load(tmp_path, "another-generation") is None
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "meta", "missing"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "meta", "meta-not-an-object", "missing"])
 def test_damaged_checkpoints_are_refused_not_loaded(tmp_path: Path, damage: str) -> None:
     """Truncated, flipped, garbage or missing graph files (and a bad meta) are refused before hnswlib sees them."""
     index, _ = _filled(200)
@@ -96,6 +105,8 @@ def test_damaged_checkpoints_are_refused_not_loaded(tmp_path: Path, damage: str)
         graph.write_bytes(b"\xff" * len(data))
     elif damage == "meta":
         (tmp_path / META_NAME).write_text("{not json")
+    elif damage == "meta-not-an-object":
+        (tmp_path / META_NAME).write_text("[1, 2]")
     else:
         graph.unlink()
     assert VectorIndex(DIM).load(tmp_path, "g") is None
@@ -112,3 +123,78 @@ def test_checkpoint_built_with_another_ef_construction_is_used(tmp_path: Path) -
     assert loaded.search(vecs[7], 1)[0].tolist() == [7]
     loaded.reset()
     assert loaded.ef_construction == 64
+
+
+def test_an_empty_index_round_trips(tmp_path: Path) -> None:
+    """A graph of no elements (e.g. compacting a store whose memories were all deleted) saves and loads."""
+    VectorIndex(DIM).save(tmp_path, {"generation": "g", "offset": 1, "count": 0})
+    loaded = VectorIndex(DIM)
+    assert loaded.load(tmp_path, "g") is not None and loaded.live_count == 0
+    assert len(loaded.search(_vectors(1)[0], 5)[0]) == 0
+
+
+def test_a_checkpoint_written_by_the_previous_code_loads(tmp_path: Path) -> None:
+    """index.json + index-*.hnsw as written at commit bc911d9 (tests/data/checkpoints-bc911d9) load, and search
+    the same."""
+    folder = shutil.copytree(FIXTURE, tmp_path / "c")
+    expected = json.loads((folder / "expected.json").read_text())
+    vectors = np.load(folder / "vectors.npy")
+    index = VectorIndex(expected["dim"], M=8, ef_construction=32, ef=32)
+    stamp = index.load(folder, "fixture-generation")
+    assert stamp is not None and stamp["offset"] == 4321 and index.live_count == stamp["count"]
+    for row, rows in expected["vector"].items():
+        assert index.search(vectors[int(row)], 5)[0].tolist() == rows
+    assert not set(expected["gone_rows"]) & set(index.search(vectors[3], 80)[0].tolist())
+
+
+def test_a_short_graph_file_is_refused_before_the_meta_names_it(tmp_path: Path) -> None:
+    """hnswlib reports no write error (a full disk leaves its file short): the file is checked and removed, the
+    save raises OSError(EIO), and the old checkpoint stays in force."""
+
+    class ShortNativeWrite(RecordingFiles):
+        def fsync(self, fd: int) -> None:  # runs right after hnswlib wrote the file: cut it as a full disk would
+            if self.names[fd].endswith(".hnsw.tmp"):
+                path = next(tmp_path.glob("*.hnsw.tmp"))
+                path.write_bytes(path.read_bytes()[:-5000])
+            super().fsync(fd)
+
+    old, _ = _filled(100)
+    old.save(tmp_path, {"generation": "g", "offset": 1, "count": 100})
+    new = VectorIndex(DIM, files=ShortNativeWrite())
+    new.add(_records(range(300)), _vectors(300))
+    with pytest.raises(OSError, match="unusable graph file") as raised:
+        new.save(tmp_path, {"generation": "g", "offset": 2, "count": 300})
+    assert raised.value.errno == errno.EIO
+    assert len(list(tmp_path.glob("index-*"))) == 1
+    loaded = VectorIndex(DIM)
+    stamp = loaded.load(tmp_path, "g")
+    assert stamp is not None and stamp["offset"] == 1 and loaded.live_count == 100
+
+
+def test_a_crash_between_graph_and_meta_keeps_a_usable_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint that dies after writing its graph, before index.json names it: the store opens on the old
+    checkpoint plus the journal tail, and its next checkpoint removes the orphaned graph."""
+    embedder = FakeEmbedder()
+    with MemoryStore(tmp_path, "test", embedder=embedder) as s:  # closing checkpoints these 299
+        first = s.add_many([f"fact {i} about item{i}" for i in range(300)])
+        s.delete(first[0].id)
+    monkeypatch.setattr(memserver.store, "CHECKPOINT_RECORDS", 10**9)  # so that closing leaves a journal tail
+    with MemoryStore(tmp_path, "test", embedder=embedder) as s:
+        s.add_many([f"more {i}" for i in range(300)])
+    monkeypatch.undo()
+    folder = tmp_path / "test"
+    journal = Journal(folder / JOURNAL_NAME)
+    generation = journal.generation
+    journal.close()
+    crashing = VectorIndex(
+        embedder.dim, files=FailingFiles(lambda op, name: op == "replace" and name.endswith(META_NAME), None)
+    )
+    assert crashing.load(folder, generation) is not None
+    crashing.add(_records(range(300, 600)), embedder.embed([f"more {i}" for i in range(300)]))
+    with pytest.raises(SimulatedCrash):
+        crashing.save(folder, {"generation": generation, "offset": 1, "count": 599})
+    assert len(list(folder.glob("index-*.hnsw"))) == 2  # the new graph exists, unreferenced
+    with MemoryStore(tmp_path, "test", embedder=embedder) as s:
+        assert s.stats()["count"] == 299 + 300
+        assert s.search("more 42", limit=1)[0].memory.content == "more 42"
+    assert len(list(folder.glob("index-*.hnsw"))) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from memserver.errors import CorruptJournalError, StoreLockedError
 from memserver.journal import FileLock, Journal, decode_line, encode_line
+from tests.file_layers import FailingFiles, RecordingFiles
 
 
 def _journal(tmp_path: Path, n: int) -> tuple[Path, list[int]]:
@@ -88,19 +90,53 @@ def test_bad_header_is_an_error(tmp_path: Path) -> None:
         Journal(path)
 
 
-def test_failed_append_leaves_nothing_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """If fsync fails after the write, the appended bytes are cut off again."""
+@pytest.mark.parametrize(
+    ("op", "error"), [("write", errno.ENOSPC), ("write", errno.EIO), ("fdatasync", errno.EIO)], ids=str
+)
+def test_failed_append_leaves_nothing_half_written(tmp_path: Path, op: str, error: int) -> None:
+    """A write cut short by a full disk, or a failing sync: the error propagates, the bytes are cut off again,
+    and the journal takes the next append as if nothing had happened."""
     path, ends = _journal(tmp_path, 1)
-    j = Journal(path)
-
-    def broken_fsync(fd: int) -> None:
-        raise OSError(5, "I/O error")
-
-    monkeypatch.setattr("memserver.journal.fsync_fd", broken_fsync)
-    monkeypatch.setattr("memserver.journal.fdatasync_fd", broken_fsync)
-    with pytest.raises(OSError):
-        j.append([{"op": "add", "id": "x"}])
+    files = FailingFiles(lambda o, name: o == op, error)
+    j = Journal(path, files=files)
+    with pytest.raises(OSError) as raised:
+        j.append([{"op": "add", "id": "x", "content": "lost " * 100}])
+    assert raised.value.errno == error and files.failures == 1
     assert os.path.getsize(path) == ends[0]
+    assert files.calls[-2:] == [("ftruncate", "journal.jsonl"), ("fsync", "journal.jsonl")]
+    files.armed = False
+    end = j.append([{"op": "add", "id": "y", "row": 1}])
+    j.close()
+    entries, offset, size = _read_all(Journal(path))
+    assert [e["id"] for e in entries] == [f"{0:032x}", "y"] and offset == size == end
+
+
+def test_append_syncs_once_per_batch(tmp_path: Path) -> None:
+    """A batch of lines is written, then fdatasync()ed once (group commit), and nothing else is touched."""
+    path, _ = _journal(tmp_path, 1)
+    files = RecordingFiles()
+    j = Journal(path, files=files)
+    j.append([{"op": "add", "id": str(i)} for i in range(50)])
+    j.close()
+    assert files.calls == [
+        ("open", "journal.jsonl"),
+        ("write", "journal.jsonl"),
+        ("fdatasync", "journal.jsonl"),
+        ("close", "journal.jsonl"),
+    ]
+
+
+def test_setting_aside_a_torn_tail_makes_the_copy_durable_before_truncating(tmp_path: Path) -> None:
+    """The torn bytes are written to their own file and synced, the folder synced, then the journal cut."""
+    path, ends = _journal(tmp_path, 2)
+    with open(path, "ab") as f:
+        f.write(b'{"op":"add","id":"half')
+    files = RecordingFiles()
+    j = Journal(path, files=files)
+    assert j.set_aside_tail(ends[1]) is not None
+    j.close()
+    ops = [op for op, _ in files.calls]
+    assert ops == ["open", "create", "write", "fsync", "close", "fsync_dir", "ftruncate", "fsync", "close"]
 
 
 def test_lock_excludes_writers_and_times_out(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import huggingface_hub
@@ -211,7 +212,7 @@ def test_cli_model_verify_fails_below_threshold(real_embedder, tmp_path, capsys)
     """verify exits 1 when a reference vector disagrees."""
     from memserver.cli import main
 
-    data = json.loads((Path(__file__).parent / "data" / "minilm-reference.json").read_text())
+    data = json.loads((resources.files("memserver") / "data" / "minilm-reference.json").read_text(encoding="utf-8"))
     data["items"][3]["embedding"] = list(reversed(data["items"][3]["embedding"]))
     (tmp_path / "ref.json").write_text(json.dumps(data))
     assert main(["model", "verify", "--reference", str(tmp_path / "ref.json")]) == 1

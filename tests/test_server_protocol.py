@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from memserver import resources, tools
+from memserver.backend import Hit, Memory
 from memserver.errors import InvalidInputError
 from memserver.server import build_server
 
@@ -31,28 +32,11 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@dataclass(frozen=True)
-class StubMemory:
-    id: str
-    content: str
-    created_at: str
-    tags: tuple[str, ...] = ()
-    source: str = ""
-    duplicate: bool = False
-    similar: tuple[tuple[str, float], ...] = ()
-
-
-@dataclass(frozen=True)
-class StubHit:
-    memory: StubMemory
-    score: float
-
-
 class StubStore:
-    """A dict with MemoryStore's method names; `fail` makes every call raise it."""
+    """A dict behind the backend contract's method names; `fail` makes every call raise it."""
 
     def __init__(self) -> None:
-        self.memories: dict[str, StubMemory] = {}
+        self.memories: dict[str, Memory] = {}
         self.fail: BaseException | None = None
         self.calls: list[tuple[str, Any]] = []
         self.score = 0.5  # what search gives every hit
@@ -63,25 +47,27 @@ class StubStore:
         if self.fail is not None:
             raise self.fail
 
-    def add(self, content: str, tags: Any = None, source: Any = None) -> StubMemory:
+    def add(self, content: str, tags: Any = None, source: Any = None) -> Memory:
         self._check("add", (content, tags, source))
         for memory in self.memories.values():
             if memory.content == content:
                 return replace(memory, duplicate=True)
-        memory = StubMemory(f"{len(self.memories) + 1:032x}", content, "2026-01-01T00:00:00+00:00", tuple(tags or ()))
-        self.memories[memory.id] = replace(memory, source=source or "")
+        memory = Memory(
+            f"{len(self.memories) + 1:032x}", content, "2026-01-01T00:00:00+00:00", tuple(tags or ()), source or ""
+        )
+        self.memories[memory.id] = memory
         return replace(self.memories[memory.id], similar=self.similar)
 
-    def search(self, query: str, **kwargs: Any) -> list[StubHit]:
+    def search(self, query: str, **kwargs: Any) -> list[Hit]:
         self._check("search", kwargs)
-        return [StubHit(m, self.score) for m in list(self.memories.values())[: kwargs["limit"]]]
+        return [Hit(m, self.score) for m in list(self.memories.values())[: kwargs["limit"]]]
 
-    def list_recent(self, limit: int = 10, tags: Any = None) -> list[StubMemory]:
+    def list_recent(self, limit: int = 10, tags: Any = None) -> list[Memory]:
         self._check("list_recent", (limit, tags))
         found = [m for m in self.memories.values() if not tags or set(tags) <= set(m.tags)]
         return found[::-1][:limit]
 
-    def get(self, memory_id: str) -> StubMemory | None:
+    def get(self, memory_id: str) -> Memory | None:
         self._check("get", memory_id)
         return self.memories.get(memory_id)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import memserver.store as ms
-from memserver import columns
+from memserver import columns, inputs
 from memserver.journal import Journal
 from memserver.store import MemoryStore
 from tests.fakes import FakeEmbedder
@@ -107,7 +107,7 @@ def test_duplicates_are_found_after_reopen_and_not_after_delete(tmp_path: Path) 
 
 
 def test_colliding_content_keys_are_told_apart_by_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ms, "_content_key", lambda content: 42)
+    monkeypatch.setattr(inputs, "content_key", lambda content: 42)
     with _open(tmp_path) as s:
         a = s.add("alpha")
         b = s.add("beta")

@@ -1,6 +1,6 @@
 """The keyword side on PostgreSQL: the same terms as the local store's BM25, and BM25 itself in SQL.
 
-Text is tokenised here, in Python, by memserver's own tokenizer (memserver.keyword), never by PostgreSQL's text
+Text is tokenised here, in Python, by memserver's own tokenizer (memserver.terms), never by PostgreSQL's text
 search: both engines then index and query exactly the same terms (ids glued, accents folded, plurals stemmed, the
 date words of created_at). A memory row carries its distinct terms and their frequencies; triggers copy them into
 `postings` (see migrations/0001). BM25 is scored in SQL from per-tenant statistics: documents and total length
@@ -14,7 +14,8 @@ import functools
 from collections import Counter
 from dataclasses import dataclass
 
-from memserver.keyword import KeywordIndex, _date_terms, _normalise, _raw_tokens, date_text, tokenize
+from memserver.bm25 import KeywordIndex
+from memserver.terms import date_terms, date_text, normalise, raw_tokens, tokenize
 
 _DEFAULTS = KeywordIndex()
 K1 = _DEFAULTS.k1
@@ -31,21 +32,21 @@ class IndexedText:
     length: int  # terms indexed, repeats included (BM25's document length)
 
 
-# keyword.tokenize, with each distinct raw token normalised once per process (as the local index's vocabulary
+# memserver.terms.tokenize, with each distinct raw token normalised once per process (as the local index's vocabulary
 # does): folding and stemming per occurrence made a bulk import spend ~1 ms per memory here.
-_term = functools.lru_cache(maxsize=1 << 17)(_normalise)
+_term = functools.lru_cache(maxsize=1 << 17)(normalise)
 
 
 def indexed(content: str, created_at: str) -> IndexedText:
     """The terms of a memory: its content and the date words of its created_at (as the local store indexes)."""
-    raw = _raw_tokens(f"{content} {date_text(created_at)}")
+    raw = raw_tokens(f"{content} {date_text(created_at)}")
     counts = Counter(term for term in map(_term, raw) if term is not None)
     return IndexedText(list(counts), list(counts.values()), sum(counts.values()))
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct terms a query is scored on, dates it names included (see keyword.date_text)."""
-    dates = [term for raw in _date_terms(query) for term in tokenize(raw.decode("ascii"))]
+    """The distinct terms a query is scored on, dates it names included (see memserver.terms.date_text)."""
+    dates = [term for raw in date_terms(query) for term in tokenize(raw.decode("ascii"))]
     return list(dict.fromkeys(tokenize(query) + dates))
 
 

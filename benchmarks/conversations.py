@@ -1,0 +1,439 @@
+"""Retrieval on long multi-session conversations: R@5, R@10 and MRR by question type, per conversation set.
+
+Each conversation of benchmarks/data/conversations/<set>/ (format: benchmarks/README.md, "Conversations") goes into
+a fresh MemoryStore, one memory per dialog turn written `Speaker: text [image: caption]` (the convention of the
+held-out benchmark issue 15 quotes), created_at = the session's date plus a minute per turn, tagged with the
+conversation id. Each question is asked as `store.search(question, tags=[conversation id])` and scored by the share
+of its evidence turns found in the top 5 / top 10 (R@5, R@10) and the reciprocal rank of the first evidence turn
+(MRR, to depth 50). Variants (rows of the tables):
+
+- hybrid, semantic, keyword: the store's three modes (hybrid is what `recall` does by default);
+- hybrid+date: the session's date written into the text, `[8 May 2024] Maya: ...` (the issue's baseline);
+- hybrid+fields: the plain text plus speaker, session, occurred_at and namespace given as memory fields (issue 12):
+  run when the store keeps those fields (probed through `import_` and `get`), else the row says n/a.
+
+Turn vectors are computed once per text with the real Embedder, batched, and cached under the cache directory
+(keyed by a hash of the texts and the model file), then imported with `import_`; question vectors are computed
+once with `embed_query` and handed to the store through its embedder, so the latency column is the search alone
+(embedding excluded, the figure issue 15's +1 ms budget is about); the query embedding is timed on its own.
+
+    uv run python benchmarks/conversations.py                       # every set; writes results/conversations.json
+    uv run python benchmarks/conversations.py --sets harbour lantern --data-dir DIR [--data-dir DIR2]
+    uv run python benchmarks/conversations.py --stats               # the sets' statistics only, no model
+    uv run python benchmarks/conversations.py --quick               # smoke test: part of one conversation
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _common  # noqa: E402
+import convdata  # noqa: E402
+
+from memserver.errors import InvalidInputError  # noqa: E402
+from memserver.store import MemoryStore  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "conversations.json"
+VARIANTS = ("hybrid", "semantic", "keyword", "hybrid+date", "hybrid+fields")
+FIELDS = ("speaker", "session", "occurred_at", "namespace")
+DEPTH = 50  # ranking depth scored for MRR
+TIMED_LIMIT = 10  # the timed search: what a recall of 10 does
+
+
+class QueryVectors:
+    """The store's embedder, with the question vectors computed beforehand (so the model runs once per question).
+
+    Anything else (there should be nothing: turns are imported with their vectors) goes to the real embedder.
+    """
+
+    def __init__(self, inner: Any, vectors: dict[str, np.ndarray]) -> None:
+        self.inner, self.vectors = inner, vectors
+        self.dim: int = inner.dim
+        self.model_name: str = inner.model_name
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.inner.embed(texts), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = self.vectors.get(text)
+        return vector if vector is not None else np.asarray(self.inner.embed_query(text), np.float32)
+
+
+def store_id(key: str) -> str:
+    """The store wants 32-hex ids; turns are named `<conversation>/<turn id>`."""
+    return hashlib.md5(key.encode()).hexdigest()
+
+
+def dated(text: str, when: datetime) -> str:
+    return f"[{when.day} {when:%B %Y}] {text}"
+
+
+def turn_rows(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per turn: id, store id, the memory texts of each variant, when it was said, and its fields."""
+    rows = []
+    for session, turn in convdata.turns(conv):
+        start = datetime.fromisoformat(session["date"])
+        when = start + timedelta(minutes=int(turn["id"].split(":")[1]) - 1)
+        plain = convdata.memory_text(turn)
+        rows.append(
+            {
+                "turn": turn["id"],
+                "id": store_id(f"{conv['id']}/{turn['id']}"),
+                "plain": plain,
+                "dated": dated(plain, start),
+                "at": when.isoformat(timespec="seconds"),
+                "speaker": turn["speaker"],
+                "session": f"{conv['id']}/{session['id']}",
+            }
+        )
+    return rows
+
+
+def cached_vectors(cache: Path, embedder: Any, texts: list[str], *, query: bool) -> tuple[np.ndarray, float | None]:
+    """(vectors, seconds spent embedding or None when cached). Queries go one by one through embed_query."""
+    files = getattr(embedder, "files", None)  # the Embedder's model files: a new model invalidates the cache
+    model = f"{files.model}:{files.model.stat().st_size}" if files is not None else embedder.model_name
+    key = hashlib.sha256("\n".join([model, str(query), *texts]).encode()).hexdigest()
+    path = cache / f"{'q' if query else 't'}-{key[:20]}.npy"
+    if path.exists():
+        return np.load(path), None
+    started = time.perf_counter()
+    if query:
+        vectors = np.stack([np.asarray(embedder.embed_query(t), np.float32) for t in texts])
+    else:
+        vectors = np.asarray(embedder.embed(texts), np.float32)
+    seconds = time.perf_counter() - started
+    partial = path.with_suffix(".partial.npy")
+    np.save(partial, vectors)
+    partial.replace(path)  # a run killed mid-write leaves no half file to load next time
+    return vectors, seconds
+
+
+def probe_fields(embedder: Any, store_class: type[MemoryStore] = MemoryStore) -> tuple[str, ...]:
+    """The conversation fields the store keeps: an import of a record carrying them, read back through get().
+
+    Today's store ignores unknown record keys, so "accepted" is not enough: a field counts when get() returns it.
+    """
+    with tempfile.TemporaryDirectory(prefix="memserver-conv-probe-") as tmp:
+        store = store_class(tmp, "probe", embedder=embedder)
+        try:
+            record = {
+                "id": store_id("probe"),
+                "content": "Probe: is anyone there?",
+                "vector": np.zeros(embedder.dim, np.float32) + 1 / np.sqrt(embedder.dim),
+                "speaker": "Probe",
+                "session": "probe/S1",
+                "occurred_at": "2024-03-08T12:00:00",
+                "namespace": "probe-1",
+            }
+            try:
+                store.import_([record])
+            except (InvalidInputError, TypeError, ValueError):
+                return ()
+            memory = store.get(record["id"])
+            if memory is None:  # e.g. stored in a namespace that get() does not look in without being told
+                return ()
+            kept = memory.to_dict()
+            return tuple(f for f in FIELDS if kept.get(f) not in (None, ""))
+        finally:
+            store.close()
+
+
+def accepts(method: Any, name: str) -> bool:
+    return name in inspect.signature(method).parameters
+
+
+def rank_metrics(ranking: list[str], evidence: set[str]) -> dict[str, float]:
+    first = next((i + 1 for i, key in enumerate(ranking) if key in evidence), None)
+    return {
+        "recall@5": len(evidence & set(ranking[:5])) / len(evidence),
+        "recall@10": len(evidence & set(ranking[:10])) / len(evidence),
+        "mrr": 1.0 / first if first else 0.0,
+        "first_rank": first or 0,
+    }
+
+
+def run_variant(
+    variant: str,
+    conv: dict[str, Any],
+    rows: list[dict[str, Any]],
+    vectors: dict[str, np.ndarray],
+    questions: list[dict[str, Any]],
+    embedder: QueryVectors,
+    fields: tuple[str, ...],
+    store_class: type[MemoryStore] = MemoryStore,
+) -> tuple[list[dict[str, Any]], list[float], int]:
+    """Score every question of one conversation in one variant: (per-question metrics, search ms, memories)."""
+    text_key = "dated" if variant == "hybrid+date" else "plain"
+    mode = variant.split("+")[0]
+    given = fields if variant == "hybrid+fields" else ()
+    name_of = {r["id"]: r["turn"] for r in rows}
+    with tempfile.TemporaryDirectory(prefix="memserver-conv-") as tmp:
+        store = store_class(tmp, "conversations", embedder=embedder)
+        try:
+            records = []
+            for r, v in zip(rows, vectors[text_key], strict=True):
+                record = {
+                    "id": r["id"],
+                    "content": r[text_key],
+                    "created_at": r["at"],
+                    "tags": [conv["id"]],
+                    "vector": v,
+                }
+                values = {
+                    "speaker": r["speaker"],
+                    "session": r["session"],
+                    "occurred_at": r["at"],
+                    "namespace": conv["id"],
+                }
+                record.update({f: values[f] for f in given})
+                records.append(record)
+            imported = store.import_(records)
+            filters: dict[str, Any] = {"tags": [conv["id"]], "mode": mode}
+            if "namespace" in given and accepts(store.search, "namespace"):
+                filters["namespace"] = conv["id"]
+            # search() embeds the question through the store's embedder, which hands back the vector computed
+            # beforehand; a search() that takes query_vector= (coming) gets it directly.
+            by_vector = accepts(store.search, "query_vector")
+            out, times = [], []
+            for q in questions:
+                ask = dict(filters, query_vector=embedder.vectors[q["question"]]) if by_vector else filters
+                t0 = time.perf_counter()
+                top = [name_of[h.memory.id] for h in store.search(q["question"], limit=TIMED_LIMIT, **ask)]
+                times.append((time.perf_counter() - t0) * 1000)
+                deep = [name_of[h.memory.id] for h in store.search(q["question"], limit=DEPTH, **ask)]
+                # Ranks 1-10 are what a recall of 10 returns; deeper ones (MRR only) come from a recall of 50.
+                ranking = top + [key for key in deep if key not in top]
+                metrics = rank_metrics(ranking, set(q["evidence"]))
+                out.append({"question": q["id"], "type": q["type"], **metrics, "limit_dependent": deep[:10] != top})
+            return out, times, imported
+        finally:
+            store.close()
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def mean(part: list[dict[str, Any]]) -> dict[str, float]:
+        return {k: round(100 * statistics.fmean(r[k] for r in part), 1) for k in ("recall@5", "recall@10", "mrr")}
+
+    return {
+        "n": len(rows),
+        "overall": mean(rows),
+        "by_type": {t: {"n": len(p), **mean(p)} for t in convdata.TYPES if (p := [r for r in rows if r["type"] == t])},
+    }
+
+
+def of(rows: list[dict[str, Any]], conversation: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r["question"].startswith(conversation + "/")]
+
+
+def evaluate_set(
+    name: str,
+    convs: list[dict[str, Any]],
+    embedder: Any,
+    cache: Path,
+    variants: list[str],
+    fields: tuple[str, ...],
+    store_class: type[MemoryStore] = MemoryStore,
+) -> dict[str, Any]:
+    per_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    search_ms: dict[str, list[float]] = {v: [] for v in variants}
+    imported: dict[str, int] = dict.fromkeys(variants, 0)
+    embed_s: list[float] = []
+    query_ms: list[float] = []
+    for conv in convs:
+        rows = turn_rows(conv)
+        vectors: dict[str, np.ndarray] = {}
+        for key in ("plain", "dated"):
+            if key == "dated" and "hybrid+date" not in variants:
+                continue
+            vectors[key], seconds = cached_vectors(cache, embedder, [r[key] for r in rows], query=False)
+            if seconds is not None:
+                embed_s.append(seconds)
+                _common.log(f"  {conv['id']}: embedded {len(rows)} {key} turns in {seconds:.1f} s")
+        texts = [q["question"] for q in conv["questions"]]
+        qvecs, seconds = cached_vectors(cache, embedder, texts, query=True)
+        if seconds is not None:
+            query_ms.append(1000 * seconds / len(texts))
+        store_embedder = QueryVectors(embedder, dict(zip(texts, qvecs, strict=True)))
+        for variant in variants:
+            if variant == "hybrid+fields" and not fields:
+                continue
+            scored, times, n = run_variant(
+                variant, conv, rows, vectors, conv["questions"], store_embedder, fields, store_class
+            )
+            for r in scored:
+                r["question"] = f"{conv['id']}/{r['question']}"
+            per_variant[variant] += scored
+            search_ms[variant] += times
+            imported[variant] += n
+        _common.log(f"  {conv['id']}: {len(rows)} turns, {len(conv['questions'])} questions done")
+    turns_total = sum(len(turn_rows(c)) for c in convs)
+    result: dict[str, Any] = {"conversations": len(convs), "turns": turns_total, "variants": {}}
+    for variant in variants:
+        if not per_variant[variant]:
+            result["variants"][variant] = {"available": False, "why": "the store does not keep speaker/session/..."}
+            continue
+        result["variants"][variant] = {
+            "available": True,
+            **summarise(per_variant[variant]),
+            "by_conversation": {c["id"]: summarise(of(per_variant[variant], c["id"]))["overall"] for c in convs},
+            "search_ms": _common.summary(search_ms[variant]),
+            "memories_imported": imported[variant],
+            # keyword ties (equal BM25 scores) are cut differently at different depths, so a recall of 10 and the
+            # first 10 of a recall of 50 can differ: how many questions that happened to
+            "top10_differs_at_limit_50": sum(r["limit_dependent"] for r in per_variant[variant]),
+            "per_question": {r["question"]: [r["first_rank"], round(r["recall@10"], 3)] for r in per_variant[variant]},
+        }
+    if embed_s:
+        result["embed_turns_s"] = round(sum(embed_s), 2)
+    if query_ms:
+        result["embed_query_ms_mean"] = round(statistics.fmean(query_ms), 2)
+    return result
+
+
+def time_embed_query(embedder: Any, texts: list[str], n: int = 40) -> dict[str, float]:
+    """embed_query alone, one question at a time (what a recall pays on top of the search)."""
+    ms = []
+    for text in texts[:n]:
+        t0 = time.perf_counter()
+        embedder.embed_query(text)
+        ms.append((time.perf_counter() - t0) * 1000)
+    return _common.summary(ms)
+
+
+def print_tables(result: dict[str, Any]) -> None:
+    for name, data in result["sets"].items():
+        print(f"\n{name}: {data['conversations']} conversations, {data['turns']} turns, {data['questions']} questions")
+        headers = ["variant", "R@5", "R@10", "MRR", *(f"{t} R@10" for t in convdata.TYPES), "search p50 ms"]
+        rows = []
+        for variant, v in data["variants"].items():
+            if not v["available"]:
+                rows.append([variant, "n/a", "n/a", "n/a", *(["n/a"] * len(convdata.TYPES)), "n/a"])
+                continue
+            o, by = v["overall"], v["by_type"]
+            rows.append(
+                [
+                    variant,
+                    o["recall@5"],
+                    o["recall@10"],
+                    o["mrr"],
+                    *(f"{by[t]['recall@10']} ({by[t]['n']})" if t in by else "-" for t in convdata.TYPES),
+                    v["search_ms"]["p50"],
+                ]
+            )
+        print(_common.table(headers, rows))
+    t = result["timing"]
+    print(
+        f"\nquery embedding alone p50 {t['embed_query_ms']['p50']} ms; search p50 excludes it. "
+        f"Fields kept by the store: {', '.join(result['fields_supported']) or 'none (hybrid+fields n/a)'}; "
+        f"total {t['total_s']} s"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    parser.add_argument("--sets", nargs="+", default=None, help="set names (folders); default: every set found")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        action="append",
+        default=None,
+        help=f"a folder of sets; repeat to combine (default {convdata.DATA_DIR.relative_to(ROOT)})",
+    )
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="rows to run")
+    parser.add_argument("--stats", action="store_true", help="print the sets' statistics and stop (no model)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: first 8 sessions of one conversation")
+    parser.add_argument("--cache", default=None, help="embedding cache (default: $MEMSERVER_BENCH_CACHE/conversations)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"result file (default {RESULTS.relative_to(ROOT)})")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    sets = find_sets(args.data_dir or [convdata.DATA_DIR], args.sets)
+    bad = [p for name, convs in sets.items() for c in convs for p in convdata.problems(c, name)]
+    if bad:
+        print("the data has problems:\n  " + "\n  ".join(bad[:30]), file=sys.stderr)
+        return 2
+    if args.quick:
+        first = next(iter(sets))
+        sets = {first: [shorten(sets[first][0], 8)]}
+    stats = {name: convdata.statistics(convs) for name, convs in sets.items()}
+    print(convdata.format_statistics(stats))
+    if args.stats:
+        return 0
+
+    cache = _common.cache_dir(args.cache) / "conversations" if args.cache is None else Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    from memserver.embedder import Embedder
+
+    embedder = Embedder().load()
+    fields = probe_fields(embedder)
+    result: dict[str, Any] = {
+        "command": "uv run python benchmarks/conversations.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "embedder": embedder.model_name,
+        "fields_supported": list(fields),
+        "depth": DEPTH,
+        "sets": {},
+    }
+    for name, convs in sets.items():
+        _common.log(f"{name}: {len(convs)} conversations")
+        data = evaluate_set(name, convs, embedder, cache, args.variants, fields)
+        result["sets"][name] = {"questions": stats[name]["questions"], **data, "statistics": stats[name]}
+    all_questions = [q["question"] for convs in sets.values() for c in convs for q in c["questions"]]
+    result["timing"] = {
+        "embed_query_ms": time_embed_query(embedder, all_questions),
+        "total_s": round(time.perf_counter() - started, 1),
+    }
+    result["machine"] = _common.machine()
+    print_tables(result)
+    if not args.quick or args.out != RESULTS:
+        _common.write_json(args.out, result)
+    return 0
+
+
+def find_sets(dirs: list[Path], names: list[str] | None) -> dict[str, list[dict[str, Any]]]:
+    """The named sets (or all) across the data folders; a set name found in two folders is an error."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for folder in dirs:
+        try:
+            available = convdata.load(folder)
+        except (FileNotFoundError, ValueError) as e:
+            raise SystemExit(str(e)) from None
+        for name, convs in available.items():
+            if names and name not in names:
+                continue
+            if name in found:
+                raise SystemExit(f"set {name!r} is in more than one --data-dir")
+            found[name] = convs
+    missing = [n for n in names or [] if n not in found]
+    if missing:
+        raise SystemExit(f"no set named {', '.join(missing)} under {', '.join(map(str, dirs))}")
+    return {n: found[n] for n in (names or sorted(found))}
+
+
+def shorten(conv: dict[str, Any], sessions: int) -> dict[str, Any]:
+    """The first sessions of a conversation and the questions whose evidence lies within them."""
+    kept = conv["sessions"][:sessions]
+    ids = {t["id"] for s in kept for t in s["turns"]}
+    return {**conv, "sessions": kept, "questions": [q for q in conv["questions"] if set(q["evidence"]) <= ids]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Build the "harbour" conversation set (benchmarks/data/conversations/harbour/*.json) from its hand-written source.
+
+The source, benchmarks/data/harbour_src/<conversation-id>.txt, is the literal conversation in a compact form:
+
+    id: harbour-1
+    speakers: Maya, Tom
+    == 2023-01-07T18:40                     a session and the local time it started (sessions get S1, S2, ...)
+    Maya: Guess who finally got a dog!
+    Maya: Picked her up on Saturday. [img: a photo of a small brown terrier on a kitchen floor] {#dog}
+    Q single | What breed is Maya's dog? | a wire-haired terrier cross | #dog
+    # a comment
+
+`[img: ...]` is the caption of a photo the speaker shared; `{#label ...}` names the turn for the questions, whose
+last field lists the evidence labels. Turn ids (S<n>:<k>) are given here, so the source can be edited freely.
+The format is /work/convformat.md's (benchmarks/README.md, "Conversations").
+
+    uv run python benchmarks/data/make_harbour.py      # rewrites benchmarks/data/conversations/harbour/
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "harbour_src"
+OUT = HERE / "conversations" / "harbour"
+TYPES = ("single", "temporal", "multi", "open")
+
+_TURN = re.compile(
+    r"^(?P<speaker>[A-Z][\w'-]*): (?P<text>.*?)(?: \[img: (?P<image>[^\]]+)\])?(?: \{(?P<labels>#[^}]+)\})?$"
+)
+
+
+def parse(path: Path) -> dict[str, Any]:
+    """One source file -> the conversation as the format wants it; raises ValueError naming the line."""
+    conv: dict[str, Any] = {"id": "", "set": "harbour", "speakers": [], "sessions": [], "questions": []}
+    labels: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        where = f"{path.name}:{number}"
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("id: "):
+            conv["id"] = line[4:].strip()
+        elif line.startswith("speakers: "):
+            conv["speakers"] = [s.strip() for s in line[10:].split(",")]
+        elif line.startswith("== "):
+            started = datetime.fromisoformat(line[3:].strip())
+            conv["sessions"].append(
+                {"id": f"S{len(conv['sessions']) + 1}", "date": started.isoformat(timespec="seconds"), "turns": []}
+            )
+        elif line.startswith("Q "):
+            kind, question, answer, evidence = (part.strip() for part in line[2:].split(" | "))
+            if kind not in TYPES:
+                raise ValueError(f"{where}: unknown question type {kind!r}")
+            try:
+                ids = [labels[label] for label in evidence.split()]
+            except KeyError as e:
+                raise ValueError(f"{where}: unknown label {e}") from None
+            conv["questions"].append(
+                {
+                    "id": f"q{len(conv['questions']) + 1}",
+                    "type": kind,
+                    "question": question,
+                    "answer": answer,
+                    "evidence": ids,
+                }
+            )
+        else:
+            match = _TURN.match(line)
+            if not match or not conv["sessions"]:
+                raise ValueError(f"{where}: not a turn, a session header or a question: {line[:60]!r}")
+            if "{#" in match["text"] or "[img:" in match["text"]:
+                raise ValueError(
+                    f"{where}: a label or image in the middle of the text (they go last: [img: ...] {{#...}})"
+                )
+            if match["speaker"] not in conv["speakers"]:
+                raise ValueError(f"{where}: {match['speaker']} is not among the speakers")
+            session = conv["sessions"][-1]
+            turn: dict[str, str] = {
+                "id": f"{session['id']}:{len(session['turns']) + 1}",
+                "speaker": match["speaker"],
+                "text": match["text"],
+            }
+            if match["image"]:
+                turn["image"] = match["image"]
+            for label in (match["labels"] or "").split():
+                if label in labels:
+                    raise ValueError(f"{where}: label {label} used twice")
+                labels[label] = turn["id"]
+            session["turns"].append(turn)
+    return conv
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for path in sorted(SOURCE.glob("*.txt")):
+        conv = parse(path)
+        out = OUT / f"{conv['id']}.json"
+        out.write_text(json.dumps(conv, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        turns = sum(len(s["turns"]) for s in conv["sessions"])
+        print(
+            f"{out.relative_to(HERE.parent.parent)}: {len(conv['sessions'])} sessions, {turns} turns, "
+            f"{len(conv['questions'])} questions"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""Durable file writes, written once: syncs, atomic replacement, checkpoint files, all through one file layer.
+
+The rules this module keeps (journal.py tells the store's whole crash story):
+
+* Bytes are on disk only once synced: `fsync` (F_FULLFSYNC on macOS, where plain fsync stops at the drive's
+  cache) or `fdatasync` (the data, minus inode metadata not needed to read it back).
+* A name in a folder (a new file, a rename, an unlink) is durable only once the folder itself is synced.
+* `atomic_write` replaces a file so that a crash leaves the old content or the new, never a mix: a temp file
+  beside it, written and synced, renamed over it, then the folder synced.
+* A checkpoint (`CheckpointFiles`) is a data file `<kind>-<nonce>.<ext>`, written and synced; then the folder is
+  synced, so the data file's name is durable; then a small JSON meta file naming it (with its size, CRC-32 and
+  the journal stamp it covers) is written atomically; only then are the other data files removed. A crash at any
+  point leaves the previous checkpoint in force, or the new one, and whichever it is names a whole file.
+
+The file layer. Every change this module, journal.py, index.py and keyword.py make to a file (open/create,
+write, pwrite, fsync, fdatasync, ftruncate, rename, unlink, mkdir, directory sync, close) goes through one
+`FileLayer`; the default `OS` calls `os.*` and nothing else. The classes that write take one as an optional
+`files` argument, so a test passes a subclass that records the calls (to replay them into simulated power-loss
+states) or fails them (ENOSPC, EIO) instead of monkeypatching. Reads do not go through it. hnswlib writes its
+graph file in native code (`write_native`): the layer sees that file created, synced and renamed, not its
+writes, so a recorder reads the file's bytes when it is synced.
+
+Modes: every file is created with FILE_MODE and every folder with DIR_MODE (both still subject to the umask), so
+creating private files is a change to these two lines.
+
+This module knows nothing about journals, indexes or MCP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeAlias
+
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "OS",
+    "CheckpointError",
+    "CheckpointFiles",
+    "Data",
+    "FileLayer",
+    "StrPath",
+    "atomic_write",
+    "fdatasync_fd",
+    "fsync_dir",
+    "fsync_fd",
+    "make_dirs",
+    "read_snapshot",
+    "write_all",
+    "write_native",
+    "write_new_file",
+    "write_snapshot",
+]
+
+log = logging.getLogger(__name__)
+
+FILE_MODE = 0o644  # every file the store creates (issue 13 will make it 0o600)
+DIR_MODE = 0o755  # every folder it creates (issue 13 will make it 0o700)
+
+Data: TypeAlias = bytes | bytearray | memoryview
+StrPath: TypeAlias = str | os.PathLike[str]
+
+
+# --- the raw syscalls ----------------------------------------------------------------------------------------------
+
+
+def fsync_fd(fd: int) -> None:
+    """Flush a file to stable storage (F_FULLFSYNC on macOS, where plain fsync stops at the drive cache)."""
+    if sys.platform == "darwin":
+        import fcntl
+
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+            return
+    os.fsync(fd)
+
+
+def fdatasync_fd(fd: int) -> None:
+    """fsync_fd, minus the inode metadata not needed to read the data back (fdatasync where the OS has it)."""
+    if sys.platform == "darwin" or not hasattr(os, "fdatasync"):
+        fsync_fd(fd)
+    else:
+        os.fdatasync(fd)
+
+
+def fsync_dir(path: StrPath) -> None:
+    """Make the names in folder `path` durable (a no-op where folders cannot be opened: Windows)."""
+    if os.name == "nt":
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- the seam ------------------------------------------------------------------------------------------------------
+
+
+class FileLayer:
+    """The calls that change files, one method per syscall; `OS` is the real one, and the default everywhere.
+
+    Subclass it to record or fail calls (see tests/test_durable.py)::
+
+        class DiskFull(FileLayer):
+            def write(self, fd: int, data: Data) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+        Journal(path, files=DiskFull()).append([...])  # raises OSError; the journal is cut back
+
+    A file descriptor comes from `open` and is closed by `close`; reads on it (pread, fstat) bypass the layer.
+    """
+
+    def open(self, path: StrPath, flags: int, mode: int = FILE_MODE) -> int:
+        return os.open(path, flags, mode)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def write(self, fd: int, data: Data) -> int:
+        """May write fewer bytes than given (see `write_all`)."""
+        return os.write(fd, data)
+
+    def pwrite(self, fd: int, data: Data, offset: int) -> int:
+        return os.pwrite(fd, data, offset)
+
+    def fsync(self, fd: int) -> None:
+        fsync_fd(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        fdatasync_fd(fd)
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        os.ftruncate(fd, length)
+
+    def replace(self, src: StrPath, dst: StrPath) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: StrPath) -> None:
+        os.unlink(path)
+
+    def mkdir(self, path: StrPath, mode: int = DIR_MODE) -> None:
+        os.mkdir(path, mode)
+
+    def fsync_dir(self, path: StrPath) -> None:
+        fsync_dir(path)
+
+
+OS = FileLayer()
+
+
+# --- writing files -------------------------------------------------------------------------------------------------
+
+
+def write_all(fd: int, data: Data, files: FileLayer = OS) -> None:
+    """Write every byte of `data` (a single write may be short)."""
+    view = memoryview(data)
+    while view:
+        view = view[files.write(fd, view) :]
+
+
+@contextlib.contextmanager
+def _removed_on_failure(path: Path, files: FileLayer) -> Iterator[None]:
+    """Remove `path` (a file this module created) if the block fails; the error goes on."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            files.unlink(path)
+        raise
+
+
+def write_new_file(path: Path, *chunks: Data, files: FileLayer = OS) -> None:
+    """Create `path` (it must not exist) holding the chunks one after another, synced before returning.
+
+    On failure the partial file is removed. Its name is durable only once the folder is synced.
+    """
+    fd = files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with _removed_on_failure(path, files):
+        try:
+            for data in chunks:
+                write_all(fd, data, files)
+            files.fsync(fd)
+        finally:
+            files.close(fd)
+
+
+def atomic_write(path: Path, *chunks: Data, files: FileLayer = OS) -> None:
+    """Replace `path` with the chunks so that a crash leaves the old content or the new, never a mix."""
+    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    write_new_file(tmp, *chunks, files=files)
+    with _removed_on_failure(tmp, files):
+        files.replace(tmp, path)
+    files.fsync_dir(path.parent)
+
+
+def write_native(path: Path, write: Callable[[str], object], files: FileLayer = OS) -> None:
+    """Create `path`, let native code fill it (`write(str(path))`, e.g. hnswlib's save_index), and sync it.
+
+    The file is created here, with FILE_MODE, and the writer truncates and fills it (hnswlib opens an ofstream),
+    so the layer sees the creation and the sync but not the writes. On failure the file is removed.
+    """
+    files.close(files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    with _removed_on_failure(path, files):
+        write(str(path))
+        fd = files.open(path, os.O_RDONLY)
+        try:
+            files.fsync(fd)
+        finally:
+            files.close(fd)
+
+
+def make_dirs(path: Path, files: FileLayer = OS) -> None:
+    """Create folder `path` and its missing parents (DIR_MODE), each made durable by syncing its parent."""
+    missing: list[Path] = []
+    at = path
+    while not at.is_dir():
+        missing.append(at)
+        at = at.parent
+    for folder in reversed(missing):
+        try:
+            files.mkdir(folder)
+        except FileExistsError:  # another process made it meanwhile
+            if not folder.is_dir():
+                raise
+        files.fsync_dir(folder.parent)
+
+
+# --- snapshot files ------------------------------------------------------------------------------------------------
+
+_SNAP_MAGIC = b"memserver-meta-snapshot\n"
+
+
+def write_snapshot(path: Path, stamp: dict[str, Any], payload: bytes, files: FileLayer = OS) -> None:
+    """Atomically write a snapshot file: magic, one JSON line (`stamp` + payload length and CRC-32), payload."""
+    head = {**stamp, "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
+    # The payload goes as its own chunk: no copy of a large payload.
+    atomic_write(path, _SNAP_MAGIC + json.dumps(head).encode() + b"\n", payload, files=files)
+
+
+def read_snapshot(path: Path) -> tuple[dict[str, Any], memoryview] | None:
+    """(stamp, payload) of a snapshot file whose length and CRC-32 check out; None if absent or damaged (logged).
+
+    The payload is a view into the file's bytes, not a copy (a 1M-memory snapshot is ~0.3 GB)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("snapshot %s is unreadable (%s); replaying the journal instead", path, exc)
+        return None
+    nl = data.find(b"\n", len(_SNAP_MAGIC))
+    try:
+        if not data.startswith(_SNAP_MAGIC) or nl < 0:
+            raise ValueError("bad magic")
+        head = json.loads(data[len(_SNAP_MAGIC) : nl])
+        payload = memoryview(data)[nl + 1 :]
+        if len(payload) != head["payload_bytes"] or zlib.crc32(payload) != head["payload_crc32"]:
+            raise ValueError("length or CRC-32 mismatch")
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("snapshot %s is damaged (%s); replaying the journal instead", path, exc)
+        return None
+    return head, payload
+
+
+# --- checkpoint files ----------------------------------------------------------------------------------------------
+
+
+class CheckpointError(ValueError):
+    """A checkpoint's meta or data file fails a check; whoever reads it rebuilds what it described instead."""
+
+
+class CheckpointFiles:
+    """One derived index's checkpoint in a folder: data files `<kind>-<nonce>.<ext>`, and the meta naming one.
+
+    Writing (under the store's exclusive lock): `new_name`, then `write` (or `write_native` for a file that
+    native code fills), then `commit` with a meta dict whose "file" is that name. Reading: `read_meta`, then
+    `path_of` or `read_data`, each raising CheckpointError for what fails a check.
+    """
+
+    def __init__(self, folder: Path, meta_name: str, kind: str, ext: str, files: FileLayer = OS) -> None:
+        self.folder = folder
+        self.meta_path = folder / meta_name
+        self.kind = kind
+        self.ext = ext
+        self.files = files
+
+    def new_name(self) -> str:
+        return f"{self.kind}-{uuid.uuid4().hex[:12]}.{self.ext}"
+
+    def write(self, name: str, *chunks: Data) -> None:
+        """Create data file `name` holding the chunks, synced (its name is made durable by `commit`)."""
+        write_new_file(self.folder / name, *chunks, files=self.files)
+
+    def write_native(self, name: str, write: Callable[[str], object]) -> None:
+        """Have native code write data file `name`: into `name.tmp`, synced, then renamed (see `write_native`)."""
+        tmp = self.folder / f"{name}.tmp"
+        write_native(tmp, write, self.files)
+        with _removed_on_failure(tmp, self.files):
+            self.files.replace(tmp, self.folder / name)
+
+    def commit(self, meta: dict[str, Any]) -> None:
+        """Make `meta` the checkpoint in force, then remove the other data files (and temp files of a crash).
+
+        The folder is synced first, so that the name of the data file `meta` names is durable before the meta
+        is, whoever created or renamed that file into the folder.
+        """
+        keep = str(meta["file"])
+        self.files.fsync_dir(self.folder)
+        atomic_write(self.meta_path, json.dumps(meta).encode(), files=self.files)
+        stale = [*self.folder.glob(f"{self.kind}-*.{self.ext}*"), *self.folder.glob(f"{self.meta_path.name}.tmp-*")]
+        for old in stale:
+            if old.name != keep:
+                with contextlib.suppress(OSError):
+                    self.files.unlink(old)
+        self.files.fsync_dir(self.folder)
+
+    def read_meta(self) -> dict[str, Any] | None:
+        """The meta file's object; None when there is no meta file. CheckpointError when it is unreadable."""
+        try:
+            meta = json.loads(self.meta_path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{self.meta_path} is unreadable ({exc})") from exc
+        if not isinstance(meta, dict):
+            raise CheckpointError(f"{self.meta_path} is unreadable (not a JSON object)")
+        return meta
+
+    def path_of(self, meta: dict[str, Any]) -> Path:
+        """The data file `meta` names; CheckpointError unless the name is a `<kind>-*.<ext>` in this folder."""
+        name = meta.get("file")
+        if (
+            not isinstance(name, str)
+            or "/" in name
+            or os.sep in name
+            or not name.startswith(f"{self.kind}-")
+            or not name.endswith(f".{self.ext}")
+        ):
+            raise CheckpointError(f"bad data file name {name!r}")
+        return self.folder / name
+
+    def read_data(self, meta: dict[str, Any]) -> bytes:
+        """The bytes of the data file `meta` names, checked against its size and CRC-32 (else CheckpointError)."""
+        path = self.path_of(meta)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CheckpointError(f"{path.name} is unreadable ({exc})") from exc
+        if len(data) != meta.get("size") or zlib.crc32(data) != meta.get("crc32"):
+            raise CheckpointError("size or CRC-32 mismatch (damaged on disk)")
+        return data
