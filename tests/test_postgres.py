@@ -5,6 +5,7 @@ under a running backend, a database that is not there, several processes on one 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -282,3 +283,23 @@ def test_processes_writing_one_database_lose_nothing_and_see_each_other(url: str
         for t in threads:
             t.join()
         assert len(set(results)) == 1
+
+
+def test_db_migrate_is_idempotent_and_stats_reads_the_database(postgres: PostgresForTests, tmp_path: Path) -> None:
+    """`memserver db migrate --database URL` creates the schema once; `stats --database` reports the engine."""
+    url = postgres.database("cli")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_MEMORY_PATH": str(tmp_path)}
+    env.pop("MEMSERVER_DATABASE_URL", None)
+
+    def memserver(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "memserver", *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+
+    first, second = memserver("db", "migrate", "--database", url), memserver("db", "migrate", "--database", url)
+    assert first.returncode == 0 and "schema version 1 (1 migration(s) applied)" in first.stdout, first.stderr
+    assert second.returncode == 0 and "(already current)" in second.stdout
+    stats = memserver("stats", "--database", url)
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout) | {"engine": "postgresql", "count": 0} == json.loads(stats.stdout)
+    missing = memserver("db", "migrate")
+    assert missing.returncode == 1 and "needs --database URL" in missing.stderr
