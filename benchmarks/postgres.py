@@ -12,6 +12,9 @@ Sections (all by default; `--only NAME...` picks some):
             size, PostgreSQL and local alternating in blocks of 20 queries in the same run: p50/p95/p99; the bulk
             import into PostgreSQL (vectors given: no embedding) is the ingest figure; and recall with a tag on
             1% of the memories (rows returned must equal k), and with a 10% tag.
+  hnsw      (--only hnsw) recall@10 and p50 of a plain HNSW table of --hnsw-n rows for ef_construction 64 / 200
+            and ef_search 100..800: where memserver's index parameters come from.
+  sizes     (--only sizes) bytes per memory of every table and index (docs/scale-out.md's capacity model).
   fleet     8 `memserver serve --database` processes at once, each remembering and recalling: calls/s, p95,
             and every acknowledged id found afterwards (0 lost).
 
@@ -156,6 +159,53 @@ def bench_vectors(cluster: Cluster, n: int, queries: list[str], embedder: Any) -
             }
             C.log(f"  {name}: {out[name]}")
     return {"n": n, "queries": len(queries), "ef_search": 400, "ef_construction": 200, "variants": out}
+
+
+# --- hnsw: index parameters ---------------------------------------------------------------------------------------
+
+
+def bench_hnsw(cluster: Cluster, n: int, queries: list[str], embedder: Any) -> dict[str, Any]:
+    """recall@10 vs exact and query p50 of a plain HNSW table at n rows, for ef_construction x ef_search."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    base, _ = C.corpus()
+    rows = np.stack([r["vector"] for r in C.synthetic(n, base, C.base_vectors(C.cache_dir(None), base))])
+    qs = query_vectors(embedder, queries)
+    exact = [set(np.argsort(-(rows @ q))[:10].tolist()) for q in qs]
+    out: dict[str, Any] = {}
+    with psycopg.connect(cluster.create_database(f"hnsw_{n}"), autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, embedding vector(384) NOT NULL)")
+        with conn.cursor().copy("COPY t (id, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "vector"])
+            for i, v in enumerate(rows):
+                copy.write_row([i, v])
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 2")
+        for efc in (64, 200):
+            conn.execute("DROP INDEX IF EXISTS t_hnsw")
+            t0 = time.perf_counter()
+            conn.execute(
+                f"CREATE INDEX t_hnsw ON t USING hnsw (embedding vector_cosine_ops) WITH (m=16, ef_construction={efc})"
+            )
+            build = round(time.perf_counter() - t0, 1)
+            for ef in (100, 200, 400, 800):
+                conn.execute(f"SET hnsw.ef_search = {ef}")
+                found, lat = [], []
+                for q, truth in zip(qs, exact, strict=True):
+                    t0 = time.perf_counter()
+                    got = conn.execute("SELECT id FROM t ORDER BY embedding <=> %b LIMIT 10", [q]).fetchall()
+                    lat.append((time.perf_counter() - t0) * 1000)
+                    found.append(len({r[0] for r in got} & truth) / 10)
+                key = f"ef_construction {efc}, ef_search {ef}"
+                out[key] = {
+                    "build_s": build,
+                    "recall@10": round(statistics.fmean(found), 4),
+                    "query_ms": C.summary(lat),
+                }
+                C.log(f"  {key}: {out[key]['recall@10']}")
+    return {"n": n, "queries": len(queries), "m": 16, "runs": out}
 
 
 # --- quality: the evaluation set on both engines -----------------------------------------------------------------
@@ -417,7 +467,8 @@ def bench_fleet(cluster: Cluster, processes: int, calls: int, queries: list[str]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=["vectors", "quality", "mcp", "fleet", "sizes"])
+    parser.add_argument("--only", nargs="+", choices=["vectors", "hnsw", "quality", "mcp", "fleet", "sizes"])
+    parser.add_argument("--hnsw-n", type=int, default=100_000, help="rows for the hnsw section")
     parser.add_argument("--sizes-n", type=int, default=50_000, help="memories for the sizes section")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--vectors-n", type=int, default=20_000)
@@ -437,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         if "vectors" in sections:
             C.log("vector vs halfvec ...")
             results["vectors"] = bench_vectors(cluster, 2_000 if args.quick else args.vectors_n, queries, embedder)
+        if "hnsw" in sections:
+            C.log("HNSW parameters ...")
+            results["hnsw"] = bench_hnsw(cluster, 2_000 if args.quick else args.hnsw_n, queries[:100], embedder)
         if "quality" in sections:
             C.log("quality.json on both engines ...")
             results["quality"] = bench_quality(cluster, embedder, 40 if args.quick else None)
