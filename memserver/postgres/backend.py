@@ -18,7 +18,7 @@ import re
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import date, datetime
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -451,4 +451,4 @@ def open_database(url: str, model: str, dim: int, *, migrate: bool = True) -> Da
     return db
 
 
-__all__ = ["PostgresBackend", "datetime", "open_database"]
+__all__ = ["PostgresBackend", "open_database"]
