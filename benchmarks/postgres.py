@@ -329,7 +329,7 @@ def ann_recall(url: str, local_root: Path, n: int, queries: list[str], embedder:
 
         for q, text, truth in zip(qs, queries, exact, strict=True):
             pg_hits = pg.search(text, limit=10, mode="semantic", query_vector=q)
-            local_hits = local.search_by_vector(q, limit=10)
+            local_hits = local.search(text, limit=10, mode="semantic", query_vector=q)
             found["postgresql"].append(len({row(h.memory.content) for h in pg_hits} & truth) / 10)
             found["local"].append(len({row(h.memory.content) for h in local_hits} & truth) / 10)
     return {name: round(statistics.fmean(v), 4) for name, v in found.items()}

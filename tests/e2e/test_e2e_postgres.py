@@ -43,7 +43,7 @@ def database(postgres: PostgresForTests) -> str:
 def stdio(portal: BlockingPortal, database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     data_dir = tmp_path_factory.mktemp("pg-stdio")
     log = data_dir / "stdio.log"
-    with stdio_session(portal, data_dir, log, MEMSERVER_DATABASE_URL=database) as live:
+    with stdio_session(portal, data_dir, log, env={"MEMSERVER_DATABASE_URL": database}) as live:
         yield {"live": live, "data_dir": data_dir, "log": log}
 
 
@@ -79,7 +79,7 @@ def test_stdio_round_trip_on_postgresql(stdio: dict) -> None:
 
 def test_two_servers_on_one_database_see_each_others_writes(portal: BlockingPortal, stdio: dict, database: str) -> None:
     live: Live = stdio["live"]
-    with stdio_session(portal, stdio["data_dir"], stdio["log"], MEMSERVER_DATABASE_URL=database) as other:
+    with stdio_session(portal, stdio["data_dir"], stdio["log"], env={"MEMSERVER_DATABASE_URL": database}) as other:
         mine = structured(live.call_tool("remember", {"content": "Shared: the wifi password is on the fridge."}))
         seen = structured(other.call_tool("recall", {"query": "where is the wifi password?", "limit": 1}))
         assert seen["results"][0]["id"] == mine["id"]
