@@ -22,6 +22,7 @@ import numpy as np
 
 from memserver.errors import ModelError
 from memserver.model import DIM, MAX_SEQ_LENGTH, MODEL_ID, ModelFiles, resolve_model
+from memserver.query_cache import QueryCache, entries_from_env
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -64,9 +65,12 @@ class Embedder:
         model_dir: a folder with model.onnx + tokenizer.json; None resolves the model (see memserver.model).
         threads: onnxruntime intra-op threads; None picks `default_threads()`.
         batch_size: texts per onnxruntime run; texts are sorted by length first, so each batch pads little.
+        query_cache: entries of the LRU of recent `embed_query` vectors (0 disables it); None reads
+            MEMSERVER_QUERY_CACHE (default 1024). A hit skips tokenisation and the model (memserver.query_cache).
 
     One Embedder may be called from several threads at once: the tokenizer is configured once at load and never
-    changed afterwards, and onnxruntime's `InferenceSession.run` is thread-safe.
+    changed afterwards, onnxruntime's `InferenceSession.run` is thread-safe, and the query cache has its own lock.
+    `model_runs` counts onnxruntime runs (a cache hit adds none).
     """
 
     model_name = MODEL_ID
@@ -74,12 +78,20 @@ class Embedder:
     max_seq_length = MAX_SEQ_LENGTH
 
     def __init__(
-        self, model_dir: str | os.PathLike[str] | None = None, *, threads: int | None = None, batch_size: int = 32
+        self,
+        model_dir: str | os.PathLike[str] | None = None,
+        *,
+        threads: int | None = None,
+        batch_size: int = 32,
+        query_cache: int | None = None,
     ) -> None:
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.query_cache = QueryCache(entries_from_env() if query_cache is None else query_cache)
+        self.model_runs = 0
+        self._runs_lock = threading.Lock()
         self._model_dir = model_dir
         self.threads = threads or default_threads()
         self.batch_size = batch_size
@@ -125,10 +137,18 @@ class Embedder:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one text: (384,) float32, unit length. The single-query hot path (no sorting, no padding)."""
+        """Embed one text: (384,) float32, unit length. The single-query hot path (no sorting, no padding).
+
+        Answered from the query cache when the same text was embedded recently (a copy, equal to the first answer).
+        """
+        cached = self.query_cache.get(text)
+        if cached is not None:
+            return cached
         self.load()
         assert self._tokenizer is not None
-        return self._run([self._tokenizer.encode(text).ids])[0]
+        vector = self._run([self._tokenizer.encode(text).ids])[0]
+        self.query_cache.put(text, vector)
+        return vector
 
     def tokenize(self, text: str) -> list[str]:
         """The word pieces the model sees for `text`, [CLS] and [SEP] included, after truncation."""
@@ -149,6 +169,8 @@ class Embedder:
             feed["token_type_ids"] = np.zeros_like(input_ids)  # one sentence: all segment 0
         assert self._session is not None
         hidden = self._session.run(None, feed)[0]
+        with self._runs_lock:
+            self.model_runs += 1
         if hidden.ndim != 3 or hidden.shape[-1] != self.dim:
             raise ModelError(f"{self.files and self.files.model} gave output shape {hidden.shape}, not [b, s, 384]")
         return mean_pool_normalize(hidden, attention_mask)
