@@ -99,6 +99,7 @@ class Embedder:
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: tokenizers.Tokenizer | None = None
         self._feeds_token_types = True
+        self.graph: dict[str, str] = {}  # the model file's memserver metadata (graph name and version), set by load()
         self._load_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -114,6 +115,7 @@ class Embedder:
                     tokenizer = load_tokenizer(files.tokenizer)
                     session = load_session(files.model, self.threads)
                     self._feeds_token_types = "token_type_ids" in {i.name for i in session.get_inputs()}
+                    self.graph = graph_metadata(session)
                     self.files, self._tokenizer = files, tokenizer
                     self._session = session  # last: its presence means "loaded"
         return self
@@ -146,7 +148,7 @@ class Embedder:
             return cached
         self.load()
         assert self._tokenizer is not None
-        vector = self._run([self._tokenizer.encode(text).ids])[0]
+        vector: np.ndarray = self._run([self._tokenizer.encode(text).ids])[0]
         self.query_cache.put(text, vector)
         return vector
 
@@ -182,7 +184,8 @@ def mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.nd
     summed = np.einsum("bsd,bs->bd", hidden, mask)
     pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return unit
 
 
 def load_tokenizer(path: Path) -> tokenizers.Tokenizer:
@@ -205,6 +208,9 @@ def load_tokenizer(path: Path) -> tokenizers.Tokenizer:
 def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
     """Create the onnxruntime session on the CPU provider and check the model's interface.
 
+    All of onnxruntime's graph optimisations except SkipLayerNormFusion: its SkipLayerNormalization kernel measured
+    3-4x slower here than the Add + LayerNormalization it replaces (benchmarks/README.md, Embedder).
+
     Raises ModelError naming the file when it cannot be loaded or is not a 384-wide BERT encoder.
     """
     import onnxruntime as ort
@@ -216,7 +222,12 @@ def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only: onnxruntime's warnings are noise for users
     try:
-        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            str(path),
+            sess_options=options,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=["SkipLayerNormFusion"],
+        )
     except Exception as exc:
         raise ModelError(
             f"cannot load the ONNX model {path}: {str(exc).strip()[:300]}; delete it and run `memserver model fetch`"
@@ -224,6 +235,15 @@ def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
         ) from exc
     _check_interface(session, path)
     return session
+
+
+def graph_metadata(session: Any) -> dict[str, str]:
+    """The graph's name and version as memserver.onnx_export stamps them; {} for a graph it did not write (the Hub's
+    onnx/model.onnx, or one converted before the stamp existed: graph version 1)."""
+    from memserver.onnx_export import GRAPH_KEY, VERSION_KEY
+
+    metadata = session.get_modelmeta().custom_metadata_map
+    return {key: metadata[key] for key in (GRAPH_KEY, VERSION_KEY) if key in metadata}
 
 
 def _check_interface(session: Any, path: Path) -> None:
