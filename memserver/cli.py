@@ -56,10 +56,12 @@ def cmd_model(args: argparse.Namespace) -> int:
                 path.name: {"path": str(path), "bytes": path.stat().st_size, "sha256": model.sha256_file(path)}
                 for path in (files.model, files.tokenizer)
             },
+            "graph": describe_graph(embedder.graph),
             "dim": embedder.dim,
             "max_seq_length": embedder.max_seq_length,
             "hub_revision": model.HUB_REVISION,
             "threads": embedder.threads,
+            "query_cache_entries": embedder.query_cache.max_entries,
         }
         print(json.dumps(info, indent=2))
         return 0
@@ -83,6 +85,26 @@ def cmd_model(args: argparse.Namespace) -> int:
         f"over {len(items)} reference texts; threshold {FIDELITY_THRESHOLD}; model {files.model}"
     )
     return 0 if ok else 1
+
+
+def describe_graph(metadata: dict[str, str]) -> dict[str, object]:
+    """What `model info` says about the ONNX graph in use, from the metadata memserver.onnx_export stamps."""
+    from memserver.onnx_export import FUSED_OPS, GRAPH_KEY, GRAPH_VERSION, VERSION_KEY
+
+    if VERSION_KEY not in metadata:
+        return {
+            "name": "unstamped",
+            "version": None,
+            "note": "not stamped by memserver.onnx_export: the Hub's onnx/model.onnx, or graph version 1 converted "
+            "before the stamp existed; standard operators, which onnxruntime optimises on load",
+        }
+    name = metadata.get(GRAPH_KEY, "")
+    return {
+        "name": name,
+        "version": int(metadata[VERSION_KEY]),
+        "current_version": GRAPH_VERSION,
+        "fused_ops": [f"com.microsoft.{op}" for op in FUSED_OPS] if name == "fused" else [],
+    }
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
