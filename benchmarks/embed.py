@@ -143,7 +143,8 @@ def load_time(threads: int, model_dir: str | None, env: dict[str, str] | None = 
 
 def reference_min_cosine(embedder) -> float:
     """Min cosine over the 40 reference texts against sentence-transformers' vectors (must be >= 0.99999)."""
-    items = json.loads((ROOT / "tests" / "data" / "minilm-reference.json").read_text(encoding="utf-8"))["items"]
+    reference = resources.files("memserver") / "data" / "minilm-reference.json"
+    items = json.loads(reference.read_text(encoding="utf-8"))["items"]
     expected = np.array([item["embedding"] for item in items], dtype=np.float64)
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     ours = embedder.embed([item["text"] for item in items]).astype(np.float64)

@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memserver.errors import ConfigError
+
+if TYPE_CHECKING:  # numpy is not imported here: the loader reads the setting on the server's start-up path
+    import numpy as np
 
 DEFAULT_ENTRIES = 1024
 MAX_KEY_CHARS = 2048  # longer query texts are embedded every time (rare, and the bound stays small)
@@ -67,13 +69,16 @@ class QueryCache:
                 return None
             self._entries.move_to_end(text)
             self.hits += 1
-        return vector.copy()
+        copy: np.ndarray = vector.copy()
+        return copy
 
     def put(self, text: str, vector: np.ndarray) -> None:
         """Remember a copy of `vector` for `text`, evicting the least recently used entry when full."""
         if self.max_entries == 0 or len(text) > MAX_KEY_CHARS:
             return
-        stored = np.array(vector, dtype=np.float32, copy=True)
+        import numpy
+
+        stored = numpy.array(vector, dtype=numpy.float32, copy=True)
         stored.flags.writeable = False
         with self._lock:
             self._entries[text] = stored

@@ -38,6 +38,7 @@ MAY_IMPORT = {
     "embedder",
     "model",
     "onnx_export",
+    "query_cache",
     *FRONT,
 }
 
