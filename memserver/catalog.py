@@ -149,8 +149,8 @@ class Catalog:
         return self.ids.id_at(row)
 
     def created_at(self, row: int) -> str:
-        """created_at of the live memory at `row`."""
-        return self.created.get(row) or ""
+        """created_at of the live memory at `row` ("" for a row that holds none)."""
+        return (self.created.get(row) or "") if 0 <= row < len(self.created.a) else ""
 
     def record(self, row: int) -> AddRecord:
         """The live memory at `row` as a record (the caller knows the row is live)."""

@@ -154,9 +154,8 @@ class MemoryStore:
         self._thread_lock = threading.RLock()
         self._file_lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout, files=self.files)
         params = {"M": M, "ef_construction": ef_construction, "ef": ef}
-        self._vindex = VectorIndex(self.dim, **{k: v for k, v in params.items() if v is not None}, files=self.files)
-        self._kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
-        self._gen: Generation | None = None  # the generation open now (None: closed, or not opened yet)
+        self._index_params = {k: v for k, v in params.items() if v is not None}  # each generation's VectorIndex
+        self._gen: Generation | None = None  # the generation open now (None: closed, or its load failed)
         self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
         self._closed = False
         with self._thread_lock:
@@ -173,6 +172,9 @@ class MemoryStore:
     def _load(self) -> None:
         """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them.
 
+        The new generation goes into service only once it is whole: if the load fails (the lock timed out, a
+        damaged journal), the store holds none, and its next call loads again.
+
         The cyclic garbage collector is paused meanwhile: a load creates millions of objects, none of them in a
         cycle, and the collector would rescan them again and again (1M memories: 10.6 s -> 7.3 s to open).
         """
@@ -180,16 +182,8 @@ class MemoryStore:
         gc.disable()
         try:
             self._close_files()
-            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
-            gen = self._gen = Generation(self.folder, journal, self._vindex, self._kindex, self._embed, self.hooks)
-            with self._file_lock.hold(exclusive=False):
-                torn = gen.restore()
-            rebuilt = gen.rebuild_untrusted()
-            with self._file_lock.hold(exclusive=True):
-                if torn:
-                    gen.catch_up(repair=True)
-                if not gen.journal.replaced():
-                    remove_other_generations(self.folder, gen.journal.generation, self.files)
+            gen, rebuilt = self._restored()
+            self._gen = gen
             self.hooks.opened(gen.coverage.replayed, gen.from_snapshot)
             live = len(gen.catalog)
             if (
@@ -203,11 +197,39 @@ class MemoryStore:
             if paused:
                 gc.enable()
 
+    def _restored(self) -> tuple[Generation, bool]:
+        """The journal's generation, restored, with indexes of its own (and True if one was rebuilt); on failure
+        whatever it opened is closed again."""
+        journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
+        try:
+            vindex = VectorIndex(self.dim, **self._index_params, files=self.files)
+            kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
+            gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks)
+        except BaseException:
+            journal.close()
+            raise
+        try:
+            with self._file_lock.hold(exclusive=False):
+                torn = gen.restore()
+            rebuilt = gen.rebuild_untrusted()
+            with self._file_lock.hold(exclusive=True):
+                if torn:
+                    gen.catch_up(repair=True)
+                if not gen.journal.replaced():
+                    remove_other_generations(self.folder, gen.journal.generation, self.files)
+        except BaseException:
+            gen.close()
+            raise
+        return gen, rebuilt
+
     def _refresh(self) -> Generation:
         """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""
-        gen = self._gen
-        if self._closed or gen is None:
+        if self._closed:
             raise StoreError("the store is closed")
+        gen = self._gen
+        if gen is None:  # the last load failed (say the lock timed out): load again
+            self._load()
+            return self._current()
         try:
             st = os.stat(gen.journal.path)
             ident, size = (st.st_dev, st.st_ino), st.st_size
@@ -401,8 +423,8 @@ class MemoryStore:
                 "path": str(self.folder),
                 "model": str(self.embedder.model_name),
                 "dim": self.dim,
-                "index": self._vindex.params(),
-                "keyword_index": {"documents": len(self._kindex.index)},
+                "index": gen.vindex.params(),
+                "keyword_index": {"documents": len(gen.kindex.index)},
                 "bytes_on_disk": folder_bytes(self.folder),
                 "journal_bytes": gen.coverage.offset,
                 "deleted_pending_compaction": gen.catalog.next_row - len(gen.catalog),
@@ -481,7 +503,7 @@ class MemoryStore:
             before = folder_bytes(self.folder)
             removed = gen.catalog.next_row - len(gen.catalog)
             live = [gen.catalog.record(row) for row in gen.catalog.by_time]
-            job = Compaction(self.folder, gen.journal, gen.vectors, live, self._vindex)
+            job = Compaction(self.folder, gen.journal, gen.vectors, live, gen.vindex)
         try:
             job.copy(self._embed)
             self.hooks.compaction_copied()

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from memserver.errors import InvalidInputError
+from memserver.errors import InvalidInputError, StoreLockedError
+from memserver.journal import FileLock
 from memserver.store import MemoryStore, StoreHooks
 from tests.fakes import FakeEmbedder
+from tests.readback import readback
 
 
 def _open(path: Path, hooks: StoreHooks | None = None) -> MemoryStore:
@@ -102,3 +104,28 @@ def test_lone_surrogates_in_tags_or_source_are_input_errors(tmp_path: Path, fiel
         with pytest.raises(InvalidInputError, match=field):
             store.add("content", **{field: value})
         assert store.stats()["count"] == 0
+
+
+def test_a_reload_that_times_out_on_the_lock_leaves_nothing_half_built(tmp_path: Path) -> None:
+    """A store reloading after another store's compaction while a third process holds the lock past its
+    lock_timeout fails that one call; its next call loads the new generation whole, and a checkpoint it writes
+    then is sound: its answers, and a fresh open's before and after that checkpoint, are the same."""
+    reloading = MemoryStore(tmp_path, "c", embedder=FakeEmbedder(), lock_timeout=0.2)
+    compacting = _open(tmp_path)
+    ms = reloading.add_many([{"content": f"fact {i} about item{i}", "tags": [f"t{i % 3}"]} for i in range(40)])
+    for m in ms[:20]:
+        reloading.delete(m.id)
+    compacting.compact()  # rows renumbered: the reloading store must rebuild everything it holds
+    other = FileLock(tmp_path / "c" / "lock")
+    with other.hold(exclusive=True), pytest.raises(StoreLockedError):
+        reloading.get(ms[30].id)
+    other.close()
+    state = readback(reloading)
+    assert state["count"] == 20 and reloading.search("fact 30 about item30", limit=1)[0].memory.id == ms[30].id
+    with _open(tmp_path) as fresh:
+        assert readback(fresh) == state
+    reloading.checkpoint()
+    reloading.close()
+    compacting.close()
+    with _open(tmp_path) as fresh:
+        assert readback(fresh) == state
