@@ -110,22 +110,25 @@ class Compaction:
 
     def switch(self, catalog: Catalog, vectors: VectorFile, embed: Embed) -> None:
         """The locked part (exclusive lock, caught up on the old journal, whose live memories `catalog` holds):
-        append the changes since the copy, rename everything into place, switch journals."""
-        copied = {r.id for r in self.live}
-        added = [catalog.record(row) for row in catalog.live_rows().tolist() if catalog.id_at(row) not in copied]
-        gone = [r for r in self.live if r.id not in catalog]
+        append the changes since the copy, rename everything into place, switch journals.
+
+        A memory is told by its row, not its id (rows are never reused within a generation): one deleted and
+        imported again under its id since the copy is gone (its delete line first) and added (its new record)."""
+        copied = {r.id: r.row for r in self.live}
+        live = catalog.live_rows().tolist()
+        added = [catalog.record(row) for row in live if copied.get(catalog.id_at(row) or "") != row]
+        gone = [r for r in self.live if catalog.row_of(r.id) != r.row]
         paths, fs = self.paths, self.files
         if added or gone:
             vfd = fs.open(paths["f32"], os.O_WRONLY)
             jfd = fs.open(paths["jsonl"], os.O_WRONLY | os.O_APPEND)
             try:
-                lines = []
+                lines = [encode_line(replay.delete_line(r.id, inputs.now())) for r in gone]
                 if added:
                     vecs = vectors.checked(added, embed)
                     fs.pwrite(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes)
                     for n, r in enumerate(added):
                         lines.append(encode_line(replay.add_line(r._replace(row=len(self.live) + n), row_crc(vecs[n]))))
-                lines += [encode_line(replay.delete_line(r.id, inputs.now())) for r in gone]
                 write_all(jfd, b"".join(lines), fs)
                 fs.fsync(vfd)
                 fs.fsync(jfd)

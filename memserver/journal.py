@@ -40,7 +40,7 @@ A collection is one folder::
   fails any check (generation, offset, that CRC, its own CRC, the index checkpoint being older) is ignored.
 * Compaction copies the live memories of a snapshot of the journal into `compacting-<newgen>.*` files (vectors,
   journal, vector index, metadata snapshot) without holding the lock, so other processes keep writing. Then,
-  under the exclusive lock, it appends what changed since (adds, then deletes) to the new files, fsyncs them,
+  under the exclusive lock, it appends what changed since (deletes, then adds) to the new files, fsyncs them,
   renames them to their final names (`vectors-<newgen>.f32` first) and renames the new journal over the old one:
   the single atomic switch. Before it, the old journal and its vectors are in force; after it, the new ones (and
   `index.json` is then pointed at the new graph; a crash just before that costs an index rebuild, never data).

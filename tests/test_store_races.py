@@ -129,3 +129,41 @@ def test_a_reload_that_times_out_on_the_lock_leaves_nothing_half_built(tmp_path:
     compacting.close()
     with _open(tmp_path) as fresh:
         assert readback(fresh) == state
+
+
+class _AfterCopy(StoreHooks):
+    """Runs `action` between a compaction's unlocked copy and its switch."""
+
+    def __init__(self) -> None:
+        self.action = lambda: None
+
+    def compaction_copied(self) -> None:
+        self.action()
+
+
+def test_a_memory_deleted_and_imported_again_during_a_compaction_keeps_the_import(tmp_path: Path) -> None:
+    """Between a compaction's copy and its switch another store deletes memory X and imports X again under its id
+    with new content, both acknowledged: after the switch X has the new content everywhere, and a memory deleted
+    meanwhile stays deleted."""
+    hooks = _AfterCopy()
+    compacting, other = _open(tmp_path, hooks), _open(tmp_path)
+    x = compacting.add("version A of the note", tags=["t1"])
+    gone = compacting.add("fact 1 about item1")
+    compacting.add_many([f"fact {i} about item{i}" for i in range(2, 12)])
+
+    def replace_x() -> None:
+        assert other.delete(x.id) and other.delete(gone.id)
+        assert other.import_([{"id": x.id, "content": "version B of the note", "tags": ["t2"]}]) == 1
+
+    hooks.action = replace_x
+    assert compacting.compact()["count"] == 11
+    for s in (compacting, other):
+        got = s.get(x.id)
+        assert got is not None and (got.content, got.tags) == ("version B of the note", ("t2",))
+        assert s.get(gone.id) is None
+    state = readback(compacting)
+    assert readback(other) == state
+    compacting.close()
+    other.close()
+    with _open(tmp_path) as fresh:
+        assert readback(fresh) == state
