@@ -6,8 +6,8 @@ index checkpoints and the metadata snapshot) and replays the journal past them; 
 through `catch_up` -> `apply`, the one replay path, used alike for this process's own writes (each write is
 appended, then read back), for catching up on other processes' writes, and for the journal tail on open.
 
-The store decides which lock each step runs under (`restore` under the shared lock, `catch_up(repair=True)` and
-`save_checkpoint` under the exclusive one); nothing here takes a lock.
+The store decides which lock each step runs under (construction, which opens the vector file, and `restore` under
+the shared lock, `catch_up(repair=True)` and `save_checkpoint` under the exclusive one); nothing here takes a lock.
 """
 
 from __future__ import annotations

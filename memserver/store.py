@@ -198,29 +198,39 @@ class MemoryStore:
                 gc.enable()
 
     def _restored(self) -> tuple[Generation, bool]:
-        """The journal's generation, restored, with indexes of its own (and True if one was rebuilt); on failure
-        whatever it opened is closed again."""
-        journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
-        try:
-            vindex = VectorIndex(self.dim, **self._index_params, files=self.files)
-            kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
-            gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks)
-        except BaseException:
-            journal.close()
-            raise
-        try:
-            with self._file_lock.hold(exclusive=False):
-                torn = gen.restore()
-            rebuilt = gen.rebuild_untrusted()
-            with self._file_lock.hold(exclusive=True):
-                if torn:
-                    gen.catch_up(repair=True)
-                if not gen.journal.replaced():
-                    remove_other_generations(self.folder, gen.journal.generation, self.files)
-        except BaseException:
-            gen.close()
-            raise
-        return gen, rebuilt
+        """The current journal's generation, restored, with indexes of its own (and True if one was rebuilt); on
+        failure whatever it opened is closed again.
+
+        The journal is opened without a lock, so another process may compact (switch journals, remove the old
+        vector file) before the shared lock is ours: each time the lock is taken, check the journal is still the
+        current one, and if not, start again on the new one (as `_exclusive` does).
+        """
+        while True:
+            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
+            gen: Generation | None = None
+            try:
+                with self._file_lock.hold(exclusive=False):
+                    if not journal.replaced():  # current: no one removes its vector file while we hold the lock
+                        vindex = VectorIndex(self.dim, **self._index_params, files=self.files)
+                        kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
+                        gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks)
+                        torn = gen.restore()
+                if gen is not None:
+                    rebuilt = gen.rebuild_untrusted()
+                    with self._file_lock.hold(exclusive=True):
+                        if not journal.replaced():
+                            if torn:
+                                gen.catch_up(repair=True)
+                            remove_other_generations(self.folder, journal.generation, self.files)
+                            return gen, rebuilt
+            except BaseException:
+                (journal if gen is None else gen).close()
+                raise
+            (journal if gen is None else gen).close()
+            log.info(
+                "journal %s was replaced while opening it (compacted by another process); opening the new one",
+                journal.path,
+            )
 
     def _refresh(self) -> Generation:
         """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from memserver.durable import FILE_MODE, FileLayer, StrPath
 from memserver.errors import InvalidInputError, StoreLockedError
 from memserver.journal import FileLock
 from memserver.store import MemoryStore, StoreHooks
@@ -167,3 +170,41 @@ def test_a_memory_deleted_and_imported_again_during_a_compaction_keeps_the_impor
     other.close()
     with _open(tmp_path) as fresh:
         assert readback(fresh) == state
+
+
+class _ActsOnceJournalIsOpen(FileLayer):
+    """The real file system; runs `action` once, right after the store opened its journal (before any lock)."""
+
+    def __init__(self, action: Callable[[], object]) -> None:
+        self.action = action
+        self.fired = False
+
+    def open(self, path: StrPath, flags: int, mode: int = FILE_MODE) -> int:
+        fd = super().open(path, flags, mode)
+        if Path(path).name == "journal.jsonl" and not self.fired:
+            self.fired = True
+            self.action()
+        return fd
+
+
+def test_a_store_opening_while_another_compacts_reembeds_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process's compaction switches journals (and removes the old vector file) just after a store
+    opened the old journal: the store opens the new generation instead, re-embeds nothing, reports no damage and
+    leaves no vector file of the old generation behind."""
+    compacting = _open(tmp_path)
+    ms = compacting.add_many([f"fact {i} about item{i}" for i in range(300)])
+    for m in ms[:30]:
+        compacting.delete(m.id)
+    compacting.checkpoint()
+    counting = FakeEmbedder()
+    with caplog.at_level(logging.INFO, logger="memserver"):
+        opening = MemoryStore(tmp_path, "c", embedder=counting, files=_ActsOnceJournalIsOpen(compacting.compact))
+    assert counting.texts == 0
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert opening.stats()["count"] == 270 and opening.get(ms[100].id) is not None
+    assert len(list((tmp_path / "c").glob("vectors-*.f32"))) == 1
+    assert readback(opening) == readback(compacting)
+    opening.close()
+    compacting.close()
