@@ -145,7 +145,8 @@ class Generation:
         if torn and repair:
             journal.set_aside_tail(cov.offset)
             size, torn = cov.offset, False
-        cov.seen = (journal.identity, size)
+        # With a torn tail left, the size says nothing: a writer may cut it off and append a line of that length.
+        cov.seen = (journal.identity, size) if not torn else ((0, 0), -1)
         return torn
 
     def apply(self, entries: Sequence[tuple[int, dict[str, Any]]]) -> None:

@@ -208,3 +208,26 @@ def test_a_store_opening_while_another_compacts_reembeds_nothing(
     assert readback(opening) == readback(compacting)
     opening.close()
     compacting.close()
+
+
+def test_a_reader_that_saw_a_torn_tail_sees_the_write_that_replaced_it(tmp_path: Path) -> None:
+    """A reader catches up while the journal ends in a crashed writer's torn line of L bytes; another writer cuts
+    it off and appends a line of exactly L bytes, so the journal's size is what the reader saw: the reader still
+    sees that acknowledged write on its next call."""
+    with MemoryStore(tmp_path / "scratch", "c", embedder=FakeEmbedder()) as scratch:  # the next line's length
+        scratch.add("first memory")
+        before = (tmp_path / "scratch" / "c" / "journal.jsonl").stat().st_size
+        scratch.add("second memory")
+        length = (tmp_path / "scratch" / "c" / "journal.jsonl").stat().st_size - before
+    reader, writer = _open(tmp_path), _open(tmp_path)
+    reader.add("first memory")
+    journal = tmp_path / "c" / "journal.jsonl"
+    with open(journal, "ab") as f:
+        f.write(b"z" * length)  # a crashed writer's torn last line
+    assert reader.stats()["count"] == 1  # caught up on everything but the torn tail (a writer repairs it)
+    size = journal.stat().st_size
+    added = writer.add("second memory")
+    assert journal.stat().st_size == size  # the repair and the new line left the size as the reader saw it
+    assert reader.get(added.id) is not None
+    reader.close()
+    writer.close()
