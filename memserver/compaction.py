@@ -24,7 +24,7 @@ import numpy as np
 
 from memserver import inputs, replay, snapshot
 from memserver.catalog import Catalog
-from memserver.durable import FileLayer, write_all
+from memserver.durable import FileLayer, pwrite_all, write_all
 from memserver.index import VectorIndex
 from memserver.journal import JOURNAL_NAME, AddRecord, Journal, encode_line
 from memserver.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
@@ -126,7 +126,7 @@ class Compaction:
                 lines = [encode_line(replay.delete_line(r.id, inputs.now())) for r in gone]
                 if added:
                     vecs = vectors.checked(added, embed)
-                    fs.pwrite(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes)
+                    pwrite_all(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes, fs)
                     for n, r in enumerate(added):
                         lines.append(encode_line(replay.add_line(r._replace(row=len(self.live) + n), row_crc(vecs[n]))))
                 write_all(jfd, b"".join(lines), fs)

@@ -53,6 +53,7 @@ __all__ = [
     "fsync_dir",
     "fsync_fd",
     "make_dirs",
+    "pwrite_all",
     "read_snapshot",
     "write_all",
     "write_native",
@@ -130,6 +131,7 @@ class FileLayer:
         return os.write(fd, data)
 
     def pwrite(self, fd: int, data: Data, offset: int) -> int:
+        """May write fewer bytes than given (see `pwrite_all`)."""
         return os.pwrite(fd, data, offset)
 
     def fsync(self, fd: int) -> None:
@@ -165,6 +167,14 @@ def write_all(fd: int, data: Data, files: FileLayer = OS) -> None:
     view = memoryview(data)
     while view:
         view = view[files.write(fd, view) :]
+
+
+def pwrite_all(fd: int, data: Data, offset: int, files: FileLayer = OS) -> None:
+    """Write every byte of `data` at `offset` (a single pwrite may be short)."""
+    view = memoryview(data).cast("B")
+    while view:
+        written = files.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 @contextlib.contextmanager

@@ -21,13 +21,14 @@ from memserver.durable import (
     CheckpointFiles,
     atomic_write,
     make_dirs,
+    pwrite_all,
     read_snapshot,
     write_snapshot,
 )
 from memserver.index import META_NAME, VectorIndex
 from memserver.journal import AddRecord, FileLock, Journal
 from memserver.keyword import KEYWORD_META, KeywordDerivedIndex
-from tests.file_layers import FailingFiles, RecordingFiles, SimulatedCrash, recorded_name
+from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash, recorded_name
 
 DIM = 16
 OLD = {"generation": "g", "offset": 1, "count": 40}
@@ -274,3 +275,17 @@ def test_snapshot_round_trip_and_damage(tmp_path: Path) -> None:
     path.write_bytes(data[:-3])
     assert read_snapshot(path) is None
     assert read_snapshot(tmp_path / "absent.snap") is None
+
+
+def test_pwrite_all_completes_short_pwrites_at_their_offsets(tmp_path: Path) -> None:
+    """A pwrite may write fewer bytes than given; pwrite_all goes on from where it stopped, at the right offset."""
+    files = ShortWrites()
+    path = tmp_path / "rows.f32"
+    path.write_bytes(b"." * 4)
+    fd = files.open(path, os.O_RDWR)
+    try:
+        pwrite_all(fd, b"0123456789", 2, files)
+    finally:
+        files.close(fd)
+    assert path.read_bytes() == b"..0123456789"
+    assert files.calls.count(("pwrite", "rows.f32")) == 5  # 5, 2, 1, 1 and 1 of the 10 bytes
