@@ -519,10 +519,8 @@ class MemoryStore:
             self.hooks.compaction_copied()
             with self._thread_lock:
                 self._refresh()
-                with self._file_lock.hold(exclusive=True):
-                    gen = self._current()
-                    gen.catch_up(repair=True)
-                    if gen.journal.replaced() or gen.journal.generation != job.old_generation:
+                with self._exclusive() as gen:  # the current journal (checked before a torn tail is repaired)
+                    if gen.journal.generation != job.old_generation:
                         log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
                     else:
                         self.hooks.compaction_switching()

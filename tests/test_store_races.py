@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memserver.durable import FILE_MODE, FileLayer, StrPath
@@ -231,3 +233,98 @@ def test_a_reader_that_saw_a_torn_tail_sees_the_write_that_replaced_it(tmp_path:
     assert reader.get(added.id) is not None
     reader.close()
     writer.close()
+
+
+class _ActsOnFirstEmbed(FakeEmbedder):
+    """A FakeEmbedder that runs `action` once, when first asked to embed texts (queries aside)."""
+
+    def __init__(self, action: Callable[[], object]) -> None:
+        super().__init__()
+        self.action = action
+        self.fired = False
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not self.fired:
+            self.fired = True
+            self.action()
+        return super().embed(texts)
+
+
+def test_an_open_does_not_set_aside_a_torn_tail_of_a_journal_replaced_meanwhile(tmp_path: Path) -> None:
+    """A store opening a journal with a torn tail rebuilds an index (re-embedding a damaged row) between its
+    shared and exclusive locks; meanwhile another store repairs that tail and compacts, and the old journal file
+    gets torn bytes again: the opener does not copy those to a torn-* file (the tail of a journal no longer in
+    use) but opens the new generation."""
+    with _open(tmp_path) as first:
+        first.add_many([f"fact {i} about item{i}" for i in range(300)])
+    folder = tmp_path / "c"
+    for p in folder.glob("index*"):  # no vector index checkpoint: rebuilt on open, from the rows
+        p.unlink()
+    vec = next(folder.glob("vectors-*.f32"))
+    with open(vec, "r+b") as f:  # one damaged row: re-embedded by that rebuild
+        f.seek(5 * 384 * 4)
+        f.write(b"\xff" * 16)
+    journal = folder / "journal.jsonl"
+    old = folder / "old-journal.jsonl"
+    os.link(journal, old)  # the old journal file, reachable after the switch
+    with open(journal, "ab") as f:
+        f.write(b'{"op":"add","torn')
+    others: list[MemoryStore] = []
+
+    def compact_meanwhile() -> None:
+        other = _open(tmp_path)  # repairs the torn tail (one torn-* file, rightly), then compacts
+        other.compact()
+        others.append(other)
+        with open(old, "ab") as f:
+            f.write(b'{"op":"add","torn again')
+
+    with MemoryStore(tmp_path, "c", embedder=_ActsOnFirstEmbed(compact_meanwhile)) as opening:
+        assert others and opening.stats()["count"] == 300
+        assert readback(opening) == readback(others[0])
+    assert len(list(folder.glob("journal.jsonl.torn-*"))) == 1
+    others[0].close()
+
+
+class _CompactsBeforeTheSwitch(StoreHooks):
+    """When compact() is about to take the lock for its switch, runs `action` once; notes whether it switched."""
+
+    def __init__(self) -> None:
+        self.action: Callable[[], object] = lambda: None
+        self.copied = self.switched = False
+
+    def compaction_copied(self) -> None:
+        self.copied = True
+
+    def taking_exclusive_lock(self) -> None:
+        if self.copied:
+            self.copied = False
+            self.action()
+
+    def compaction_switching(self) -> None:
+        self.switched = True
+
+
+def test_a_compaction_beaten_to_its_switch_drops_itself_and_repairs_nothing_old(tmp_path: Path) -> None:
+    """compact() copies, then before it takes the lock for its switch another store compacts and the old journal
+    file gets torn bytes: it drops itself (the other's generation stands), copies no torn-* file from the old
+    journal, and answers from the new generation."""
+    hooks = _CompactsBeforeTheSwitch()
+    compacting, other = _open(tmp_path, hooks), _open(tmp_path)
+    ms = compacting.add_many([f"fact {i} about item{i}" for i in range(40)])
+    for m in ms[:10]:
+        compacting.delete(m.id)
+    folder = tmp_path / "c"
+    old = folder / "old-journal.jsonl"
+    os.link(folder / "journal.jsonl", old)
+
+    def compact_first() -> None:
+        other.compact()
+        with open(old, "ab") as f:
+            f.write(b'{"op":"add","torn')
+
+    hooks.action = compact_first
+    assert compacting.compact()["count"] == 30
+    assert not hooks.switched and not list(folder.glob("journal.jsonl.torn-*"))
+    assert readback(compacting) == readback(other)
+    compacting.close()
+    other.close()
