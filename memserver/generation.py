@@ -251,6 +251,7 @@ class Generation:
             snapshot.save(path, snapshot.stamp_for(journal.generation, cov.offset, count, crc), payload, journal.files)
         except OSError as exc:
             log.warning("could not save the metadata snapshot: %s", exc)
+            return  # not a checkpoint: the next open would replay what this one should have covered
         cov.checkpointed()
         self.hooks.checkpointed(count)
 

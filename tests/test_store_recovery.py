@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import memserver.store
 from memserver.store import Memory, MemoryStore, StoreHooks
 from tests.fakes import FakeEmbedder, RecordingHooks
-from tests.file_layers import RecordingFiles, ShortWrites
+from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites
 from tests.readback import readback
 
 ROW = 384 * 4
@@ -156,6 +157,23 @@ def test_damaged_or_stale_snapshot_falls_back_to_replay(tmp_path: Path, damage: 
         p.unlink()
     with _open(tmp_path) as s:  # a full replay agrees
         assert readback(s) == state
+
+
+def test_a_checkpoint_whose_snapshot_failed_is_taken_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write-path checkpoint whose metadata snapshot cannot be written (disk full) is not counted as done: the
+    store checkpoints again on close, and the next open restores that snapshot instead of replaying."""
+    monkeypatch.setattr(memserver.store, "WRITE_CHECKPOINT_RECORDS", 200)
+    files = FailingFiles(lambda op, name: op == "create" and name.startswith("meta-"), errno.ENOSPC)
+    hooks = RecordingHooks()
+    s = _open(tmp_path, files=files, hooks=hooks)
+    s.add_many([f"fact {i} about item{i}" for i in range(250)])  # the write path checkpoints: its snapshot fails
+    assert files.failures == 1 and hooks.checkpoints == []
+    files.armed = False
+    s.close()
+    assert hooks.checkpoints == [250]
+    reopened = RecordingHooks()
+    with _open(tmp_path, hooks=reopened):
+        assert reopened.opens == [(0, True)]
 
 
 # --- compaction does not hold the lock while it copies and rebuilds -------------------------------------------------
