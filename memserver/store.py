@@ -297,29 +297,27 @@ class MemoryStore:
             self._load()
 
     def _write_adds(self, items: list[_Pending]) -> list[Memory]:
-        """Write the non-duplicate items (vectors already set) in one group commit; results in item order."""
-        with self._writing() as gen:
-            catalog = gen.catalog
-            fresh, out = _without_duplicates(catalog, items)
-            if fresh:
+        """Write the non-duplicate items (vectors already set) in one group commit; results in item order.
+
+        An item without a vector (a duplicate when embedding began, whose memory has been deleted since: rare) is
+        embedded with the locks released, and the write tried again."""
+        while True:
+            with self._writing() as gen:
+                catalog = gen.catalog
+                fresh, out = _without_duplicates(catalog, items)
                 missing = [it for it in fresh if it.vector is None]
-                if missing:  # was a duplicate when embedding began, and has been deleted since: rare
-                    for it, v in zip(missing, self._embed([it.content for it in missing]), strict=True):
-                        it.vector = v
-                first_row = catalog.next_row
-                records = []
-                for n, it in enumerate(fresh):
-                    it.id = it.id or uuid.uuid4().hex
-                    stored = it.created_at or inputs.now()
-                    records.append(AddRecord(it.id, it.content, stored, it.tags, it.source, first_row + n))
-                gen.write_adds(records, np.stack([_vector(it) for it in fresh]))
-            result = []
-            for it, memory in zip(items, out, strict=True):
-                if memory is None:  # written now, or a duplicate of an earlier item written now
-                    own = items[it.dup_of] if it.dup_of >= 0 else it
-                    memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
-                result.append(memory)
-            return result
+                if not missing:
+                    if fresh:
+                        gen.write_adds(_records(fresh, catalog.next_row), np.stack([_vector(it) for it in fresh]))
+                    result = []
+                    for it, memory in zip(items, out, strict=True):
+                        if memory is None:  # written now, or a duplicate of an earlier item written now
+                            own = items[it.dup_of] if it.dup_of >= 0 else it
+                            memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
+                        result.append(memory)
+                    return result
+            for it, v in zip(missing, self._embed([it.content for it in missing]), strict=True):
+                it.vector = v
 
     def _embed_missing(self, items: list[_Pending]) -> None:
         """Embed (outside every lock) the items that are not already known duplicates and have no vector."""
@@ -599,6 +597,16 @@ def _without_duplicates(catalog: Catalog, items: list[_Pending]) -> tuple[list[_
             first[text] = i
             fresh.append(it)
     return fresh, out
+
+
+def _records(fresh: list[_Pending], first_row: int) -> list[AddRecord]:
+    """The journal records of the items to write, on rows from `first_row` on (ids and times given here)."""
+    records = []
+    for n, it in enumerate(fresh):
+        it.id = it.id or uuid.uuid4().hex
+        stored = it.created_at or inputs.now()
+        records.append(AddRecord(it.id, it.content, stored, it.tags, it.source, first_row + n))
+    return records
 
 
 def _vector(item: _Pending) -> np.ndarray:

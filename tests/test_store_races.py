@@ -328,3 +328,51 @@ def test_a_compaction_beaten_to_its_switch_drops_itself_and_repairs_nothing_old(
     assert readback(compacting) == readback(other)
     compacting.close()
     other.close()
+
+
+class _ProbesTheLock(FakeEmbedder):
+    """A FakeEmbedder that notes, at each embed call, whether another process could take the store's lock."""
+
+    def __init__(self, lock_path: Path) -> None:
+        super().__init__()
+        self.lock_path = lock_path
+        self.lock_free: list[bool] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        probe = FileLock(self.lock_path, timeout=0)
+        try:
+            with probe.hold(exclusive=False):
+                self.lock_free.append(True)
+        except StoreLockedError:
+            self.lock_free.append(False)
+        finally:
+            probe.close()
+        return super().embed(texts)
+
+
+class _ActsBeforeTheLock(StoreHooks):
+    """Runs `action` once, the next time a write is about to take the exclusive lock."""
+
+    def __init__(self) -> None:
+        self.action: Callable[[], object] | None = None
+
+    def taking_exclusive_lock(self) -> None:
+        action, self.action = self.action, None
+        if action is not None:
+            action()
+
+
+def test_an_add_whose_duplicate_was_deleted_meanwhile_embeds_outside_the_locks(tmp_path: Path) -> None:
+    """An add of content stored already needs no embedding; when another store deletes that memory before the
+    add takes the lock, the add must embed after all: it does so with the lock released, then writes."""
+    (tmp_path / "c").mkdir()
+    embedder, hooks = _ProbesTheLock(tmp_path / "c" / "lock"), _ActsBeforeTheLock()
+    writer, other = MemoryStore(tmp_path, "c", embedder=embedder, hooks=hooks), _open(tmp_path)
+    original = writer.add("the staging password rotates on Mondays")
+    embedder.lock_free.clear()
+    hooks.action = lambda: other.delete(original.id)
+    again = writer.add("the staging password rotates on Mondays")
+    assert not again.duplicate and again.id != original.id and other.get(again.id) is not None
+    assert embedder.lock_free and all(embedder.lock_free)
+    writer.close()
+    other.close()
