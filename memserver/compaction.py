@@ -25,13 +25,15 @@ import numpy as np
 from memserver import inputs, replay, snapshot
 from memserver.catalog import Catalog
 from memserver.durable import FileLayer, pwrite_all, write_all
+from memserver.errors import StoreLockedError
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, AddRecord, Journal, encode_line
+from memserver.journal import JOURNAL_NAME, AddRecord, FileLock, Journal, encode_line
 from memserver.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
 
 log = logging.getLogger(__name__)
 
-# Files of a compaction in progress (compacting-*) are removed as leftovers of a dead one only when this old.
+# Files of a compaction (compacting-*) without a lock file (an older memserver's) are removed as leftovers of a dead
+# one only when this old; those with one, once no process holds it.
 COMPACTING_STALE_S = 6 * 3600
 _BATCH = 10_000
 
@@ -55,8 +57,13 @@ class Compaction:
             self.dim, M=vindex.M, ef_construction=vindex.ef_construction, ef=vindex.ef, files=self.files
         )
         self.generation = uuid.uuid4().hex
-        self.paths = {ext: folder / f"compacting-{self.generation}.{ext}" for ext in ("f32", "jsonl", "hnsw", "snap")}
+        exts = ("lock", "f32", "jsonl", "hnsw", "snap")
+        self.paths = {ext: folder / f"compacting-{self.generation}.{ext}" for ext in exts}
         self.graph: dict[str, Any] = {}  # the new index checkpoint, once written
+        # Held until `discard`: other processes remove the compacting-* files only of compactions not running.
+        self.running = FileLock(self.paths["lock"], timeout=0, files=self.files)
+        self._held = contextlib.ExitStack()
+        self._held.enter_context(self.running.hold(exclusive=True))
 
     def copy(self, embed: Embed) -> None:
         """The unlocked part: the live memories into the compacting-* files (damaged rows re-embedded)."""
@@ -149,24 +156,51 @@ class Compaction:
         for p in self.paths.values():
             with contextlib.suppress(OSError):
                 self.files.unlink(p)
+        self._held.close()
+        self.running.close()
 
 
 def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:
     """Remove vector files, snapshots and temp files of other generations (left by a compaction), and the files of
     a compaction that died; call with the exclusive lock held, on the journal that is current."""
     keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
+    dead: dict[str, bool] = {}  # compaction (its new generation) -> no longer running
     for p in folder.iterdir():
         name = p.name
         if name in keep:
             continue
-        if (
-            name.startswith("vectors-")
-            or (name.startswith("meta-") and name.endswith(".snap"))
-            or name.endswith(".compact-tmp")
-            or (name.startswith("compacting-") and _age_s(p) > COMPACTING_STALE_S)
-        ):
+        if name.startswith("compacting-"):  # written without the lock: only when a dead compaction left them
+            nonce = name[len("compacting-") :].split(".", 1)[0]
+            if nonce not in dead:
+                dead[nonce] = _compaction_over(folder, nonce, generation, files)
+            stale = dead[nonce]
+        else:
+            stale = (
+                name.startswith("vectors-")
+                or (name.startswith("meta-") and name.endswith(".snap"))
+                or name.endswith(".compact-tmp")
+            )
+        if stale:
             with contextlib.suppress(OSError):
                 files.unlink(p)
+
+
+def _compaction_over(folder: Path, nonce: str, generation: str, files: FileLayer) -> bool:
+    """Whether the compaction making generation `nonce` is over: it made the generation in force (it died after
+    its switch), or no process holds its lock, or (no lock file: an older memserver's) its files are hours old."""
+    if nonce == generation:
+        return True
+    lock = folder / f"compacting-{nonce}.lock"
+    if not lock.exists():
+        return all(_age_s(p) > COMPACTING_STALE_S for p in folder.glob(f"compacting-{nonce}.*"))
+    probe = FileLock(lock, timeout=0, files=files)
+    try:
+        with probe.hold(exclusive=True):
+            return True
+    except StoreLockedError:
+        return False
+    finally:
+        probe.close()
 
 
 def _age_s(path: Path) -> float:

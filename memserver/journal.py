@@ -13,7 +13,8 @@ A collection is one folder::
     keyword-<nonce>.npz    the postings arrays it names (derived data, rebuildable)
     meta-<gen>.snap        snapshot of the in-memory metadata at a checkpoint (derived; open skips replaying the
                            journal up to its offset; ignored and replaced when stale, damaged or of another Python)
-    compacting-<gen>.*     files of a compaction in progress (renamed into place at its switch)
+    compacting-<gen>.*     files of a compaction in progress (renamed into place at its switch; its .lock is
+                           flock()ed while it runs)
     lock                   empty; flock()ed shared by readers catching up, exclusive by writers
     journal.jsonl.torn-*   bytes of a torn last line, set aside on repair (never silently dropped)
 
@@ -44,8 +45,9 @@ A collection is one folder::
   renames them to their final names (`vectors-<newgen>.f32` first) and renames the new journal over the old one:
   the single atomic switch. Before it, the old journal and its vectors are in force; after it, the new ones (and
   `index.json` is then pointed at the new graph; a crash just before that costs an index rebuild, never data).
-  Leftover files of the other generation are removed later (`compacting-*` ones only when hours old). Other
-  processes notice the new inode on their next call and reload.
+  Leftover files of the other generation are removed later (`compacting-*` ones once no process holds their
+  compaction's lock, at once if their generation is the one in force). Other processes notice the new inode on
+  their next call and reload.
 
 Format of a line: a JSON object (UTF-8, no raw newlines) whose last member is `"crc"`; the CRC-32 is computed
 over the same line with that member removed, i.e. over `line[:-18] + b"}"`. The first line is the header

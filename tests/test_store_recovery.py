@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+import memserver.compaction
 import memserver.store
 from memserver.store import Memory, MemoryStore, StoreHooks
 from tests.fakes import FakeEmbedder, RecordingHooks
-from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites
+from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash
 from tests.readback import readback
 
 ROW = 384 * 4
@@ -233,6 +234,53 @@ def test_compaction_lets_other_writers_proceed(tmp_path: Path) -> None:
         stored = np.asarray([m["vector"] for m in exported], dtype=np.float32)
         own = FakeEmbedder().embed([m["content"] for m in exported])
         assert np.allclose(stored, own, atol=1e-6)  # the copied rows are the memories' own vectors
+
+
+def test_a_compaction_running_for_hours_keeps_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another store's open removes the files of dead compactions; those of one still running (held after its
+    copy, as if it had run for longer than COMPACTING_STALE_S) stay, and it switches in."""
+    monkeypatch.setattr(memserver.compaction, "COMPACTING_STALE_S", 0)
+    ms = _fill(tmp_path)
+    held = _HeldAfterCopy()
+    a = _open(tmp_path, hooks=held)
+    result: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: result.update(a.compact()))
+    t.start()
+    try:
+        assert held.copied.wait(10)
+        with _open(tmp_path) as b:  # its open removes what other generations and dead compactions left
+            b.delete(ms[5].id)
+    finally:
+        held.proceed.set()
+    t.join(30)
+    assert result["count"] == 298
+    a.close()
+    folder = tmp_path / "test"
+    assert len(list(folder.glob("vectors-*.f32"))) == 1 and not list(folder.glob("compacting-*"))
+
+
+def test_files_of_a_compaction_that_died_after_its_switch_go_at_the_next_open(tmp_path: Path) -> None:
+    """A crash after the journals were switched but before the new index was named leaves a compacting-* graph
+    file; it belongs to the generation in force, so the next open removes it (not hours later)."""
+    _fill(tmp_path)
+    crashed: list[str] = []
+
+    def crash(op: str, name: str) -> bool:
+        if op == "replace" and name == "compacting-*.hnsw -> index-*.hnsw":
+            crashed.append(name)
+        return bool(crashed)  # the process is dead from then on: nothing it would do next happens
+
+    files = FailingFiles(crash, error=None)
+    a = _open(tmp_path, files=files)
+    with pytest.raises(SimulatedCrash):
+        a.compact()
+    folder = tmp_path / "test"
+    assert crashed and list(folder.glob("compacting-*.hnsw"))
+    with _open(tmp_path) as s:
+        assert s.stats()["count"] == 299
+    assert not list(folder.glob("compacting-*"))
+    files.armed = False
+    a.close()
 
 
 # --- bulk import ---------------------------------------------------------------------------------------------------
