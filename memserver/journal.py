@@ -116,6 +116,12 @@ JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 _CRC_SUFFIX_LEN = len(b',"crc":"') + 8 + len(b'"}')  # 18
 _READ_CHUNK = 16 << 20
+# A lock held by another process is polled (flock has no timeout), first after 0.1 ms, then at most every 2 ms.
+# flock is not fair: with 8 processes writing, polling at up to 50 ms let some wait 4-6 s while others won the
+# lock again and again (write p99 2.1 s); at 2 ms the longest wait was 0.5-1.2 s and p99 0.4-0.6 s, at the same
+# throughput (benchmarks/multiprocess.py, 8 x 400 writes, runs alternated; benchmarks/README.md "Many processes").
+_POLL_FIRST_S = 0.0001
+_POLL_MAX_S = 0.002
 _decode = json.JSONDecoder().decode  # json.loads minus its per-call encoding sniffing: replay is per line
 
 
@@ -233,7 +239,7 @@ class FileLock:
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
         deadline = time.monotonic() + self.timeout
-        delay = 0.0005
+        delay = _POLL_FIRST_S
         while not self._try(exclusive):
             if time.monotonic() > deadline:
                 raise StoreLockedError(
@@ -241,7 +247,7 @@ class FileLock:
                     "is a memserver process stuck? retry, or stop the other process"
                 )
             time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, _POLL_MAX_S)
         try:
             yield
         finally:

@@ -161,3 +161,13 @@ def test_conversations_quick(real_embedder, tmp_path):
     assert hybrid["n"] == data["questions"] > 0 and hybrid["memories_imported"] == data["turns"]
     assert 0 < hybrid["overall"]["recall@10"] <= 100 and hybrid["search_ms"]["p50"] > 0
     assert data["variants"]["hybrid+fields"]["available"] is bool(r["fields_supported"])
+
+
+def test_multiprocess_quick(tmp_path):
+    """multiprocess.py --quick: 3 processes on one store, its table, and a JSON with nothing lost or stale."""
+    out = tmp_path / "multiprocess.json"
+    run = _run_bench("multiprocess.py", "--quick", "--out", str(out), "--dir", str(tmp_path))
+    assert "lost / resurrected" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["procs"] == 3 and r["writes"] == 90 and r["lost"] == r["stale_reads"] == 0
+    assert r["write_ms"]["n"] == 90 and r["lock_wait_ms"]["exclusive"]["n"] >= 90
