@@ -33,6 +33,7 @@ This module knows nothing about journals, indexes or MCP.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -44,6 +45,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from memserver.errors import StoreWriteError
+
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
@@ -54,6 +57,7 @@ __all__ = [
     "FileLayer",
     "StrPath",
     "atomic_write",
+    "disk_error",
     "fdatasync_fd",
     "fsync_dir",
     "fsync_fd",
@@ -74,6 +78,35 @@ _OTHERS = 0o077  # group and other permission bits: what `make_private` removes
 
 Data: TypeAlias = bytes | bytearray | memoryview
 StrPath: TypeAlias = str | os.PathLike[str]
+
+
+# --- a disk that refuses ---------------------------------------------------------------------------------------
+
+_DISK_PROBLEMS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exhausted",
+    errno.EIO: "the disk reported an I/O error",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "memserver has no permission to write there",
+    errno.EPERM: "memserver has no permission to write there",
+}
+
+
+def disk_error(exc: OSError, doing: str, folder: StrPath) -> StoreWriteError:
+    """The StoreWriteError for an OSError met while `doing` (e.g. "remember: nothing was stored") in `folder`.
+
+    One line, naming the problem in words, the folder, and the system's own message; never a traceback.
+    """
+    problem = _DISK_PROBLEMS.get(exc.errno or 0, "writing to the disk failed")
+    fix = {
+        errno.ENOSPC: "free some space and retry",
+        errno.EDQUOT: "free some space and retry",
+        errno.EROFS: "set MCP_MEMORY_PATH to a writable folder",
+        errno.EACCES: "set MCP_MEMORY_PATH to a folder of yours, or fix its permissions",
+        errno.EPERM: "set MCP_MEMORY_PATH to a folder of yours, or fix its permissions",
+    }.get(exc.errno or 0, "check the disk (dmesg) and retry")
+    detail = exc.strerror or str(exc)
+    return StoreWriteError(f"{doing}: {problem} ({detail}) at {folder}; {fix}", exc.errno)
 
 
 # --- the raw syscalls ----------------------------------------------------------------------------------------------
