@@ -163,6 +163,24 @@ def test_conversations_quick(real_embedder, tmp_path):
     assert data["variants"]["hybrid+fields"]["available"] is bool(r["fields_supported"])
 
 
+def test_retrieval_lab_quick(real_embedder, tmp_path):
+    """retrieval_lab.py --quick rebuilds the store's hybrid ranking and scores a few variants on part of a chat."""
+    out = tmp_path / "retrieval_lab.json"
+    run = _run_bench("retrieval_lab.py", "--quick", "--cache", str(tmp_path / "cache"), "--out", str(out))
+    assert "| final, no stemming" in run.stdout
+    r = json.loads(out.read_text())["results"]
+    assert {"store", "store-semantic", "store-keyword", "rrf, ties by row", "speaker boost LOO"} <= set(r)
+    for entry in r.values():
+        overall = next(iter(entry["summary"].values()))["all"]
+        assert overall["n"] > 0 and 0 <= overall["r10"] <= 100
+    # today's fusion with the deterministic tie cut ranks the first 20 as the store's recall of 50 does (deeper down,
+    # the store's own cut at 50 picks arbitrary ties)
+    mine, store = r["rrf, ties by row"]["per_question"], r["store-limit50"]["per_question"]
+    assert mine.keys() == store.keys()
+    for q, (first, r10) in store.items():
+        assert mine[q][1] == r10 and (first > 20 or mine[q][0] == first), q
+
+
 def test_multiprocess_quick(tmp_path):
     """multiprocess.py --quick: 3 processes on one store, its table, and a JSON with nothing lost or stale."""
     out = tmp_path / "multiprocess.json"
