@@ -13,10 +13,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
@@ -34,6 +35,18 @@ _embedding = threading.local()  # per worker thread: `seconds` spent embedding i
 StoreFactory = Callable[[str | None], "MemoryBackend"]
 """Builds the store of one user (None: the single user of stdio or of HTTP without tokens). Called in a thread."""
 
+OPENING = "opening the memory store"  # what Stores says of any build; a StagedStoreFactory says more
+
+
+@runtime_checkable
+class StagedStoreFactory(Protocol):
+    """A StoreFactory that says what it is waiting on. `Stores` sets `report_stage` before the first build; the
+    factory calls it (from any thread) with the user and a phrase such as "loading the embedding model"."""
+
+    report_stage: Callable[[str | None, str], None]
+
+    def __call__(self, user: str | None) -> MemoryBackend: ...
+
 
 @contextlib.contextmanager
 def embedding_seconds() -> Iterator[Callable[[], float]]:
@@ -47,7 +60,8 @@ class Stores:
     """The stores this server serves, one per user, each built once in a background thread on first need.
 
     `start()` begins building the default store (or, with per-user stores, warms the shared model) without
-    waiting; `get(user)` awaits the user's store without blocking the event loop.
+    waiting; `get(user)` awaits the user's store without blocking the event loop, and passes on what the build is
+    doing meanwhile (`stage`) to a `progress` callback: the server turns that into notifications/progress.
     """
 
     def __init__(self, factory: StoreFactory, *, per_user: bool = False) -> None:
@@ -55,6 +69,10 @@ class Stores:
         self.per_user = per_user
         self._futures: dict[str | None, Future[MemoryBackend]] = {}
         self._lock = threading.Lock()
+        self._stages: dict[str | None, str] = {}  # what each build in progress is doing
+        self._changed = threading.Condition()  # notified when a stage changes or a build ends
+        if isinstance(factory, StagedStoreFactory):
+            factory.report_stage = self.report_stage
 
     def start(self) -> None:
         """Start loading in the background; returns at once. Calling it again does not start a second load."""
@@ -65,18 +83,43 @@ class Stores:
         else:
             self._future(None)
 
-    async def get(self, user: str | None) -> MemoryBackend:
+    async def get(self, user: str | None, progress: Callable[[str], Awaitable[None]] | None = None) -> MemoryBackend:
         """The store of `user`, waiting (in a worker thread) until it is built. Re-raises a failed build.
+
+        While it waits, `progress(stage)` is awaited each time the build says it is doing something new.
 
         Raises:
             NotAuthenticatedError: a per-user server and no user (it fails closed: never a shared store).
         """
         if self.per_user and user is None:
             raise NotAuthenticatedError("Authentication required")
-        future = self._future(user if self.per_user else None)
-        if not future.done():
-            await anyio.to_thread.run_sync(future.exception, abandon_on_cancel=True)
+        key = user if self.per_user else None
+        future = self._future(key)
+        told: str | None = None
+        while not future.done():
+            stage = self.stage(key)
+            if progress is not None and stage is not None and stage != told:
+                told = stage
+                await progress(stage)
+            # Cancelling the caller abandons this wait, never the build: the next call finds the store loading on.
+            await anyio.to_thread.run_sync(self._wait_for_change, key, future, stage, abandon_on_cancel=True)
         return future.result()
+
+    def stage(self, user: str | None) -> str | None:
+        """What the build of `user`'s store is doing now (e.g. "loading the embedding model"); None when idle."""
+        with self._changed:
+            return self._stages.get(user)
+
+    def report_stage(self, user: str | None, stage: str) -> None:
+        """Record what the build of `user`'s store is doing now; callable from any thread."""
+        with self._changed:
+            if user in self._stages:  # a report that comes after the build ended is stale
+                self._stages[user] = stage
+                self._changed.notify_all()
+
+    def _wait_for_change(self, key: str | None, future: Future[MemoryBackend], stage: str | None) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: future.done() or self._stages.get(key) != stage)
 
     def close(self) -> None:
         with self._lock:
@@ -93,6 +136,8 @@ class Stores:
             future = self._futures.get(user)
             if future is None or (future.done() and future.exception() is not None):  # a failed build is retried
                 future = self._futures[user] = Future()
+                with self._changed:
+                    self._stages[user] = OPENING
                 threading.Thread(
                     target=self._build, args=(user, future), name=f"memserver-store-{user or 'default'}", daemon=True
                 ).start()
@@ -105,6 +150,10 @@ class Stores:
         except BaseException as exc:
             logger.error("the memory store could not be opened: %s", exc, exc_info=not isinstance(exc, MemserverError))
             future.set_exception(exc)
+        finally:
+            with self._changed:
+                self._stages.pop(user, None)
+                self._changed.notify_all()
 
 
 def _settle(future: Future[None], fn: Callable[[], Any]) -> None:
@@ -138,6 +187,7 @@ class DefaultStoreFactory:
         self.collection = collection
         self._embedder: Any = None
         self._lock = threading.Lock()
+        self.report_stage: Callable[[str | None, str], None] = _ignore_stage  # set by Stores
 
     def embedder(self) -> Any:
         with self._lock:
@@ -157,17 +207,42 @@ class DefaultStoreFactory:
         base = self.data_dir or config.data_dir()
         path = base if user is None else base / "users" / user
         embedder = self.embedder()
+        stages = _TwoStages(partial(self.report_stage, user))
         # The first recall should not pay for the model either: it loads in a second thread while the store opens
         # (onnxruntime's session set-up and the index load overlap: 100k memories, ~0.1 s sooner ready).
         model: Future[None] = Future()
+        model.add_done_callback(lambda f: None if f.exception() else stages.done("model"))
         threading.Thread(target=_settle, args=(model, embedder.load), name="memserver-model", daemon=True).start()
         store = open_backend(path, self.collection, embedder=embedder)
+        stages.done("store")
         try:
             model.result()  # re-raises a model that could not be loaded
         except BaseException:
             store.close()
             raise
         return store
+
+
+def _ignore_stage(user: str | None, stage: str) -> None:
+    pass
+
+
+class _TwoStages:
+    """The stage of a build that loads the model and opens the store at once: says which one is still going."""
+
+    def __init__(self, report: Callable[[str], None]) -> None:
+        self._report = report
+        self._done: set[str] = set()
+        self._lock = threading.Lock()
+        report("loading the embedding model and opening the memory store")
+
+    def done(self, part: str) -> None:
+        with self._lock:
+            self._done.add(part)
+            if self._done == {"model"}:
+                self._report("opening the memory store (the embedding model is loaded)")
+            elif self._done == {"store"}:
+                self._report("loading the embedding model (the memory store is open)")
 
 
 class _TimedEmbedder:

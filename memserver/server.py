@@ -1,21 +1,29 @@
 """The MCP server: `build_server()` returns an `mcp.server.lowlevel.Server` whose handlers answer the MCP methods.
 
 Read it in protocol order: `initialized` (the end of the handshake; the SDK's runner answers `initialize`
-itself), then `list_tools`, `call_tool`, `list_resources`, `list_resource_templates`, `read_resource`, each named
-after the method it answers and passed to the `Server` constructor as `on_<name>=`.
+itself), then `list_tools`, `call_tool`, `list_resources`, `list_resource_templates`, `read_resource`,
+`list_prompts`, `get_prompt`, and the utilities `complete` and `set_logging_level`, each named after the method it
+answers and passed to the `Server` constructor as `on_<name>=`. `forward_logs` wraps every request (middleware).
+The capabilities in the `initialize` result follow from which handlers are passed: tools, resources, prompts,
+completions, logging.
 
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
      -> `CallToolResult(is_error=True)` with a message naming the field and the rule;
-  2. a request for something that does not exist (unknown tool, unknown resource) -> JSON-RPC error -32602;
+  2. a request for something that does not exist (unknown tool, resource, prompt or completion reference; a
+     missing prompt argument) -> JSON-RPC error -32602;
   3. anything else is a bug or a failing disk -> traceback on stderr, a short isError result (tools) or -32603
-     (resources), and the server keeps serving. The SDK would otherwise send `str(exc)` with code 0.
+     (resources, prompts, completions), and the server keeps serving. The SDK would otherwise send `str(exc)`
+     with code 0.
 
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
 when the client completes the handshake (over HTTP, when the server starts). The first call that needs the store
-waits for it. Blocking store calls run in worker threads so the event loop keeps answering. The server never
-touches files itself.
+waits for it, and tells a client that sent a `progressToken` what it is waiting for (`notifications/progress`).
+A client's `notifications/cancelled` (on 2026-07-28 HTTP: closing the response stream) makes the SDK cancel the
+handler: a wait for the store is abandoned (the store loads on for the next call); a store call already running
+in its worker thread finishes (a write is all or nothing), and its answer is not sent. Blocking store calls run in
+worker threads so the event loop keeps answering. The server never touches files itself.
 """
 
 from __future__ import annotations
@@ -23,8 +31,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,11 +42,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from memserver import __version__, inputs, resources, tools
+from memserver import __version__, client_log, completions, inputs, prompts, resources, tools
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
@@ -54,7 +64,19 @@ INSTRUCTIONS = (
 
 # --- the handlers, in protocol order --------------------------------------------------------------------------------
 
-Context = ServerRequestContext[Stores]
+
+@dataclass
+class Lifespan:
+    """What every handler reaches as `ctx.lifespan_context`: entered once per HTTP server, once per stdio connection.
+
+    Per-session state lives here, keyed by session: the log levels (`logs`); resource subscriptions will too.
+    """
+
+    stores: Stores
+    logs: client_log.ClientLog
+
+
+Context = ServerRequestContext[Lifespan]
 
 
 async def initialized(ctx: Context, params: types.NotificationParams) -> None:
@@ -64,7 +86,7 @@ async def initialized(ctx: Context, params: types.NotificationParams) -> None:
     `initialize`. Not later: the client's first tool call usually follows at once. (A call that comes first, or a
     client that never sends this notification, starts the loading itself.)
     """
-    ctx.lifespan_context.start()
+    ctx.lifespan_context.stores.start()
 
 
 async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -86,7 +108,7 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     started = time.perf_counter()
     timing: dict[str, float] = {}
     try:
-        store = await ctx.lifespan_context.get(_user(ctx))
+        store = await _store(ctx)
         payload = await anyio.to_thread.run_sync(partial(_timed, _TOOL_WORK[tool.name], store, args, timing))
     except InvalidInputError as exc:
         return _tool_error(str(exc))
@@ -126,7 +148,7 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
     uri = str(params.uri)
     try:
         target = resources.parse(uri)
-        store = await ctx.lifespan_context.get(_user(ctx))
+        store = await _store(ctx)
         text = await anyio.to_thread.run_sync(resources.read, store, target)
     except (resources.UnknownResourceError, InvalidInputError) as exc:
         # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data.
@@ -139,6 +161,54 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
             code=types.INTERNAL_ERROR, message=f"Reading {uri} failed; the server log has the details"
         ) from None
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=resources.JSON, text=text)])
+
+
+async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    """prompts/list: recall-context and remember-session, with their arguments."""
+    return types.ListPromptsResult(prompts=list(prompts.PROMPTS))
+
+
+async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    """prompts/get: check the arguments, then build the prompt's messages from the store in a worker thread."""
+    try:
+        prompt = prompts.find(params.name)
+        arguments = prompts.check_arguments(prompt, params.arguments)
+    except (prompts.UnknownPromptError, prompts.PromptArgumentError) as exc:
+        # Spec (prompts, error handling): an unknown prompt or a missing required argument is -32602.
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+    with _protocol_errors(f"Getting prompt {prompt.name}"):
+        store = await _store(ctx)
+        return await anyio.to_thread.run_sync(prompts.render, store, prompt, arguments)
+
+
+async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
+    """completion/complete: values for a prompt argument or a template variable that start with what was typed."""
+    try:
+        target = completions.target(params.ref, params.argument.name)
+    except completions.UnknownCompletionError as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+    with _protocol_errors("Completion"):
+        store = await _store(ctx)
+        completion = await anyio.to_thread.run_sync(completions.suggest, store, target, params.argument.value)
+    return types.CompleteResult(completion=completion)
+
+
+async def set_logging_level(ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    """logging/setLevel: send this client memserver's log records from `level` on (client_log.py says which).
+
+    Deprecated in 2026-07-28 (SEP-2577): there a request opts in with _meta instead, and this is never called.
+    """
+    ctx.lifespan_context.logs.set_level(ctx, params.level)
+    return types.EmptyResult()
+
+
+async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """Middleware around every request: what memserver logs while serving it goes to its client, before the answer."""
+    logs = ctx.lifespan_context.logs
+    with logs.scope(ctx) as route:
+        result = await call_next(ctx)
+        await logs.flush(route)
+        return result
 
 
 # --- the tools' work (blocking; runs in a worker thread) -------------------------------------------------------------
@@ -234,6 +304,39 @@ def _timed(
     return payload
 
 
+async def _store(ctx: Context) -> MemoryBackend:
+    """The caller's store; while it is still loading, a client that sent a progressToken hears what it waits for."""
+    step = 0
+
+    async def waiting(stage: str) -> None:
+        nonlocal step
+        step += 1
+        await ctx.session.report_progress(step, message=stage[:1].upper() + stage[1:])
+
+    started = time.perf_counter()
+    store = await ctx.lifespan_context.stores.get(_user(ctx), progress=waiting)
+    if step:
+        logger.info("%s waited %.1f s for the memory store to load", ctx.method, time.perf_counter() - started)
+    return store
+
+
+@contextmanager
+def _protocol_errors(what: str) -> Iterator[None]:
+    """Failures answering a request that is not a tool call, as JSON-RPC errors without internals."""
+    try:
+        yield
+    except InvalidInputError as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+    except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
+    except MemserverError as exc:  # the model is missing, the store is locked, ...: the message says what to do
+        logger.error("%s failed: %s", what, exc)
+        raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed: {exc}") from None
+    except Exception:
+        logger.exception("%s failed", what)
+        raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed; the server log has the details") from None
+
+
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -254,7 +357,7 @@ def build_server(
     per_user: bool = False,
     data_dir: str | Path | None = None,
     load_at_start: bool = False,
-) -> Server[Stores]:
+) -> Server[Lifespan]:
     """The memserver MCP server.
 
     Args:
@@ -268,27 +371,38 @@ def build_server(
     stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
 
     @asynccontextmanager
-    async def lifespan(server: Server[Stores]) -> AsyncIterator[Stores]:
+    async def lifespan(server: Server[Lifespan]) -> AsyncIterator[Lifespan]:
         if load_at_start:
             stores.start()  # background: requests are answered meanwhile
+        logs = client_log.ClientLog(per_user=per_user)
         try:
-            yield stores
+            yield Lifespan(stores=stores, logs=logs)
         finally:
+            logs.close()
             await anyio.to_thread.run_sync(stores.close, abandon_on_cancel=True)
 
-    server = Server(
-        "memserver",
-        version=__version__,
-        title="memserver",
-        description="Long-term memory for MCP clients, searched by meaning, stored on this machine.",
-        instructions=INSTRUCTIONS,
-        lifespan=lifespan,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_resource_templates,
-        on_read_resource=read_resource,
-    )
+    with warnings.catch_warnings():
+        # Logging is deprecated as of 2026-07-28 (SEP-2577) and the SDK warns when on_set_logging_level is passed;
+        # handshake-era clients still use it. Only that warning is silenced, only here.
+        warnings.filterwarnings("ignore", "The logging capability is deprecated", MCPDeprecationWarning)
+        server = Server(
+            "memserver",
+            version=__version__,
+            title="memserver",
+            description="Long-term memory for MCP clients, searched by meaning, stored on this machine.",
+            instructions=INSTRUCTIONS,
+            lifespan=lifespan,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_resource_templates,
+            on_read_resource=read_resource,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+            on_completion=complete,
+            on_set_logging_level=set_logging_level,
+        )
     # The lowlevel Server's constructor takes no handler for notifications/initialized; this is the SDK's way in.
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    server.middleware.append(forward_logs)
     return server

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memserver import resources, tools
+from memserver import prompts, resources, tools
 from memserver.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,3 +47,34 @@ def test_every_environment_variable_read_by_memserver_is_in_the_readme() -> None
     assert names, "no environment variables found: the pattern above is out of date"
     missing = sorted(name for name in names if f"`{name}`" not in README)
     assert not missing, f"undocumented environment variables: {missing}"
+
+
+@pytest.mark.parametrize("prompt", [p.name for p in prompts.PROMPTS])
+def test_every_prompt_is_in_the_readme(prompt: str) -> None:
+    """Each prompt has a row in the README's prompt table."""
+    assert f"| `{prompt}` |" in README
+
+
+@pytest.fixture(scope="module")
+def tour() -> dict[str, str]:
+    """The Protocol tour's JSON, generated from a real session (real store and model) by docs/protocol_tour.py."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("protocol_tour", ROOT / "docs" / "protocol_tour.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    blocks: dict[str, str] = module.blocks()
+    return blocks
+
+
+def test_the_protocol_tour_shows_what_the_server_sends(tour: dict[str, str]) -> None:
+    """Every JSON block of the README's Protocol tour is what a session produces today, and none is missing or
+    left over (`uv run python docs/protocol_tour.py --write` rewrites them)."""
+    marked = re.findall(r"^<!-- tour: (.+?) -->\n```jsonc\n(.*?)^```$", README, re.DOTALL | re.MULTILINE)
+    names = [name for name, _ in marked]  # in the README's order (server.py's), not the session's
+    assert sorted(names) == sorted(tour), "the tour's blocks and the README's markers differ"
+    stale = [name for name, text in marked if text.rstrip("\n") != tour[name]]
+    assert not stale, (
+        f"README.md's Protocol tour is out of date in {stale}: run uv run python docs/protocol_tour.py --write"
+    )

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 TIMEOUT = 60.0  # the first call of a fresh server may wait for the model to load
 SERVE = [sys.executable, "-m", "memserver", "serve"]
+ROOT = Path(__file__).resolve().parents[2]
+GATED = [sys.executable, "-m", "tests.e2e.gated_server"]  # + "stdio" or "http"; run from ROOT
 
 
 def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -57,33 +59,50 @@ class Live:
 
 
 @asynccontextmanager
-async def _connected(transport: Any) -> AsyncIterator[Client]:
-    # mode="legacy": the initialize handshake, as desktop clients do it today.
-    async with Client(transport, mode="legacy", read_timeout_seconds=TIMEOUT) as client:
+async def _connected(transport: Any, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
+    # mode="legacy": the initialize handshake, as desktop clients do it today; "auto" discovers 2026-07-28.
+    async with Client(transport, mode=mode, read_timeout_seconds=TIMEOUT, **options) as client:
         yield client
 
 
 @contextmanager
-def stdio_session(portal: BlockingPortal, data_dir: Path, log: Path) -> Iterator[Live]:
-    """Spawn `memserver serve` (stdio) on `data_dir` and connect to it; its stderr goes to `log`."""
-    params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=server_env(data_dir))
-    with log.open("a") as errlog, portal.wrap_async_context_manager(_connected(stdio_client(params, errlog))) as c:
-        yield Live(portal, c)
+def stdio_session(
+    portal: BlockingPortal,
+    data_dir: Path,
+    log: Path,
+    *,
+    command: Sequence[str] = SERVE,
+    mode: str = "legacy",
+    env: dict[str, str] | None = None,
+    **options: Any,
+) -> Iterator[Live]:
+    """Spawn `memserver serve` (stdio; or `command`) on `data_dir` and connect to it; its stderr goes to `log`.
+
+    `mode` and `options` go to the SDK's Client (mode="auto" discovers 2026-07-28; logging_callback=...)."""
+    params = StdioServerParameters(
+        command=command[0], args=list(command[1:]), env=server_env(data_dir, **(env or {})), cwd=ROOT
+    )
+    with log.open("a") as errlog:
+        connected = _connected(stdio_client(params, errlog), mode, **options)
+        with portal.wrap_async_context_manager(connected) as client:
+            yield Live(portal, client)
 
 
 @asynccontextmanager
-async def _http_connected(url: str, token: str | None) -> AsyncIterator[Client]:
+async def _http_connected(url: str, token: str | None, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(TIMEOUT)) as http,
-        _connected(streamable_http_client(url, http_client=http)) as client,
+        _connected(streamable_http_client(url, http_client=http), mode, **options) as client,
     ):
         yield client
 
 
 @contextmanager
-def http_session(portal: BlockingPortal, url: str, token: str | None = None) -> Iterator[Live]:
-    with portal.wrap_async_context_manager(_http_connected(url, token)) as client:
+def http_session(
+    portal: BlockingPortal, url: str, token: str | None = None, *, mode: str = "legacy", **options: Any
+) -> Iterator[Live]:
+    with portal.wrap_async_context_manager(_http_connected(url, token, mode, **options)) as client:
         yield Live(portal, client)
 
 
@@ -95,10 +114,11 @@ class HttpServer:
 
 
 @contextmanager
-def http_server(data_dir: Path, *args: str, **env: str) -> Iterator[HttpServer]:
-    """Run `memserver serve --http --port 0 ARGS` and yield it once it prints its URL."""
+def http_server(data_dir: Path, *args: str, command: Sequence[str] | None = None, **env: str) -> Iterator[HttpServer]:
+    """Run `memserver serve --http --port 0 ARGS` (or `command`) and yield it once it prints its URL."""
     process = subprocess.Popen(
-        [*SERVE, "--http", "--port", "0", *args],
+        [*SERVE, "--http", "--port", "0", *args] if command is None else list(command),
+        cwd=ROOT,
         env=server_env(data_dir, **env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

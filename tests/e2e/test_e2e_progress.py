@@ -1,0 +1,269 @@
+"""Progress, cancellation and log forwarding end to end, while the store is still loading.
+
+The server is tests/e2e/gated_server.py: memserver's own build_server and transports (stdio; HTTP with one store
+per user), whose store build waits until the test writes into a FIFO. Every scenario runs the same three calls:
+
+  1. remember, cancelled at its first notifications/progress: nothing is stored, the load goes on;
+  2. remember while the test makes the load fail: an isError result, and its "remember failed" log record;
+  3. remember, which retries the load; the test opens the gate: stored, with progress and an info log record
+     ("tools/call waited ... for the memory store to load") at the level the client asked for.
+
+Clients: the Python SDK's in both protocol eras over stdio and HTTP, the TypeScript SDK's (handshake era) over both,
+and raw JSON-RPC lines for the order on the wire (progress, then the call's log record, then its answer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from anyio.from_thread import BlockingPortal
+from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from tests.e2e import ts_client
+from tests.e2e.gated_server import GATE_STAGE
+from tests.e2e.servers import GATED, ROOT, HttpServer, http_server, http_session, server_env, stdio_session
+
+TIMEOUT = 60
+CANCELLED = "A fact whose call was cancelled."
+FAILED = "A fact stored on a failing load."
+KEPT = "A fact stored once the gate opened."
+USERS = {"sdk-legacy": "sdk-legacy-token-0123456789", "sdk-modern": "sdk-modern-token-0123456789"}
+USERS["ts"] = "ts-client-token-0123456789"
+STAGES = {"Opening the memory store", GATE_STAGE[:1].upper() + GATE_STAGE[1:]}
+INTERNAL = "remember failed because of an internal error in memserver; its log has the details"
+
+
+def release(gate: Path, byte: bytes) -> None:
+    """Open the gate: the server's build thread reads one byte (b"f": fail the build)."""
+    with gate.open("wb") as fifo:  # blocks until the build opens its end
+        fifo.write(byte)
+
+
+class LogRecords:
+    """The Client's logging_callback: every notifications/message params, and a bounded wait for one."""
+
+    def __init__(self) -> None:
+        self.items: list[types.LoggingMessageNotificationParams] = []
+        self._changed: anyio.Event | None = None
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.items.append(params)
+        if self._changed is not None:
+            self._changed.set()
+
+    async def wait_for(self, wanted: Callable[[types.LoggingMessageNotificationParams], bool]) -> None:
+        with anyio.fail_after(TIMEOUT):
+            while not any(wanted(item) for item in self.items):
+                self._changed = anyio.Event()
+                await self._changed.wait()
+
+
+async def three_calls(client: Client, gate: Path, records: LogRecords) -> dict[str, Any]:
+    """The scenario of the module docstring, on a connected client whose store build waits on `gate`."""
+    if client.protocol_version != "2026-07-28":
+        with warnings.catch_warnings():  # the client's side of the deprecation (SEP-2577)
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.set_logging_level("info")
+    seen: dict[str, Any] = {"progress": {}}
+
+    first = anyio.Event()
+
+    async def note(name: str, progress: float, message: str | None) -> None:
+        seen["progress"].setdefault(name, []).append((progress, message))
+
+    async def on_cancelled_progress(progress: float, total: float | None, message: str | None) -> None:
+        await note("cancelled", progress, message)
+        first.set()
+
+    async with anyio.create_task_group() as tg:
+
+        async def cancelled_call() -> None:
+            await client.call_tool("remember", {"content": CANCELLED}, progress_callback=on_cancelled_progress)
+            seen["cancelled_answered"] = True
+
+        tg.start_soon(cancelled_call)
+        with anyio.fail_after(TIMEOUT):
+            await first.wait()
+        tg.cancel_scope.cancel()  # the SDK client sends notifications/cancelled (or, on 2026-07-28 HTTP, hangs up)
+
+    def opening(name: str, byte: bytes) -> Any:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            await note(name, progress, message)
+            if len(seen["progress"][name]) == 1:
+                await anyio.to_thread.run_sync(release, gate, byte)
+
+        return on_progress
+
+    with anyio.fail_after(TIMEOUT):
+        seen["failed"] = await client.call_tool("remember", {"content": FAILED}, progress_callback=opening("f", b"f"))
+        await records.wait_for(lambda r: r.level == "error" and r.data == "remember failed")
+        seen["kept"] = await client.call_tool("remember", {"content": KEPT}, progress_callback=opening("k", b"x"))
+        await records.wait_for(lambda r: r.level == "info" and "waited" in str(r.data))
+        seen["recent"] = (await client.call_tool("list_recent", {})).structured_content
+    return seen
+
+
+def check(seen: dict[str, Any], records: list[types.LoggingMessageNotificationParams]) -> None:
+    progress = seen["progress"]
+    assert "cancelled_answered" not in seen
+    assert progress["cancelled"][0][1] in STAGES  # says what the call is waiting for
+    assert seen["failed"].is_error and seen["failed"].content[0].text == INTERNAL
+    assert seen["kept"].structured_content["status"] == "stored"
+    for name in ("f", "k"):
+        assert {message for _, message in progress[name]} <= STAGES
+        values = [value for value, _ in progress[name]]
+        assert values == sorted(set(values)), "progress must increase"
+    assert [m["content"] for m in seen["recent"]["memories"]] == [KEPT]  # the cancelled and the failed: not stored
+    waited = [r for r in records if r.level == "info" and "waited" in str(r.data)]
+    assert waited[0].logger == "memserver.server" and str(waited[0].data).startswith("tools/call waited ")
+
+
+# --- the Python SDK's client --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+def test_over_stdio(portal: BlockingPortal, tmp_path: Path, mode: str) -> None:
+    """stdio, both eras: progress while waiting, cancellation that stores nothing, log records at the asked level."""
+    os.mkfifo(tmp_path / "default")
+    records = LogRecords()
+    gated = [*GATED, "stdio"]
+    env = {"GATE_DIR": str(tmp_path)}
+    options: dict[str, Any] = {"logging_callback": records, "log_level": "info"}
+    with stdio_session(portal, tmp_path, tmp_path / "log", command=gated, mode=mode, env=env, **options) as live:
+        assert live.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+        seen = portal.call(three_calls, live.client, tmp_path / "default", records)
+    check(seen, records.items)
+
+
+@pytest.fixture(scope="module")
+def gated_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer, Path]]:
+    """One gated HTTP server for the module, one store (and FIFO) per user."""
+    gates = tmp_path_factory.mktemp("gates")
+    for user in USERS:
+        os.mkfifo(gates / user)
+    tokens = ",".join(f"{user}:{token}" for user, token in USERS.items())
+    command = [*GATED, "http"]
+    with http_server(gates, command=command, GATE_DIR=str(gates), MEMSERVER_TOKENS=tokens) as running:
+        yield running, gates
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+def test_over_http(portal: BlockingPortal, gated_http: tuple[HttpServer, Path], mode: str) -> None:
+    """Streamable HTTP, both eras (2026-07-28: cancelling closes the response stream)."""
+    server, gates = gated_http
+    user = "sdk-legacy" if mode == "legacy" else "sdk-modern"
+    records = LogRecords()
+    options: dict[str, Any] = {"logging_callback": records, "log_level": "info"}
+    with http_session(portal, server.url, USERS[user], mode=mode, **options) as live:
+        assert live.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+        seen = portal.call(three_calls, live.client, gates / user, records)
+    check(seen, records.items)
+
+
+# --- the TypeScript SDK's client ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ts_script() -> Path:
+    return ts_client.install()
+
+
+def check_ts(seen: dict[str, Any]) -> None:
+    assert seen["cancelled"] is not None and seen["cancelledProgress"][0]["message"] in STAGES
+    assert seen["failed"]["isError"] and seen["failed"]["content"][0]["text"] == INTERNAL
+    assert seen["kept"]["structuredContent"]["status"] == "stored"
+    assert {p["message"] for p in seen["keptProgress"]} <= STAGES
+    assert [m["content"] for m in seen["recent"]["memories"]] == [KEPT]
+    logs = [event["log"] for event in seen["events"] if "log" in event]
+    assert any(log["level"] == "error" and log["data"] == "remember failed" for log in logs)
+    assert any(log["level"] == "info" and str(log["data"]).startswith("tools/call waited ") for log in logs)
+
+
+def test_typescript_client_over_stdio(ts_script: Path, tmp_path: Path) -> None:
+    """The TypeScript SDK (AbortSignal cancellation, onprogress, setLoggingLevel) against the gated stdio server."""
+    os.mkfifo(tmp_path / "default")
+    env = server_env(tmp_path, GATE_DIR=str(tmp_path))
+    config = {"scenario": "gated", "transport": "stdio", "command": GATED[0], "args": [*GATED[1:], "stdio"]}
+    seen = ts_client.run(ts_script, {**config, "env": env, "cwd": str(ROOT), "gate": str(tmp_path / "default")})
+    check_ts(seen)
+
+
+def test_typescript_client_over_http(ts_script: Path, gated_http: tuple[HttpServer, Path]) -> None:
+    """The TypeScript SDK over streamable HTTP (its records ride each POST's response stream)."""
+    server, gates = gated_http
+    config = {"scenario": "gated", "transport": "http", "url": server.url, "token": USERS["ts"]}
+    check_ts(ts_client.run(ts_script, {**config, "gate": str(gates / "ts")}))
+
+
+# --- the wire itself --------------------------------------------------------------------------------------------
+
+
+def test_on_the_wire_progress_then_the_calls_log_record_then_its_answer(tmp_path: Path) -> None:
+    """Raw JSON-RPC over stdio: a progress notification names the wait; the call's log record precedes its answer."""
+    os.mkfifo(tmp_path / "default")
+    log = (tmp_path / "stderr.txt").open("w")
+    process = subprocess.Popen(
+        [*GATED, "stdio"],
+        cwd=ROOT,
+        env=server_env(tmp_path, GATE_DIR=str(tmp_path)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
+
+    def send(message: dict[str, Any]) -> None:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        process.stdin.flush()
+
+    def until(request_id: int) -> list[dict[str, Any]]:
+        got: list[dict[str, Any]] = []
+        while not got or got[-1].get("id") != request_id:
+            got.append(json.loads(lines.get(timeout=TIMEOUT)))
+        return got
+
+    info = {"name": "raw", "version": "0"}
+    try:
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info},
+            }
+        )
+        until(1)
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "logging/setLevel", "params": {"level": "info"}})
+        assert until(2)[-1]["result"] == {}
+        remember = {"name": "remember", "arguments": {"content": KEPT}, "_meta": {"progressToken": "p-1"}}
+        send({"id": 3, "method": "tools/call", "params": remember})
+        progress = json.loads(lines.get(timeout=TIMEOUT))
+        assert progress["method"] == "notifications/progress"
+        assert progress["params"]["progressToken"] == "p-1" and progress["params"]["message"] in STAGES
+        release(tmp_path / "default", b"x")
+        rest = until(3)
+    finally:
+        if process.stdin:
+            process.stdin.close()
+        process.wait(TIMEOUT)
+        log.close()
+    methods = [m.get("method", "answer") for m in rest]
+    assert methods[-1] == "answer" and rest[-1]["result"]["structuredContent"]["status"] == "stored"
+    records = [m["params"] for m in rest if m.get("method") == "notifications/message"]
+    assert any(r["level"] == "info" and r["data"].startswith("tools/call waited ") for r in records), methods
+    assert set(methods[:-1]) <= {"notifications/progress", "notifications/message"}
