@@ -354,8 +354,9 @@ class Journal:
                 if record is None:
                     continue
                 mark = record.get("batch")
-                well_formed = isinstance(mark, list) and len(mark) == 2 and all(type(x) is int for x in mark)
-                k, n = mark if well_formed else (1, 1)
+                k, n = 1, 1  # a line of its own: a batch of one
+                if isinstance(mark, list) and len(mark) == 2 and all(type(x) is int for x in mark):
+                    k, n = mark
                 # the first good line must not start its batch (else the damage lies in an earlier, synced one)
                 rest_of_a_batch = k >= 2 if batch is None else n == batch[0] and k > batch[1]
                 if not rest_of_a_batch:
