@@ -19,7 +19,7 @@ from datetime import date, datetime, timedelta
 
 import numpy as np
 
-from memserver.keyword import tokenize
+from memserver.terms import tokenize
 
 __all__ = ["Bm25", "Config", "Corpus", "Query", "analyse", "is_when", "named_speakers", "rank", "replace", "top_k"]
 

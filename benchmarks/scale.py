@@ -7,9 +7,10 @@
 Two views, side by side:
   - "sentences": the cached store of benchmarks/_common.py (vectors mixed from real sentence embeddings), the same
     store recall_mcp.py and startup.py serve. The 339 real queries are embedded with the Embedder, then
-    `search_by_vector(limit=10)` (search without embedding) is compared with exact top-10 by numpy over the
-    store's own vector file. Open time and RSS come from a fresh process that only opens the store (checkpointed
-    index, no model): the store's share of the server's memory.
+    `search(limit=10, mode="semantic", query_vector=...)` (search without embedding) is compared with the exact
+    top-10 by numpy over the store's own vectors (read through `export(include_vectors=True)`). Open time and RSS
+    come from a fresh process that only opens the store (checkpointed index, no model): the store's share of the
+    server's memory.
   - "store.py": benchmarks/store.py (the store's own benchmark, random clustered vectors, its own fresh store) is
     run as is for each size up to --store-py-max, in its own process, and its figures are collected.
 Prints a table and writes benchmarks/results/scale.json (and store.py's JSON as results/scale-storepy-<size>.json).
@@ -41,7 +42,7 @@ from memserver.store import MemoryStore
 t1 = time.perf_counter()
 s = MemoryStore(sys.argv[1], sys.argv[2], embedder=Embedder())  # the model is never loaded here
 t2 = time.perf_counter()
-s.search_by_vector([1.0] * 384, limit=10)
+s.search("first search", limit=10, mode="semantic", query_vector=[1.0] * 384)
 t3 = time.perf_counter()
 status = dict(l.split(":", 1) for l in open("/proc/self/status") if l.startswith(("VmRSS", "VmHWM")))
 print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "first_search_ms": (t3 - t2) * 1000,
@@ -65,20 +66,30 @@ def open_fresh(root: Path, repeat: int) -> dict[str, Any]:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in best.items()}
 
 
-def exact_top(vec_file: Path, n_rows: int, qs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k rows and their scores for each query, by chunks over the store's vector file (memory-mapped)."""
-    mat = np.memmap(vec_file, dtype=np.float32, mode="r", shape=(n_rows, C.DIM))
-    best_s = np.full((len(qs), k), -np.inf, dtype=np.float32)
-    best_i = np.zeros((len(qs), k), dtype=np.int64)
-    for lo in range(0, n_rows, 100_000):
-        chunk = np.asarray(mat[lo : lo + 100_000])
-        s = qs @ chunk.T
-        top = np.argpartition(-s, min(k, s.shape[1] - 1), axis=1)[:, :k]
-        cand_s = np.concatenate([best_s, np.take_along_axis(s, top, axis=1)], axis=1)
-        cand_i = np.concatenate([best_i, top + lo], axis=1)
-        keep = np.argsort(-cand_s, axis=1)[:, :k]
-        best_s, best_i = np.take_along_axis(cand_s, keep, axis=1), np.take_along_axis(cand_i, keep, axis=1)
-    return best_i, best_s
+def exact_top(store: Any, qs: np.ndarray, k: int) -> tuple[list[list[str]], np.ndarray]:
+    """Exact top-k ids and their scores for each query, by numpy over every stored vector (read from an export,
+    one batch at a time, so memory stays flat)."""
+    best_s = np.full((len(qs), 0), -np.inf, dtype=np.float32)
+    best_ids = np.empty((len(qs), 0), dtype=object)
+    batch: list[dict[str, Any]] = []
+
+    def fold(items: list[dict[str, Any]]) -> None:
+        nonlocal best_s, best_ids
+        mat = np.asarray([m["vector"] for m in items], dtype=np.float32)
+        ids = np.asarray([m["id"] for m in items], dtype=object)
+        sc = np.concatenate([best_s, qs @ mat.T], axis=1)
+        cand = np.concatenate([best_ids, np.broadcast_to(ids, (len(qs), len(ids)))], axis=1)
+        keep = np.argsort(-sc, axis=1, kind="stable")[:, :k]
+        best_s, best_ids = np.take_along_axis(sc, keep, axis=1), np.take_along_axis(cand, keep, axis=1)
+
+    for m in store.export(include_vectors=True):
+        batch.append(m)
+        if len(batch) == 20_000:
+            fold(batch)
+            batch = []
+    if batch:
+        fold(batch)
+    return [list(row) for row in best_ids], best_s
 
 
 def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str, Any]:
@@ -88,22 +99,20 @@ def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str,
     res: dict[str, Any] = {"open_fresh_process": open_fresh(root, repeat_open)}
     with MemoryStore(root, C.COLLECTION, embedder=Embedder()) as s:
         n = s.stats()["count"]
-        vec_file = s._vpath
-        n_rows = int(np.flatnonzero(s._alive).max()) + 1  # rows of the vector file up to the last live one
         for q in qvecs[:20]:  # warm-up
-            s.search_by_vector(q, limit=10)
+            s.search("warm-up", limit=10, mode="semantic", query_vector=q)
         lat, got, got_scores = [], [], []
         for q in qvecs:
             t0 = time.perf_counter()
-            hits = s.search_by_vector(q, limit=10)
+            hits = s.search("query", limit=10, mode="semantic", query_vector=q)
             lat.append((time.perf_counter() - t0) * 1000)
-            got.append({s._rows[h.memory.id] for h in hits})
+            got.append({h.memory.id for h in hits})
             got_scores.append([h.score for h in hits])
         params = s.stats()["index"]
-    t0 = time.perf_counter()
-    truth, truth_scores = exact_top(vec_file, n_rows, qvecs, 10)
-    res["exact_numpy_ms_per_query"] = round((time.perf_counter() - t0) * 1000 / len(qvecs), 2)
-    hit = sum(len(g & set(t.tolist())) for g, t in zip(got, truth, strict=True))
+        t0 = time.perf_counter()
+        truth, truth_scores = exact_top(s, qvecs, 10)
+        res["exact_from_export_s"] = round(time.perf_counter() - t0, 2)
+    hit = sum(len(g & set(t)) for g, t in zip(got, truth, strict=True))
     # ann-benchmarks' k-nn recall: a returned result counts when its distance is within EPSILON of the k-th exact
     # one, so near-ties (which strict recall counts as misses) count as found.
     hit_eps = sum(
@@ -114,8 +123,8 @@ def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str,
         {
             "n": n,
             "index": params,
-            "recall_at_10": round(hit / truth.size, 4),
-            "recall_at_10_eps": round(hit_eps / truth.size, 4),
+            "recall_at_10": round(hit / truth_scores.size, 4),
+            "recall_at_10_eps": round(hit_eps / truth_scores.size, 4),
             "score_gap_1st_10th_p50": round(float(np.median(truth_scores[:, 0] - truth_scores[:, -1])), 4),
             "search_ms": C.summary(lat),
             "build": C.build_info(root),

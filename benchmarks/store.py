@@ -5,18 +5,19 @@
     uv run python benchmarks/store.py --n 1000000 # the 1M case (slow to build: HNSW insertion dominates)
 
 Bulk-loads N memories through `import_` with precomputed vectors (the path that does not re-embed), then measures
-`search_by_vector` (search excluding query embedding) p50/p95, recall@10 of the HNSW path against exact brute
-force, exact vs filtered-HNSW cost by filter size (fitting BRUTE_FORCE_COST_RATIO), open time of a fresh process
-with a checkpoint (median of 5; imports and the store's open reported apart) and that process's RSS after 50
-searches, single `add` p50 (fsync included, embedding excluded via a constant-time embedder), and (N <= 200k, or
---compact) how long compaction takes and the slowest add another store makes meanwhile. The machine's load
-average is recorded at start and end (the machine may be shared). Writes benchmarks/results/store.json.
+`search(mode="semantic", query_vector=...)` (search excluding query embedding) p50/p95, recall@10 of the HNSW path
+against exact brute force, exact vs filtered-HNSW cost by filter size (tag filters passing 1-20% of the store, each
+plan forced through search.BRUTE_FORCE_MIN/MAX; fitting BRUTE_FORCE_COST_RATIO), open time of a fresh process with
+a checkpoint (median of 5; imports and the store's open reported apart) and that process's RSS after 50 searches,
+single `add` p50 (fsync included, embedding excluded via a constant-time embedder), and (N <= 200k, or --compact)
+how long compaction takes, how long it holds the exclusive lock for its switch (StoreHooks), and the slowest add
+another store makes meanwhile. Public API only. The machine's load average is recorded at start and end (the
+machine may be shared). Writes benchmarks/results/store.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -34,8 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memserver import store as store_mod
-from memserver.store import MemoryStore
+from memserver import search as search_mod
+from memserver.store import MemoryStore, StoreHooks
 
 DIM = 384
 
@@ -57,6 +58,20 @@ class ConstantEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._v
+
+
+class SwitchTimer(StoreHooks):
+    """Times the compaction's switch: from taking the exclusive lock to just before releasing it."""
+
+    def __init__(self) -> None:
+        self.held_ms = 0.0
+        self._t = 0.0
+
+    def compaction_switching(self) -> None:
+        self._t = time.perf_counter()
+
+    def compaction_switched(self) -> None:
+        self.held_ms = (time.perf_counter() - self._t) * 1000
 
 
 def unit(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -158,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "import numpy as np; t1=time.perf_counter();"
         "s=MemoryStore(sys.argv[1],'bench',embedder=ConstantEmbedder()); t2=time.perf_counter();"
         "q=np.random.default_rng(1).standard_normal((50, DIM)).astype(np.float32);"
-        "[s.search_by_vector(v, limit=10) for v in q];"
+        "[s.search('q', limit=10, mode='semantic', query_vector=v) for v in q];"
         "print(json.dumps({'imports': t1-t, 'open': t2-t1, 'rss': rss_mb()[0]}))"
     )
     repo = str(Path(__file__).resolve().parent.parent)
@@ -175,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     s = MemoryStore(root, "bench", embedder=ConstantEmbedder(), **params)
     results["open_in_process_s"] = round(time.perf_counter() - t0, 3)
     for q in qs[:10]:  # warm up
-        s.search_by_vector(q, limit=10)
+        s.search("q", limit=10, mode="semantic", query_vector=q)
     lat, hit = [], 0
     exact_top = exact_top10(vectors, qs)
     for q, exact in zip(qs, exact_top, strict=False):
         t = time.perf_counter()
-        hits = s.search_by_vector(q, limit=10)
+        hits = s.search("q", limit=10, mode="semantic", query_vector=q)
         lat.append((time.perf_counter() - t) * 1000)
         got = {int(h.memory.content.rsplit(" ", 1)[1]) for h in hits}
         hit += len(got & set(exact.tolist()))
@@ -189,26 +204,30 @@ def main(argv: list[str] | None = None) -> int:
     results["recall_at_10"] = round(hit / exact_top.size, 4)
 
     # --- filtered: exact ranking vs HNSW with a filter, by matching-set size -----------------------------------
-    filt = {}
-    live_rows = np.flatnonzero(s._alive[: s._next_row])
-    for frac in [0.005, 0.01, 0.02, 0.05, 0.1, 0.2]:
-        size = int(frac * n)
+    # Memory i carries tag i % 100, so the first k tags pass k% of the store. Each plan is forced by the clamps of
+    # search.exact_limit; both timings include the same candidate selection and hit building.
+    ef = int(results["index"]["ef"])  # type: ignore[index]
+    filt: dict[int, dict[str, float]] = {}
+    clamps = (search_mod.BRUTE_FORCE_MIN, search_mod.BRUTE_FORCE_MAX)
+    for pct_tags in [1, 2, 5, 10, 20]:
+        size = n * pct_tags // 100
         if size < 500:
             continue
-        cand = rng.choice(live_rows, size=size, replace=False)
-        allowed = set(cand.tolist())
+        wanted = tags[:pct_tags]
         t_exact, t_hnsw = [], []
         for q in qs[:50]:
+            search_mod.BRUTE_FORCE_MIN = search_mod.BRUTE_FORCE_MAX = 1 << 62  # rank exactly
             t = time.perf_counter()
-            s._exact(q, 10, cand)
+            s.search("q", limit=10, tags=wanted, mode="semantic", query_vector=q)
             t_exact.append((time.perf_counter() - t) * 1000)
+            search_mod.BRUTE_FORCE_MIN = search_mod.BRUTE_FORCE_MAX = 0  # HNSW with a filter (exact if too few)
             t = time.perf_counter()
-            with contextlib.suppress(RuntimeError):  # too few found: the store would then rank exactly
-                s._vindex.search(q, 10, allowed.__contains__)
+            s.search("q", limit=10, tags=wanted, mode="semantic", query_vector=q)
             t_hnsw.append((time.perf_counter() - t) * 1000)
+        search_mod.BRUTE_FORCE_MIN, search_mod.BRUTE_FORCE_MAX = clamps
         filt[size] = {"exact_p50_ms": round(pct(t_exact, 50), 3), "hnsw_filter_p50_ms": round(pct(t_hnsw, 50), 3)}
         # exact ~ c_e*m, filtered HNSW ~ c_h*ef*N/m  =>  c_h/c_e = (t_hnsw/t_exact) * m^2 / (ef*N)
-        filt[size]["cost_ratio"] = round(pct(t_hnsw, 50) / pct(t_exact, 50) * size**2 / (s._vindex.ef * n), 2)
+        filt[size]["cost_ratio"] = round(pct(t_hnsw, 50) / pct(t_exact, 50) * size**2 / (ef * n), 2)
     results["filtered"] = filt
     results["fitted_cost_ratio"] = (
         round(float(np.median([v["cost_ratio"] for v in filt.values()])), 2) if filt else None
@@ -221,16 +240,16 @@ def main(argv: list[str] | None = None) -> int:
         if da <= 0 < db:
             cross = float(np.exp(np.log(a) + (np.log(b) - np.log(a)) * -da / (db - da)))
             results["crossover_rows"] = round(cross)
-            results["crossover_cost_ratio"] = round(cross**2 / (s._vindex.ef * n), 2)
+            results["crossover_cost_ratio"] = round(cross**2 / (ef * n), 2)
             break
     lat_tag = []
     for q in qs[:100]:
         t = time.perf_counter()
-        s.search_by_vector(q, limit=10, tags=["tag3"])
+        s.search("q", limit=10, tags=["tag3"], mode="semantic", query_vector=q)
         lat_tag.append((time.perf_counter() - t) * 1000)
     results["search_one_tag_of_100_p50_ms"] = round(pct(lat_tag, 50), 3)
-    results["brute_force_threshold"] = s._brute_force_max()
-    results["brute_force_cost_ratio"] = store_mod.BRUTE_FORCE_COST_RATIO
+    results["brute_force_threshold"] = search_mod.exact_limit(n, ef)
+    results["brute_force_cost_ratio"] = search_mod.BRUTE_FORCE_COST_RATIO
 
     # --- single add with fsync --------------------------------------------------------------------------------
     add_lat = []
@@ -249,23 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     if n <= 200_000 or args.compact:
         for m in list(itertools.islice(s.export(), n // 100)):  # 1% deleted, so there is something to compact
             s.delete(m["id"])
+        s.close()
+        switch = SwitchTimer()  # how long the compaction holds the exclusive lock for its switch
+        s = MemoryStore(root, "bench", embedder=ConstantEmbedder(), hooks=switch, **params)
         other = MemoryStore(root, "bench", embedder=ConstantEmbedder(), **params)
         done = threading.Event()
         out: dict[str, float] = {}
-        held: list[float] = []  # how long compaction's process held the lock exclusively, each time
-        hold = s._lock.hold
-
-        @contextlib.contextmanager
-        def timed_hold(exclusive: bool):  # type: ignore[no-untyped-def]
-            with hold(exclusive):
-                t = time.perf_counter()
-                try:
-                    yield
-                finally:
-                    if exclusive:
-                        held.append((time.perf_counter() - t) * 1000)
-
-        s._lock.hold = timed_hold  # type: ignore[method-assign]
 
         def run() -> None:
             t = time.perf_counter()
@@ -286,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         results["adds_during_compaction"] = len(during)
         results["add_during_compaction_max_ms"] = round(max(during), 1)
         results["add_during_compaction_p50_ms"] = round(pct(during, 50), 1)
-        results["compact_longest_exclusive_lock_ms"] = round(max(held), 1)
+        results["compact_switch_lock_ms"] = round(switch.held_ms, 1)
         other.close()
     s.close()
     results["load_avg_end"] = [round(x, 1) for x in os.getloadavg()]
@@ -306,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         ("exact-ranking threshold (rows)", f"{results['brute_force_threshold']:,}"),
         (
             "fitted c_h/c_e (BRUTE_FORCE_COST_RATIO)",
-            f"{results['fitted_cost_ratio']} (store uses {store_mod.BRUTE_FORCE_COST_RATIO})",
+            f"{results['fitted_cost_ratio']} (store uses {search_mod.BRUTE_FORCE_COST_RATIO})",
         ),
         (
             "measured crossover exact = HNSW+filter",
@@ -322,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"max {results['add_during_compaction_max_ms']} ms ({results['adds_during_compaction']} adds)",
             )
         )
-        rows.append(("compact: longest exclusive lock hold", f"{results['compact_longest_exclusive_lock_ms']} ms"))
+        rows.append(("compact: exclusive lock held for the switch", f"{results['compact_switch_lock_ms']} ms"))
     rows += [
         (f"filter of {k:,}: exact / HNSW+filter p50", f"{v['exact_p50_ms']} / {v['hnsw_filter_p50_ms']} ms")
         for k, v in filt.items()

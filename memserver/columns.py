@@ -55,7 +55,8 @@ class RowSets:
 
     def rows(self, name: str, alive: np.ndarray) -> np.ndarray:
         """The live rows under `name`, sorted (a new array, the caller may keep or change it)."""
-        return self._live(name, alive).copy()
+        rows: np.ndarray = self._live(name, alive).copy()
+        return rows
 
     def _live(self, name: str, alive: np.ndarray) -> np.ndarray:
         """The live rows under `name`, sorted, as kept here (recent additions merged in, dead rows dropped)."""
@@ -221,7 +222,8 @@ class FixedText:
     def occupied(self, n: int) -> np.ndarray:
         """Which of the first `n` rows hold a value."""
         if self.fixed:
-            return self.a[:n] != b""
+            held: np.ndarray = self.a[:n] != b""
+            return held
         return np.fromiter(map(operator.is_not, self.a[:n].tolist(), repeat(None)), dtype=bool, count=n)
 
     def payload(self, n: int) -> np.ndarray | list[str | None]:
@@ -367,3 +369,23 @@ class IdMap:
     def id_at(self, row: int) -> str | None:
         """The id of the live memory at `row`, or None."""
         return self.ids.get(row) if 0 <= row < len(self.ids.a) else None
+
+    def payload(self, n: int, alive: np.ndarray) -> tuple[np.ndarray | list[str | None], np.ndarray, np.ndarray]:
+        """(ids by row, id keys, their rows) of the first `n` rows, for the metadata snapshot."""
+        return (self.ids.payload(n), *self.index.payload(alive))
+
+    @classmethod
+    def from_payload(cls, ids: object, keys_b: bytes, rows_b: bytes, n: int) -> IdMap:
+        """Inverse of `payload`; raises ValueError unless every live id is indexed once, under its own row."""
+        out = cls()
+        out.ids = FixedText.from_payload(32, ids, n)
+        out.index = HashIndex.from_payload(keys_b, rows_b, n)
+        alive = out.ids.occupied(n)
+        out.count = int(alive.sum())
+        h, r = out.index._h, out.index._r
+        if len(h) != out.count or not alive[r].all():
+            raise ValueError("record count mismatch")
+        for i in np.flatnonzero(h[1:] == h[:-1]).tolist():
+            if out.id_at(int(r[i])) == out.id_at(int(r[i + 1])):
+                raise ValueError("duplicate ids")
+        return out

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SAMPLES: tuple[dict[str, object], ...] = (
     {
@@ -38,7 +39,7 @@ def run_demo(data_dir: str | None = None) -> int:
     import anyio
 
     temporary = data_dir is None
-    path = Path(tempfile.mkdtemp(prefix="memserver-demo-")) if temporary else Path(data_dir).absolute()
+    path = Path(tempfile.mkdtemp(prefix="memserver-demo-")) if data_dir is None else Path(data_dir).absolute()
     try:
         print(f"memserver demo: data directory {path}{' (temporary)' if temporary else ''}")
         return anyio.run(_session, path)
@@ -61,19 +62,25 @@ async def _session(path: Path) -> int:
         print(f"started `memserver serve` over stdio; tools: {', '.join(t.name for t in tools.tools)}\n")
         for sample in SAMPLES:
             result = await client.call_tool("remember", dict(sample))
-            if result.is_error:
-                print(f"remember failed: {result.content[0].text}", file=sys.stderr)  # type: ignore[union-attr]
+            if result.is_error or result.structured_content is None:
+                print(f"remember failed: {_text(result)}", file=sys.stderr)
                 return 1
-            status = result.structured_content["status"]  # type: ignore[index]
+            status = result.structured_content["status"]
             print(f"  remember  {status:<9}  {sample['content']}")
         asked = time.perf_counter()
         result = await client.call_tool("recall", {"query": QUERY, "limit": 3})
         answered = time.perf_counter() - asked
-        if result.is_error:
-            print(f"recall failed: {result.content[0].text}", file=sys.stderr)  # type: ignore[union-attr]
+        if result.is_error or result.structured_content is None:
+            print(f"recall failed: {_text(result)}", file=sys.stderr)
             return 1
         print(f'\nrecall "{QUERY}"  (score = cosine similarity)')
-        for rank, hit in enumerate(result.structured_content["results"], 1):  # type: ignore[index]
+        for rank, hit in enumerate(result.structured_content["results"], 1):
             print(f"  {rank}. {hit['score']:.3f}  {hit['content']}")
     print(f"\nserver answered initialize {ready:.1f} s after spawn; the recall took {answered * 1000:.0f} ms.")
     return 0
+
+
+def _text(result: Any) -> str:
+    """The text of a tool result's first content block (what an error result says)."""
+    block = result.content[0] if result.content else None
+    return str(getattr(block, "text", block))

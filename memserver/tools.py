@@ -329,7 +329,10 @@ _PATTERN_HINTS = {
 def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
     """One jsonschema error -> 'field: rule' lines in pydantic's wording."""
     where = ".".join(str(part) for part in error.absolute_path)
-    rule, value, instance = error.validator, error.validator_value, error.instance
+    rule = error.validator
+    value: Any = error.validator_value  # the schema's value for that rule (jsonschema types it loosely)
+    instance: Any = error.instance
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
 
     def at(message: str, field: str = where) -> str:
         return f"{field}: {message}" if field else message
@@ -338,7 +341,7 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
         missing = [name for name in value if isinstance(instance, dict) and name not in instance]
         return [at("Field required", f"{where}.{name}" if where else name) for name in missing]
     if rule == "additionalProperties":
-        known = list(error.schema.get("properties", {}))
+        known = list(schema.get("properties", {}))
         lines = []
         for extra in sorted(set(instance) - set(known)):
             close = difflib.get_close_matches(extra, known, n=1)

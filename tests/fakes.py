@@ -2,7 +2,8 @@
 
 Hashed bag of words: each lower-cased word adds 1 to one of 384 dimensions (by CRC-32, stable across processes),
 so texts sharing words score high and unrelated texts score near 0. Rows are unit-norm float32. It counts calls,
-which lets tests prove that a rebuild did not re-embed.
+which lets tests prove that a rebuild did not re-embed. RecordingHooks records what a store reports through its
+hooks (hooks.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
+
+from memserver.hooks import StoreHooks
 
 _WORD = re.compile(r"\w+")
 
@@ -48,3 +51,22 @@ class FakeEmbedder:
             self.calls += 1
             self.texts += 1
         return self._one(text)
+
+
+class RecordingHooks(StoreHooks):
+    """StoreHooks that record what the store reports: each open as (records replayed, from its snapshot), each
+    vector ranking's plan as (plan, candidates), each checkpoint's live count."""
+
+    def __init__(self) -> None:
+        self.opens: list[tuple[int, bool]] = []
+        self.plans: list[tuple[str, int | None]] = []
+        self.checkpoints: list[int] = []
+
+    def opened(self, replayed: int, from_snapshot: bool) -> None:
+        self.opens.append((replayed, from_snapshot))
+
+    def planned(self, plan: str, candidates: int | None) -> None:
+        self.plans.append((plan, candidates))
+
+    def checkpointed(self, count: int) -> None:
+        self.checkpoints.append(count)

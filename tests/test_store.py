@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import memserver.store
+import memserver.search
 from memserver.errors import InvalidInputError, ModelMismatchError
-from memserver.store import Hit, Memory, MemoryStore
+from memserver.store import Hit, Memory, MemoryStore, StoreHooks
 from tests.fakes import FakeEmbedder
 
 
@@ -65,7 +65,6 @@ def test_k_is_clamped_to_the_live_count(store: MemoryStore) -> None:
     store.add_many(["one apple", "two pears", "three plums"])
     assert len(store.search("fruit", limit=1000)) == 3
     assert len(store.list_recent(limit=1000)) == 3
-    assert MemoryStore.search(store, "x", limit=1) is not None
 
 
 def test_empty_store(store: MemoryStore) -> None:
@@ -153,7 +152,7 @@ def test_one_matching_tag_among_thousands_is_found(store: MemoryStore) -> None:
 
 def test_filtered_search_returns_limit_when_enough_match(store: MemoryStore, monkeypatch) -> None:
     """Through HNSW with a filter (threshold lowered), a sparse filter still yields `limit` results."""
-    monkeypatch.setattr(memserver.store, "BRUTE_FORCE_MAX", 10)
+    monkeypatch.setattr(memserver.search, "BRUTE_FORCE_MAX", 10)
     items = [
         {"content": f"note number {i} about topic {i % 7}", "tags": ["even" if i % 50 == 0 else "x"]}
         for i in range(2000)
@@ -371,18 +370,32 @@ def test_store_imports_neither_mcp_nor_onnxruntime() -> None:
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent).returncode == 0
 
 
-def test_exact_ranking_threshold_grows_as_the_square_root_of_the_store(store: MemoryStore, monkeypatch) -> None:
-    """The matching-set size ranked exactly is sqrt(ratio * ef * N), clamped: a shrinking fraction of a growing
-    store (where exact and filtered HNSW cost the same), and a filtered search stays exact below it."""
-    monkeypatch.setattr(memserver.store, "BRUTE_FORCE_MIN", 1)
-    store.add_many([{"content": f"note {i}", "tags": ["a" if i % 4 else "b"]} for i in range(400)])
-    small = store._brute_force_max()
-    store.add_many([f"more {i}" for i in range(1200)])
-    assert store._brute_force_max() == pytest.approx(2 * small, rel=0.01)  # 4x the store, 2x the threshold
-    monkeypatch.setattr(memserver.store, "BRUTE_FORCE_MAX", 50)
-    assert store._brute_force_max() == 50
-    monkeypatch.setattr(memserver.store, "BRUTE_FORCE_MAX", 10**6)
-    calls: list[object] = []
-    monkeypatch.setattr(store._vindex, "search", lambda *a, **k: calls.append(a))
-    hits = store.search("note 4", tags=["b"], limit=5, mode="semantic")  # 100 match: below the threshold
-    assert not calls and hits[0].memory.content == "note 4"
+def test_exact_ranking_threshold_grows_as_the_square_root_of_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate-set size ranked exactly is sqrt(ratio * ef * N), clamped: a shrinking fraction of a growing
+    store, where exact ranking and HNSW with a filter cost the same."""
+    monkeypatch.setattr(memserver.search, "BRUTE_FORCE_MIN", 1)
+    small = memserver.search.exact_limit(400, 256)
+    assert memserver.search.exact_limit(1600, 256) == pytest.approx(2 * small, rel=0.01)  # 4x the store, 2x
+    assert memserver.search.exact_limit(400, 1024) == pytest.approx(2 * small, rel=0.01)  # 4x the ef, 2x
+    monkeypatch.setattr(memserver.search, "BRUTE_FORCE_MAX", 50)
+    assert memserver.search.exact_limit(10**6, 256) == 50
+
+
+class _Plans(StoreHooks):
+    def __init__(self) -> None:
+        self.plans: list[tuple[str, int | None]] = []
+
+    def planned(self, plan: str, candidates: int | None) -> None:
+        self.plans.append((plan, candidates))
+
+
+def test_a_filtered_search_below_the_threshold_is_ranked_exactly(tmp_path: Path) -> None:
+    """100 of 1,600 memories pass the filter, below the threshold: ranked exactly, not through HNSW; without a
+    filter, through HNSW."""
+    hooks = _Plans()
+    with MemoryStore(tmp_path, "test", embedder=FakeEmbedder(), hooks=hooks) as store:
+        store.add_many([{"content": f"note {i}", "tags": ["a" if i % 16 else "b"]} for i in range(1600)])
+        hits = store.search("note 16", tags=["b"], limit=5, mode="semantic")
+        assert hits[0].memory.content == "note 16" and hooks.plans == [("exact", 100)]
+        store.search("note 16", limit=5, mode="semantic")
+        assert hooks.plans[1:] == [("hnsw", None)]

@@ -5,50 +5,24 @@ values that do not fit a fixed-width column still round-trip."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import memserver.store as ms
 from memserver import columns, inputs
 from memserver.journal import Journal
-from memserver.store import MemoryStore
-from tests.fakes import FakeEmbedder
+from memserver.store import Memory, MemoryStore
+from tests.fakes import FakeEmbedder, RecordingHooks
+from tests.readback import readback
 
 
-def _open(tmp_path: Path, embedder: FakeEmbedder | None = None) -> MemoryStore:
-    return MemoryStore(tmp_path, "test", embedder=embedder or FakeEmbedder())
+def _open(tmp_path: Path, hooks: RecordingHooks | None = None) -> MemoryStore:
+    return MemoryStore(tmp_path, "test", embedder=FakeEmbedder(), hooks=hooks)
 
 
 def _drop_snapshots(tmp_path: Path) -> None:
     for p in (tmp_path / "test").glob("meta-*.snap"):
         p.unlink()
-
-
-def _results(s: MemoryStore) -> dict[str, Any]:
-    """Everything a client can read back, through the public API."""
-
-    def hits(**kw: Any) -> list[tuple[str, float]]:
-        return [(h.memory.id, round(h.score, 5)) for h in s.search(**kw)]
-
-    ids = [m["id"] for m in s.export()]
-    return {
-        "count": s.stats()["count"],
-        "export": list(s.export()),
-        "get": [s.get(i).to_dict() for i in ids[::7]],  # type: ignore[union-attr]
-        "recent": [m.to_dict() for m in s.list_recent(limit=15)],
-        "recent_tagged": [m.to_dict() for m in s.list_recent(limit=15, tags=["t1", "t2"])],
-        "tag_counts": s.tag_counts(),
-        "hybrid": hits(query="fact about item 12 Zoë", limit=10),
-        "semantic": hits(query="fact about item 12", limit=10, mode="semantic"),
-        "keyword": hits(query="item12 café", limit=10, mode="keyword"),
-        "tags": hits(query="fact", limit=20, tags=["t0"]),
-        "source": hits(query="fact", limit=20, source="notes"),
-        "no_source": hits(query="fact", limit=20, source=""),
-        "window": hits(query="fact", limit=20, since="2024-01-03", until="2024-01-05"),
-        "window_tags": hits(query="fact", limit=20, tags=["t2"], since="2024-01-02T12:00:00Z"),
-        "until": hits(query="fact", limit=20, source="notes", until="2024-01-04"),
-    }
 
 
 def _fill(s: MemoryStore) -> list[str]:
@@ -72,18 +46,19 @@ def _fill(s: MemoryStore) -> list[str]:
 def test_snapshot_reopens_with_the_same_results_as_a_replay(tmp_path: Path) -> None:
     with _open(tmp_path) as s:
         _fill(s)
-        live = _results(s)
-        s._checkpoint()
-    with _open(tmp_path) as s:  # from the snapshot
-        assert s._offset > 0 and _results(s) == live
+        live = readback(s)
+        s.checkpoint()
+    hooks = RecordingHooks()
+    with _open(tmp_path, hooks) as s:  # from the snapshot
+        assert hooks.opens == [(0, True)] and readback(s) == live
     _drop_snapshots(tmp_path)
     with _open(tmp_path) as s:  # from a full replay
-        assert _results(s) == live
+        assert readback(s) == live
         s.add("one more after the replay", tags=["t0"])
-        s._checkpoint()
-        after = _results(s)
+        s.checkpoint()
+        after = readback(s)
     with _open(tmp_path) as s:
-        assert _results(s) == after
+        assert readback(s) == after
 
 
 def test_duplicates_are_found_after_reopen_and_not_after_delete(tmp_path: Path) -> None:
@@ -100,7 +75,7 @@ def test_duplicates_are_found_after_reopen_and_not_after_delete(tmp_path: Path) 
         assert s.delete(first.id)
         fresh = s.add("The staging DB password rotates every Monday")
         assert not fresh.duplicate and fresh.id != first.id
-        s._checkpoint()
+        s.checkpoint()
     with _open(tmp_path) as s:
         assert s.add("The staging DB password rotates every Monday").id == fresh.id
         assert s.import_([{"content": "The staging DB password rotates every Monday"}]) == 0
@@ -134,12 +109,13 @@ def test_colliding_id_keys_are_told_apart_by_id(tmp_path: Path, monkeypatch: pyt
         assert s.stats()["count"] == 299
 
 
-def test_values_that_do_not_fit_the_fixed_columns_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_values_that_do_not_fit_the_fixed_columns_round_trip(tmp_path: Path) -> None:
     """created_at (and ids) are kept as 32-byte ASCII; a journal line with a longer or non-ASCII value (not written
     by this store, but possible in a journal) switches that column to objects, through snapshot and replay."""
     with _open(tmp_path) as s:
         s.add_many([f"plain memory {i}" for i in range(250)])
-        row = s._next_row
+        stats = s.stats()
+        row = stats["count"] + stats["deleted_pending_compaction"]  # the next row: one past every row handed out
     folder = tmp_path / "test"
     j = Journal(folder / "journal.jsonl")
     odd_id = "not-a-hex-id-and-longer-than-32-characters"
@@ -158,28 +134,21 @@ def test_values_that_do_not_fit_the_fixed_columns_round_trip(tmp_path: Path, mon
         ]
     )
     j.close()
-    restored: list[bool] = []
-    original = MemoryStore._load_meta
-    monkeypatch.setattr(
-        MemoryStore, "_load_meta", lambda self, floor: restored.append(original(self, floor)) or restored[-1]
-    )
     # a snapshot of fixed columns + the odd line replayed; the snapshot of object columns; a full replay
     for attempt in range(3):
         if attempt == 2:
             _drop_snapshots(tmp_path)
-        with _open(tmp_path) as s:
-            assert restored[-1] == (attempt < 2)
-            assert not s._created.fixed and not s._rows.ids.fixed
-            assert s.list_recent(limit=1)[0].id == odd_id
-            assert s.list_recent(limit=1)[0].created_at == odd_time
-            assert s._rows.get(odd_id) == row and s._rows.id_at(row) == odd_id
+        hooks = RecordingHooks()
+        with _open(tmp_path, hooks) as s:
+            assert hooks.opens[0][1] == (attempt < 2)  # from a snapshot, the first two times
+            assert s.list_recent(limit=1)[0] == Memory(odd_id, "odd line", odd_time, ("odd",), "")
             assert [h.memory.id for h in s.search("odd line", limit=1, since="2029-12-31")] == [odd_id]
             assert s.search("plain memory", limit=300, until="2029-12-31")[0].memory.id != odd_id
             assert [h.memory.id for h in s.search("line", tags=["odd"], since="2029-12-31")] == [odd_id]
             assert s.search("line", tags=["odd"], until="2029-12-31") == []
             assert s.stats()["count"] == 251 + attempt
             assert not s.add(f"after the odd line, attempt {attempt}").duplicate
-            s._checkpoint()
+            s.checkpoint()
 
 
 @pytest.mark.parametrize("deleted", [False, True], ids=["live row", "deleted row"])
@@ -207,7 +176,7 @@ def test_a_journal_line_reusing_a_row_is_ignored(tmp_path: Path, deleted: bool, 
             assert s.search("intruder", limit=3, tags=["x"]) == []
             assert s.search("intruder", limit=3, source="src-new") == []
             assert all(h.memory.id != "f" * 32 for h in s.search("intruder", limit=300, tags=["old"]))
-            s._checkpoint()
+            s.checkpoint()
 
 
 def test_export_is_a_snapshot_at_its_first_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -221,8 +190,7 @@ def test_export_is_a_snapshot_at_its_first_item(tmp_path: Path, monkeypatch: pyt
         for m in made[5:30]:
             s.delete(m.id)
         s.add_many([f"later {i}" for i in range(10)])
-        s._checkpoint()
-        assert s._contents.dead == 0  # the checkpoint compacted the texts the export still reads
+        s.checkpoint()  # (it also compacts the text buffer the export is reading)
         got += list(it)
         assert got == expected
 
@@ -232,10 +200,10 @@ def test_a_checkpoint_after_every_memory_was_deleted(tmp_path: Path) -> None:
     with _open(tmp_path) as s:
         for m in s.add_many(["one fact", "another fact", "a third fact"]):
             assert s.delete(m.id)
-        s._checkpoint()
+        s.checkpoint()
     with _open(tmp_path) as s:
         assert s.stats()["count"] == 0 and s.list_recent() == []
         kept = s.add("a fact after the purge")
-        s._checkpoint()
+        s.checkpoint()
     with _open(tmp_path) as s:
         assert [m.id for m in s.list_recent()] == [kept.id] and s.get(kept.id).content == "a fact after the purge"  # type: ignore[union-attr]

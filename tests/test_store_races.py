@@ -3,47 +3,64 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from memserver.errors import InvalidInputError
-from memserver.store import MemoryStore
+from memserver.store import MemoryStore, StoreHooks
 from tests.fakes import FakeEmbedder
 
 
-def _open(path: Path) -> MemoryStore:
+def _open(path: Path, hooks: StoreHooks | None = None) -> MemoryStore:
     # Each MemoryStore has its own lock file descriptor, so two in one process exclude each other like two processes.
-    return MemoryStore(path, "c", embedder=FakeEmbedder())
+    return MemoryStore(path, "c", embedder=FakeEmbedder(), hooks=hooks)
 
 
-def test_a_write_waiting_on_another_stores_compaction_lands_in_the_new_journal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An add and a delete acknowledged while another process compacts are in the store afterwards."""
-    compacting, writer = _open(tmp_path), _open(tmp_path)
+class _HeldAtSwitch(StoreHooks):
+    """Holds a compaction at its switch (exclusive lock held) until `proceed` is set."""
+
+    def __init__(self) -> None:
+        self.switching = threading.Event()
+        self.proceed = threading.Event()
+
+    def compaction_switching(self) -> None:
+        self.switching.set()
+        assert self.proceed.wait(30)
+
+
+class _SignalsLockWait(StoreHooks):
+    """Sets `waiting` when a write is about to take the exclusive lock (armed by `arm`)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.waiting = threading.Event()
+
+    def taking_exclusive_lock(self) -> None:
+        if self.armed:
+            self.waiting.set()
+
+
+def test_a_write_waiting_on_another_stores_compaction_lands_in_the_new_journal(tmp_path: Path) -> None:
+    """An add and a delete acknowledged while another process compacts are in the store afterwards: the add waits
+    for the lock the compaction holds at its switch, then finds the journal replaced and writes to the new one."""
+    held, waits = _HeldAtSwitch(), _SignalsLockWait()
+    compacting, writer = _open(tmp_path, held), _open(tmp_path, waits)
     gone = compacting.add("old fact to be deleted")
     compacting.delete(gone.id)
     kept = compacting.add("kept fact")
     writer.list_recent(1)  # the writer is caught up, like a client that has just made a call
 
-    # Widen the window in which the compacting store holds the lock and switches journals.
-    switch = MemoryStore._compact_switch
-    in_switch = threading.Event()
-
-    def slow_switch(self: MemoryStore, *args: object, **kwargs: object) -> object:
-        in_switch.set()
-        time.sleep(0.5)
-        return switch(self, *args, **kwargs)
-
-    monkeypatch.setattr(compacting, "_compact_switch", slow_switch.__get__(compacting))
     thread = threading.Thread(target=compacting.compact)
     thread.start()
-    assert in_switch.wait(10)
+    assert held.switching.wait(10)
+    waits.armed = True
+    # The writer's add reaches the lock while the compaction holds it; the compaction then switches journals.
+    threading.Thread(target=lambda: waits.waiting.wait(10) and held.proceed.set(), daemon=True).start()
     added = writer.add("acknowledged while the other store switched journals")
     assert writer.delete(kept.id)
     thread.join(30)
+    assert not thread.is_alive()
 
     with _open(tmp_path) as fresh:
         assert fresh.get(added.id) is not None

@@ -4,63 +4,30 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from memserver.store import MemoryStore
-from tests.fakes import FakeEmbedder
+import memserver.store
+from memserver.store import Memory, MemoryStore, StoreHooks
+from tests.fakes import FakeEmbedder, RecordingHooks
+from tests.file_layers import RecordingFiles
+from tests.readback import readback
 
 ROW = 384 * 4
 
 
-def _state(s: MemoryStore) -> dict[str, object]:
-    """The store's metadata as plain values, to compare a snapshot's restore with a full replay."""
-    n = s._next_row
-    alive = s._alive[:n]
-    live = np.flatnonzero(alive).tolist()
-    s._keys.merge(alive)
-    s._rows.index.merge(alive)
-    return {
-        "next_row": n,
-        "count": len(s._rows),
-        "records": [s._record(row) for row in live],
-        "ids": s._rows.ids.a[:n].tolist(),
-        "id_keys": (s._rows.index._h.tolist(), s._rows.index._r.tolist()),
-        "created": s._created.a[:n].tolist(),
-        "columns": (s._tags[:n], s._sources[:n]),
-        "alive": alive.tolist(),
-        "times": list(s._times),
-        "vcrc": s._vcrc[:n].tolist(),
-        "keys": (s._keys._h.tolist(), s._keys._r.tolist()),
-        "tags": {t: rows for t in s._tag_rows.names() if (rows := s._tag_rows.rows(t, alive).tolist())},
-        "sources": {t: rows for t in s._source_rows.names() if (rows := s._source_rows.rows(t, alive).tolist())},
-    }
-
-
-def _open(tmp_path: Path, embedder: FakeEmbedder | None = None, **kw) -> MemoryStore:
+def _open(tmp_path: Path, embedder: FakeEmbedder | None = None, **kw: Any) -> MemoryStore:
     return MemoryStore(tmp_path, "test", embedder=embedder or FakeEmbedder(), **kw)
 
 
-def _fill(tmp_path: Path, n: int = 300) -> list:
+def _fill(tmp_path: Path, n: int = 300) -> list[Memory]:
     with _open(tmp_path) as s:  # >= CHECKPOINT_RECORDS uncovered: checkpoint (index + snapshot) on close
         ms = s.add_many([{"content": f"fact {i} about item{i}", "tags": [f"t{i % 3}"]} for i in range(n)])
         s.delete(ms[0].id)
     return ms
-
-
-def _count_replayed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    replayed = [0]
-    original = MemoryStore._apply
-
-    def counting(self, entries):
-        replayed[0] += len(entries)
-        return original(self, entries)
-
-    monkeypatch.setattr(MemoryStore, "_apply", counting)
-    return replayed
 
 
 # --- vector rows are written unsynced: power loss may lose them; the journal's vcrc catches it -----------------
@@ -101,36 +68,33 @@ def test_rows_lost_to_power_loss_are_reembedded_once_and_rewritten(tmp_path: Pat
         assert third.texts == 0 and s.stats()["count"] == 299 + 5
 
 
-def test_checkpoint_syncs_the_vector_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows a checkpoint covers are not re-checked on open, so the checkpoint must sync the row file first."""
-    import memserver.store as ms
-
-    synced: list[int] = []
-    original = ms.fsync_fd
-    monkeypatch.setattr(ms, "fsync_fd", lambda fd: (synced.append(fd), original(fd)))
-    with _open(tmp_path) as s:
-        s.add_many([f"x {i}" for i in range(10)])
-        synced.clear()
-        s._checkpoint()
-        assert s._vfd in synced
+def test_checkpoint_syncs_the_vector_file(tmp_path: Path) -> None:
+    """Rows a checkpoint covers are not re-checked on open, so the checkpoint syncs the row file before it saves
+    the indexes."""
+    files = RecordingFiles()
+    with _open(tmp_path, files=files) as s:
+        s.add_many([f"x {i} words" for i in range(10)])
+        files.calls.clear()
+        s.checkpoint()
+    assert files.index("fsync", "vectors-*.f32") < files.index("replace", "index.json.tmp-* -> index.json")
 
 
 # --- the metadata snapshot -----------------------------------------------------------------------------------------
 
 
-def test_open_restores_the_snapshot_instead_of_replaying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a checkpoint at the journal's end, open replays no journal line, and ends in the very state a full
-    replay builds."""
+def test_open_restores_the_snapshot_instead_of_replaying(tmp_path: Path) -> None:
+    """With a checkpoint at the journal's end, open replays no journal line, and answers exactly as after a full
+    replay."""
     _fill(tmp_path)
-    replayed = _count_replayed(monkeypatch)
-    with _open(tmp_path) as s:
-        assert replayed[0] == 0
-        snapped = _state(s)
+    hooks = RecordingHooks()
+    with _open(tmp_path, hooks=hooks) as s:
+        assert hooks.opens == [(0, True)]
+        snapped = readback(s)
     for p in (tmp_path / "test").glob("meta-*.snap"):
         p.unlink()
-    with _open(tmp_path) as s:
-        assert replayed[0] == 301  # 300 adds and 1 delete
-        assert _state(s) == snapped
+    with _open(tmp_path, hooks=hooks) as s:
+        assert hooks.opens[1] == (301, False)  # 300 adds and 1 delete
+        assert readback(s) == snapped
 
 
 def _snapshot(tmp_path: Path) -> Path:
@@ -147,9 +111,7 @@ def _edit_head(path: Path, **changes) -> None:
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "truncated", "python", "line_crc", "older", "both_older", "newer"])
-def test_damaged_or_stale_snapshot_falls_back_to_replay(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
-) -> None:
+def test_damaged_or_stale_snapshot_falls_back_to_replay(tmp_path: Path, damage: str) -> None:
     """A snapshot that fails a check, or is newer than the index checkpoint, is ignored (the whole journal is
     replayed); an older one is used and the tail past it replayed. The state is exact either way, no re-embedding."""
     ms = _fill(tmp_path)
@@ -178,58 +140,63 @@ def test_damaged_or_stale_snapshot_falls_back_to_replay(
                 (folder / name).write_bytes(data)
         if damage != "newer":
             snap.write_bytes(old_snap)
-    replayed = _count_replayed(monkeypatch)
+    hooks = RecordingHooks()
     counting = FakeEmbedder()
-    with _open(tmp_path, counting) as s:
+    with _open(tmp_path, counting, hooks=hooks) as s:
         if damage in ("older", "both_older"):
-            assert replayed[0] == 251  # the tail past the old snapshot only
+            assert hooks.opens == [(251, True)]  # the tail past the old snapshot only
         elif damage == "newer":
-            assert replayed[0] == 552  # everything: 550 adds, 2 deletes
+            assert hooks.opens == [(552, False)]  # everything: 550 adds, 2 deletes
         else:
-            assert replayed[0] == 301
+            assert hooks.opens == [(301, False)]
         assert counting.texts == 0
-        state = _state(s)
+        state = readback(s)
         assert s.search("fact 7 about item7", limit=1)[0].memory.id == ms[7].id
     for p in folder.glob("meta-*.snap"):
         p.unlink()
     with _open(tmp_path) as s:  # a full replay agrees
-        assert _state(s) == state
+        assert readback(s) == state
 
 
 # --- compaction does not hold the lock while it copies and rebuilds -------------------------------------------------
 
 
-def test_compaction_lets_other_writers_proceed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While compact() copies and builds the new index (made slow here), another store (own lock file handle, so
-    flock excludes it like another process) with a 1 s lock timeout adds and deletes; compaction keeps those."""
+class _HeldAfterCopy(StoreHooks):
+    """Holds a compaction between its unlocked copy and its switch until `proceed` is set."""
+
+    def __init__(self) -> None:
+        self.copied = threading.Event()
+        self.proceed = threading.Event()
+
+    def compaction_copied(self) -> None:
+        self.copied.set()
+        assert self.proceed.wait(30)
+
+
+def test_compaction_lets_other_writers_proceed(tmp_path: Path) -> None:
+    """While compact() has copied the live memories and not yet switched (held there), another store (its own
+    lock file handle, so flock excludes it like another process) with a 1 s lock timeout adds and deletes:
+    compaction holds no lock meanwhile (else those writes would time out), and keeps what they wrote."""
     ms = _fill(tmp_path)
-    original = MemoryStore._compact_copy
-    copying = threading.Event()
-
-    def slow_copy(self, *args, **kwargs):
-        copying.set()
-        out = original(self, *args, **kwargs)
-        time.sleep(2.0)
-        return out
-
-    monkeypatch.setattr(MemoryStore, "_compact_copy", slow_copy)
-    a = _open(tmp_path)
+    held = _HeldAfterCopy()
+    a = _open(tmp_path, hooks=held)
     b = _open(tmp_path, lock_timeout=1.0)
     for m in ms[1:100]:
         a.delete(m.id)
-    result: dict = {}
+    result: dict[str, Any] = {}
     t = threading.Thread(target=lambda: result.update(a.compact()))
     t.start()
-    assert copying.wait(10)
-    slowest, added = 0.0, []
-    for i in range(10):
-        t0 = time.perf_counter()
-        added.append(b.add(f"written during compaction {i}"))
-        if i % 3 == 0:
-            b.delete(ms[150 + i].id)
-        slowest = max(slowest, time.perf_counter() - t0)
+    assert held.copied.wait(10)
+    added = []
+    try:
+        for i in range(10):
+            added.append(b.add(f"written during compaction {i}"))
+            if i % 3 == 0:
+                b.delete(ms[150 + i].id)
+    finally:
+        held.proceed.set()
     t.join(30)
-    assert not t.is_alive() and slowest < 1.0
+    assert not t.is_alive()
     deleted_during = {ms[150 + i].id for i in range(0, 10, 3)}
     expected = {m.id for m in ms[100:]} - deleted_during | {m.id for m in added}
     assert result["count"] == len(expected)
@@ -243,9 +210,11 @@ def test_compaction_lets_other_writers_proceed(tmp_path: Path, monkeypatch: pyte
     assert len(list(folder.glob("vectors-*.f32"))) == 1 and not list(folder.glob("compacting-*"))
     counting = FakeEmbedder()
     with _open(tmp_path, counting) as s:
-        assert {m["id"] for m in s.export()} == expected and counting.texts == 0
-        vecs = np.stack([s._vindex.get_vectors([row])[0] for row in np.flatnonzero(s._alive)[:5].tolist()])
-        assert np.allclose(np.linalg.norm(vecs, axis=1), 1, atol=1e-3)
+        exported = list(s.export(include_vectors=True))
+        assert {m["id"] for m in exported} == expected and counting.texts == 0
+        stored = np.asarray([m["vector"] for m in exported], dtype=np.float32)
+        own = FakeEmbedder().embed([m["content"] for m in exported])
+        assert np.allclose(stored, own, atol=1e-6)  # the copied rows are the memories' own vectors
 
 
 # --- bulk import ---------------------------------------------------------------------------------------------------
@@ -254,21 +223,13 @@ def test_compaction_lets_other_writers_proceed(tmp_path: Path, monkeypatch: pyte
 def test_import_spaces_checkpoints_geometrically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A checkpoint rewrites whole indexes, so import_ does not take one every WRITE_CHECKPOINT_RECORDS (O(N^2)
     bytes at 1M) but when the uncovered records reach half the store; ordinary writes keep the fixed spacing."""
-    import memserver.store as ms
-
-    monkeypatch.setattr(ms, "IMPORT_BATCH", 100)
-    monkeypatch.setattr(ms, "WRITE_CHECKPOINT_RECORDS", 200)
-    sizes: list[int] = []
-    original = MemoryStore._checkpoint_locked
-
-    def counting(self):
-        sizes.append(len(self._rows))
-        return original(self)
-
-    monkeypatch.setattr(MemoryStore, "_checkpoint_locked", counting)
+    monkeypatch.setattr(memserver.store, "IMPORT_BATCH", 100)
+    monkeypatch.setattr(memserver.store, "WRITE_CHECKPOINT_RECORDS", 200)
+    hooks = RecordingHooks()
+    sizes = hooks.checkpoints
     emb = FakeEmbedder()
     vecs = emb.embed([f"imported {i}" for i in range(6400)])
-    with _open(tmp_path) as s:
+    with _open(tmp_path, hooks=hooks) as s:
         assert s.import_({"content": f"imported {i}", "vector": vecs[i]} for i in range(6400)) == 6400
         assert sizes == [200, 400, 800, 1600, 3200, 6400]  # the last one: import_'s own, at its end
         sizes.clear()

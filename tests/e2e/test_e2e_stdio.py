@@ -30,17 +30,17 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def startup(portal: BlockingPortal, data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """One server for the module; records spawn -> initialize and spawn -> first recall on a fresh data dir."""
+    """One server for the module, and its first recall on a fresh data dir (times printed for people, not asserted:
+    benchmarks/startup.py measures start-up)."""
     log = tmp_path_factory.mktemp("logs") / "stdio.log"
     spawned = time.perf_counter()
     with stdio_session(portal, data_dir, log) as live:
         initialized = time.perf_counter() - spawned
         first = live.call_tool("recall", {"query": "anything at all"})
         recalled = time.perf_counter() - spawned
-        assert not first.is_error, first.content
         figures = {"spawn_to_initialize_s": initialized, "spawn_to_first_recall_s": recalled}
         print(f"\n[memserver stdio] {json.dumps({k: round(v, 2) for k, v in figures.items()})}", file=sys.stderr)
-        yield {"live": live, "log": log, **figures}
+        yield {"live": live, "log": log, "first_recall": first}
 
 
 @pytest.fixture
@@ -55,10 +55,9 @@ def structured(result: types.CallToolResult) -> dict:
     return result.structured_content
 
 
-def test_start_up_is_fast_and_does_not_wait_for_the_model(startup: dict) -> None:
-    """initialize is answered well within a client's start-up budget (Codex allows 10 s), before the model is needed."""
-    assert startup["spawn_to_initialize_s"] < 8
-    assert startup["spawn_to_first_recall_s"] < 30
+def test_the_first_recall_on_a_fresh_data_directory_says_the_memory_is_empty(startup: dict) -> None:
+    """The first call, which waits for the store and the model to load, answers: no results, and a note."""
+    assert structured(startup["first_recall"]) == {"results": [], "note": "Nothing found: the memory is empty."}
 
 
 def test_initialize_names_the_server_and_its_capabilities(live: Live) -> None:

@@ -1,0 +1,173 @@
+"""Compaction: a new journal generation holding only the live memories, built beside the old one, then switched in.
+
+Why it is safe at every instant is in journal.py's crash story. The slow part (`copy`: every live memory renumbered
+0..n-1 into `compacting-<generation>.*` files, with the new vector index and the catalog of the new generation)
+runs without the cross-process lock, from a snapshot of the live memories taken under the thread lock; other
+processes keep writing meanwhile. The store then takes the exclusive lock, catches up, and `switch` appends what
+changed since the copy, renames the files into place and renames the new journal over the old one: about the cost
+of an ordinary write plus the changes. The catalog of the new generation is a real `Catalog`, fed like any other,
+whose snapshot the next open restores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memserver import inputs, replay, snapshot
+from memserver.catalog import Catalog
+from memserver.durable import FileLayer, write_all
+from memserver.index import VectorIndex
+from memserver.journal import JOURNAL_NAME, AddRecord, Journal, encode_line
+from memserver.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
+
+log = logging.getLogger(__name__)
+
+# Files of a compaction in progress (compacting-*) are removed as leftovers of a dead one only when this old.
+COMPACTING_STALE_S = 6 * 3600
+_BATCH = 10_000
+
+
+class Compaction:
+    """One compaction of the generation whose live memories are `live` (oldest first), read through `vectors`."""
+
+    def __init__(
+        self, folder: Path, journal: Journal, vectors: VectorFile, live: list[AddRecord], vindex: VectorIndex
+    ) -> None:
+        self.folder = folder
+        self.files: FileLayer = vectors.files  # every change to a file goes through the store's file layer
+        self.old_generation = journal.generation
+        self.header = {k: v for k, v in journal.header.items() if k not in ("crc", "op", "format")}
+        self.live = live
+        self.dim = vectors.dim
+        self.crcs = vectors.crcs.copy()
+        self.repaired = dict(vectors.repaired)
+        self.src = os.open(vectors.path, os.O_RDONLY)  # rows are append-only: read without a lock
+        self.index = VectorIndex(
+            self.dim, M=vindex.M, ef_construction=vindex.ef_construction, ef=vindex.ef, files=self.files
+        )
+        self.generation = uuid.uuid4().hex
+        self.paths = {ext: folder / f"compacting-{self.generation}.{ext}" for ext in ("f32", "jsonl", "hnsw", "snap")}
+        self.graph: dict[str, Any] = {}  # the new index checkpoint, once written
+
+    def copy(self, embed: Embed) -> None:
+        """The unlocked part: the live memories into the compacting-* files (damaged rows re-embedded)."""
+        try:
+            self._copy(embed)
+        finally:
+            os.close(self.src)
+
+    def _copy(self, embed: Embed) -> None:
+        paths, live = self.paths, self.live
+        catalog = Catalog()  # the metadata of the new generation, for its snapshot
+        crcs = np.full(len(live), -1, dtype=np.int64)
+        fs = self.files
+        header = {**self.header, "generation": self.generation, "compacted_at": inputs.now()}
+        Journal.create(paths["jsonl"], header, files=fs)
+        vfd = fs.open(paths["f32"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        jfd = fs.open(paths["jsonl"], os.O_WRONLY | os.O_APPEND)
+        try:
+            for i in range(0, len(live), _BATCH):
+                batch = live[i : i + _BATCH]
+                rows = [r.row for r in batch]
+                vecs = read_rows(self.src, rows, self.dim)
+                for n, row in enumerate(rows):
+                    if row in self.repaired:
+                        vecs[n] = self.repaired[row]
+                known = damaged(vecs, rows, self.crcs, sys.maxsize)  # rows past the file's end: zeros, failing a CRC
+                bad = [n for n in known if rows[n] not in self.repaired]
+                if bad:
+                    log.error("%d vector row(s) damaged or missing; re-embedding them for compaction", len(bad))
+                    for n, v in zip(bad, embed([batch[n].content for n in bad]), strict=True):
+                        vecs[n] = v
+                write_all(vfd, vecs.tobytes(), fs)
+                lines = []
+                for n, r in enumerate(batch):
+                    moved = r._replace(row=i + n)
+                    crcs[i + n] = crc = row_crc(vecs[n])
+                    catalog.add(moved)
+                    lines.append(encode_line(replay.add_line(moved, crc)))
+                write_all(jfd, b"".join(lines), fs)
+                self.index.add_rows(np.arange(i, i + len(batch), dtype=np.int64), vecs)
+            fs.fsync(vfd)
+            fs.fsync(jfd)
+        finally:
+            fs.close(vfd)
+            fs.close(jfd)
+        offset = paths["jsonl"].stat().st_size
+        graph_stamp = {"generation": self.generation, "offset": offset, "count": len(live)}
+        self.graph = self.index.write_graph(self.folder, graph_stamp, name=paths["hnsw"].name)
+        stamp = snapshot.stamp_for(self.generation, offset, len(live), snapshot.line_crc(paths["jsonl"], offset))
+        snapshot.save(paths["snap"], stamp, snapshot.encode(catalog, crcs), fs)
+
+    def switch(self, catalog: Catalog, vectors: VectorFile, embed: Embed) -> None:
+        """The locked part (exclusive lock, caught up on the old journal, whose live memories `catalog` holds):
+        append the changes since the copy, rename everything into place, switch journals."""
+        copied = {r.id for r in self.live}
+        added = [catalog.record(row) for row in catalog.live_rows().tolist() if catalog.id_at(row) not in copied]
+        gone = [r for r in self.live if r.id not in catalog]
+        paths, fs = self.paths, self.files
+        if added or gone:
+            vfd = fs.open(paths["f32"], os.O_WRONLY)
+            jfd = fs.open(paths["jsonl"], os.O_WRONLY | os.O_APPEND)
+            try:
+                lines = []
+                if added:
+                    vecs = vectors.checked(added, embed)
+                    fs.pwrite(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes)
+                    for n, r in enumerate(added):
+                        lines.append(encode_line(replay.add_line(r._replace(row=len(self.live) + n), row_crc(vecs[n]))))
+                lines += [encode_line(replay.delete_line(r.id, inputs.now())) for r in gone]
+                write_all(jfd, b"".join(lines), fs)
+                fs.fsync(vfd)
+                fs.fsync(jfd)
+            finally:
+                fs.close(vfd)
+                fs.close(jfd)
+        fs.replace(paths["f32"], vector_path(self.folder, self.generation))
+        fs.replace(paths["snap"], snapshot.snapshot_path(self.folder, self.generation))
+        fs.fsync_dir(self.folder)
+        fs.replace(paths["jsonl"], self.folder / JOURNAL_NAME)  # the atomic switch to the new generation
+        fs.fsync_dir(self.folder)
+        graph = f"index-{uuid.uuid4().hex[:12]}.hnsw"
+        fs.replace(paths["hnsw"], self.folder / graph)
+        VectorIndex.commit(self.folder, {**self.graph, "file": graph}, fs)
+
+    def discard(self) -> None:
+        """Remove what is left of the compacting-* files (all of them, if the switch did not happen)."""
+        for p in self.paths.values():
+            with contextlib.suppress(OSError):
+                self.files.unlink(p)
+
+
+def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:
+    """Remove vector files, snapshots and temp files of other generations (left by a compaction), and the files of
+    a compaction that died; call with the exclusive lock held, on the journal that is current."""
+    keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
+    for p in folder.iterdir():
+        name = p.name
+        if name in keep:
+            continue
+        if (
+            name.startswith("vectors-")
+            or (name.startswith("meta-") and name.endswith(".snap"))
+            or name.endswith(".compact-tmp")
+            or (name.startswith("compacting-") and _age_s(p) > COMPACTING_STALE_S)
+        ):
+            with contextlib.suppress(OSError):
+                files.unlink(p)
+
+
+def _age_s(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -1,0 +1,132 @@
+"""The journal's records as the store writes and replays them, and where replay and checkpoints stand.
+
+Records (journal.py has the line format and the crash story):
+
+    {"op":"add","id":...,"content":...,"created_at":...,"tags":[...],"source":...,"row":N,"vcrc":"<crc32 hex>"}
+    {"op":"del","id":...,"at":...}
+    {"op":"vfix","row":N,"vcrc":"<crc32 hex>"}     a re-embedded vector row written back (vectors.py)
+
+`Coverage` is the bookkeeping that says how far the journal is applied and how much of it the checkpoints on
+disk cover: what was six loose attributes of the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from memserver.journal import AddRecord
+
+log = logging.getLogger(__name__)
+
+
+def add_line(r: AddRecord, vcrc: int) -> dict[str, Any]:
+    """The journal record of an add (`r.row` is its vector row; `vcrc` that row's CRC-32)."""
+    return {
+        "op": "add",
+        "id": r.id,
+        "content": r.content,
+        "created_at": r.created_at,
+        "tags": list(r.tags),
+        "source": r.source,
+        "row": r.row,
+        "vcrc": f"{vcrc:08x}",
+    }
+
+
+def delete_line(memory_id: str, at: str) -> dict[str, Any]:
+    return {"op": "del", "id": memory_id, "at": at}
+
+
+def vfix_line(row: int, vcrc: int) -> dict[str, Any]:
+    return {"op": "vfix", "row": row, "vcrc": f"{vcrc:08x}"}
+
+
+def added(rec: dict[str, Any]) -> AddRecord:
+    """The memory an add record describes."""
+    return AddRecord(rec["id"], rec["content"], rec["created_at"], tuple(rec["tags"]), rec["source"], int(rec["row"]))
+
+
+class Coverage:
+    """How far the journal is applied, and which part of it the checkpoints on disk cover.
+
+    Outside a load only `offset`, `seen`, `uncovered` and the saved offsets matter. During a load each derived
+    index has loaded its checkpoint (or none), and the replay past the metadata snapshot feeds each index only
+    the records past its own checkpoint (`feeds_from`), noting the live count when it passes a checkpoint's
+    offset, which must match that checkpoint's count for it to be trusted (`untrusted`).
+    """
+
+    def __init__(self) -> None:
+        self._reset(0)
+
+    def _reset(self, offset: int) -> None:
+        self.offset = offset  # journal offset applied up to
+        self.seen: tuple[tuple[int, int], int] = ((0, 0), -1)  # journal (identity, size) when last caught up
+        self.uncovered = 0  # records applied past the oldest checkpoint on disk
+        self.replayed = 0  # records read since the load began
+        self.covered_to = 0  # while loading: every checkpoint covers the records up to this offset
+        self.marks: dict[int, list[str]] = {}  # while loading: checkpoint offset -> indexes checkpointed there
+        self._from: dict[str, int] = {}  # while loading: index -> offset past which it is fed
+        self._count_at: dict[str, int] = {}  # while loading: index -> live count at its checkpoint's offset
+        self._saved_at: dict[str, int] = {}  # index -> journal offset its checkpoint on disk covers
+
+    # --- loading -------------------------------------------------------------------------------------------------
+
+    def begin_load(self, header_end: int) -> None:
+        """A load starts from nothing, at the end of the journal's header."""
+        self._reset(header_end)
+
+    def loaded_checkpoint(self, name: str, offset: int | None) -> None:
+        """Index `name` loaded a checkpoint covering `offset` (None: none, so it is rebuilt after the replay)."""
+        self._from[name] = sys.maxsize if offset is None else offset
+
+    def snapshot_floor(self, vector_offset: int | None) -> int:
+        """The latest offset a metadata snapshot may cover: none past an index checkpoint the replay must feed."""
+        return min([*self._from.values(), sys.maxsize if vector_offset is None else vector_offset])
+
+    def start_replay(self, live: int) -> None:
+        """The metadata stands at `offset` with `live` memories; replay the rest from here."""
+        for name, until in self._from.items():
+            if until == self.offset:
+                self._count_at[name] = live
+            elif until != sys.maxsize:
+                self.marks.setdefault(until, []).append(name)
+        self.covered_to = min((0 if o == sys.maxsize else o for o in self._from.values()), default=0)
+
+    def reached(self, end: int, live: int) -> None:
+        """The replay passed `end`, a checkpoint offset in `marks`, with `live` memories."""
+        for name in self.marks.get(end, ()):
+            self._count_at[name] = live
+
+    def feeds_from(self, name: str) -> int:
+        """Index `name` takes the records ending past this offset (0 outside a load: all of them)."""
+        return self._from.get(name, 0)
+
+    def untrusted(self, stamps: dict[str, dict[str, Any] | None]) -> list[str]:
+        """After the replay: the indexes to rebuild (no checkpoint, or one whose count the replay contradicts).
+        The others' checkpoints are noted as saved; the load's bookkeeping is dropped."""
+        rebuild = []
+        for name, stamp in stamps.items():
+            if stamp is not None and self._count_at.get(name) != stamp.get("count"):
+                log.warning("the %s index checkpoint does not match the journal; rebuilding it", name)
+                stamp = None
+            if stamp is None:
+                rebuild.append(name)
+            else:
+                self._saved_at[name] = int(stamp["offset"])
+        self._from, self._count_at, self.marks, self.covered_to = {}, {}, {}, 0
+        return rebuild
+
+    # --- checkpoints ---------------------------------------------------------------------------------------------
+
+    def is_saved(self, name: str) -> bool:
+        """Whether the checkpoint on disk of index `name` covers the journal as applied."""
+        return self._saved_at.get(name) == self.offset
+
+    def saved(self, name: str) -> None:
+        self._saved_at[name] = self.offset
+
+    def checkpointed(self) -> None:
+        """Every index and the metadata snapshot were saved at `offset`."""
+        self.uncovered = 0
