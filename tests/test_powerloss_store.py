@@ -171,3 +171,42 @@ def test_every_crash_state_of_a_store_workload_recovers(
     )
     print(f"power loss, store level: {n} states of {len(files.events)} events in {time.perf_counter() - started:.1f} s")
     assert n == powerloss_states
+
+
+# --- the defects the crash states pointed at, each pinned by the order of the calls --------------------------------
+
+
+def test_a_new_store_makes_its_folders_and_vector_file_durable_before_the_first_add(tmp_path: Path) -> None:
+    """make_dirs syncs each new folder into its parent, and the new vector file's name is synced into the folder,
+    all before the first add's journal sync acknowledges it."""
+    from tests.file_layers import RecordingFiles
+
+    files = RecordingFiles()
+    with MemoryStore(tmp_path / "data", "c", embedder=FakeEmbedder(), files=files) as store:
+        store.add("the first memory")
+    calls = files.calls
+    acknowledged = calls.index(("fdatasync", "journal.jsonl"))
+    assert calls.index(("mkdir", "data")) < calls.index(("fsync_dir", tmp_path.name)) < acknowledged
+    assert calls.index(("mkdir", "c")) < calls.index(("fsync_dir", "data")) < acknowledged
+    created = calls.index(("create", "vectors-*.f32"))
+    assert ("fsync_dir", "c") in calls[created:acknowledged], "the vector file's name is durable before the add"
+
+
+def test_temp_files_a_crash_left_are_removed_on_open(tmp_path: Path) -> None:
+    """An atomic write or a checkpoint cut short leaves `*.tmp-<nonce>` / `*.tmp`; the next open removes them,
+    but not the files of a compaction another process may be running."""
+    with MemoryStore(tmp_path, "c", embedder=FakeEmbedder()) as store:
+        store.add("something")
+    folder = tmp_path / "c"
+    left = [
+        "meta-0123.snap.tmp-0123abcd",
+        "journal.jsonl.tmp-deadbeef",
+        "index-4567.hnsw.tmp",
+        "keyword.json.tmp-89abcdef",
+    ]
+    for name in [*left, "compacting-0123.jsonl"]:
+        (folder / name).write_bytes(b"half")
+    with MemoryStore(tmp_path, "c", embedder=FakeEmbedder()) as store:
+        assert store.stats()["count"] == 1
+    names = {p.name for p in folder.iterdir()}
+    assert not names & set(left) and "compacting-0123.jsonl" in names

@@ -170,3 +170,45 @@ def _run_as_nobody(folder: Path) -> None:
     modes = _modes(folder)
     assert modes["journal.jsonl"] == 0o600 and modes["."] == 0o700
     assert all(m == 0o644 for name, m in modes.items() if name.startswith("keyword"))
+
+
+# --- the whole store -------------------------------------------------------------------------------------------
+
+
+def test_a_new_store_is_private_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    """Every folder memserver makes (the data directory too) is 0700 and every file 0600, through a checkpoint
+    and a compaction."""
+    from memserver.store import MemoryStore
+    from tests.fakes import FakeEmbedder
+
+    with MemoryStore(tmp_path / "data" / "users" / "alice", "c", embedder=FakeEmbedder()) as store:
+        for m in store.add_many([f"private fact {i}" for i in range(20)])[:5]:
+            store.delete(m.id)
+        store.checkpoint()
+        store.compact()
+    modes = _modes(tmp_path / "data")
+    dirs = {name: m for name, m in modes.items() if (tmp_path / "data" / name).is_dir()}
+    regular = {name: m for name, m in modes.items() if (tmp_path / "data" / name).is_file()}
+    assert len(dirs) == 4 and set(dirs.values()) == {0o700}, dirs
+    assert len(regular) >= 6 and set(regular.values()) == {0o600}, regular
+
+
+def test_an_old_store_is_tightened_on_open(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A store written with 0755/0644 (before issue 13) opens as before and is private afterwards: one log line."""
+    from memserver.store import MemoryStore
+    from tests.fakes import FakeEmbedder
+
+    with MemoryStore(tmp_path, "c", embedder=FakeEmbedder()) as store:
+        kept = store.add("written by an older memserver")
+        store.checkpoint()
+    folder = tmp_path / "c"
+    folder.chmod(0o755)
+    for p in folder.iterdir():
+        p.chmod(0o644)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="memserver"), MemoryStore(tmp_path, "c", embedder=FakeEmbedder()) as s:
+        assert s.get(kept.id) is not None
+    lines = [r.getMessage() for r in caplog.records if "private" in r.getMessage()]
+    assert len(lines) == 1 and str(folder) in lines[0], [r.getMessage() for r in caplog.records]
+    modes = _modes(folder)
+    assert modes.pop(".") == 0o700 and set(modes.values()) == {0o600}, modes

@@ -9,6 +9,7 @@ line without a traceback, and `memserver stats` exits 1 with one line.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -47,20 +48,16 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def _fill(disk: Path) -> Path:
     """Write a file until the disk is full; returns it (remove it to make room again)."""
     filler = disk / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * (1 << 16))
-                f.flush()
-        except OSError:
-            pass
-    with open(filler, "ab") as f:  # the last few bytes too
-        try:
-            while True:
-                f.write(b"\0")
-                f.flush()
-        except OSError:
-            pass
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            try:
+                while True:
+                    os.write(fd, bytes(size))
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
     return filler
 
 
