@@ -49,8 +49,11 @@ A collection is one folder::
   renames them to their final names (`vectors-<newgen>.f32` first) and renames the new journal over the old one:
   the single atomic switch. Before it, the old journal and its vectors are in force; after it, the new ones (and
   `index.json` is then pointed at the new graph; a crash just before that costs an index rebuild, never data).
-  Leftover files of the other generation are removed later (`compacting-*` ones only when hours old). Other
-  processes notice the new inode on their next call and reload.
+  Leftover files of the other generation are removed later (`compacting-*` ones only when hours old), and so
+  are the temp files of an atomic write or a checkpoint that a crash cut short. Other processes notice the new
+  inode on their next call and reload.
+* Power loss is simulated in tests/powerloss/ (its docstring has the model: what a crash may keep of unsynced
+  writes and renames); every crash state drawn there opens with every acknowledged write in place.
 
 Format of a line: a JSON object (UTF-8, no raw newlines) whose last member is `"crc"`; the CRC-32 is computed
 over the same line with that member removed, i.e. over `line[:-18] + b"}"`. The first line is the header

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,23 +27,27 @@ from tests.e2e.servers import SERVE, server_env, stdio_session
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reason="tmpfs mounts")]
 
 
-def _mount(target: Path, *options: str) -> bool:
+@contextmanager
+def _tmpfs(target: Path, *options: str) -> Iterator[Path]:
+    """A tmpfs mounted at `target` with `options`, unmounted afterwards; skips the test where mount is refused."""
     target.mkdir(parents=True, exist_ok=True)
-    run = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(target)], capture_output=True, timeout=30
-    )
-    return run.returncode == 0
+    mounted = shutil.which("mount") is not None and os.geteuid() == 0
+    if mounted:
+        command = ["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(target)]
+        mounted = subprocess.run(command, capture_output=True, timeout=30).returncode == 0
+    if not mounted:
+        pytest.skip("mounting a tmpfs needs root and a kernel that allows it")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 24 MiB tmpfs (a real file system that fills up), unmounted afterwards."""
-    if shutil.which("mount") is None or os.geteuid() != 0 or not _mount(tmp_path / "disk", "size=24m", "mode=0700"):
-        pytest.skip("mounting a tmpfs needs root and a kernel that allows it")
-    try:
-        yield tmp_path / "disk"
-    finally:
-        subprocess.run(["umount", "-l", str(tmp_path / "disk")], capture_output=True, timeout=30)
+    """A 24 MiB tmpfs: a real file system that fills up."""
+    with _tmpfs(tmp_path / "disk", "size=24m", "mode=0700") as disk:
+        yield disk
 
 
 def _fill(disk: Path) -> Path:
@@ -88,12 +93,8 @@ def test_remember_on_a_full_disk_over_stdio(portal: BlockingPortal, small_disk: 
 
 @pytest.fixture
 def read_only_disk(tmp_path: Path) -> Iterator[Path]:
-    if shutil.which("mount") is None or os.geteuid() != 0 or not _mount(tmp_path / "ro", "size=1m", "ro"):
-        pytest.skip("mounting a tmpfs needs root and a kernel that allows it")
-    try:
-        yield tmp_path / "ro"
-    finally:
-        subprocess.run(["umount", "-l", str(tmp_path / "ro")], capture_output=True, timeout=30)
+    with _tmpfs(tmp_path / "ro", "size=1m", "ro") as disk:
+        yield disk
 
 
 def test_a_read_only_data_directory_is_said_in_one_line(
