@@ -16,6 +16,7 @@ from memserver.errors import MemserverError
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
+    from memserver.http_limits import HttpLimits
 
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
@@ -108,33 +109,68 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import logging
     import os
 
-    from memserver import transports
     from memserver.errors import ConfigError
 
     # Logs go to stderr only: in stdio mode stdout is the protocol stream.
     level = os.environ.get("MEMSERVER_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(stream=sys.stderr, level=level, format="memserver %(levelname)s %(name)s: %(message)s")
-    if not args.http and (args.host or args.port or args.allowed_host):
-        raise ConfigError("--host, --port and --allowed-host apply to --http only")
+    http_only = [flag for flag, value in _http_flags(args).items() if value is not None]
+    if not args.http and http_only:
+        raise ConfigError(f"{', '.join(http_only)} apply to --http only")
     if not args.http:
-        wire = transports.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
+        from memserver import stdio
+
+        fds = stdio.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
         from memserver.server import build_server
 
-        transports.serve_stdio(build_server(data_dir=args.data_dir), wire)
+        stdio.serve_stdio(build_server(data_dir=args.data_dir), fds)
         return 0
+    limits = _http_limits(args)
+    from memserver import http
     from memserver.server import build_server
+    from memserver.tokens import load_tokens
 
-    tokens = transports.load_tokens()
+    tokens = load_tokens()
     server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True)
-    transports.serve_http(
+    http.serve_http(
         server,
-        host=args.host or transports.DEFAULT_HOST,
-        port=transports.DEFAULT_PORT if args.port is None else args.port,
+        host=args.host or http.DEFAULT_HOST,
+        port=http.DEFAULT_PORT if args.port is None else args.port,
         tokens=tokens,
         allowed_hosts=args.allowed_host or (),
-        max_body_bytes=args.max_body_bytes,
+        limits=limits,
     )
     return 0
+
+
+# --serve's HTTP limits: flag -> HttpLimits field (see memserver/http_limits.py)
+_LIMIT_FLAGS = {
+    "--max-sessions": "max_sessions",
+    "--max-sessions-per-user": "max_sessions_per_user",
+    "--session-idle-timeout": "session_idle_timeout",
+    "--max-concurrent-requests": "max_concurrent_requests",
+    "--queue-timeout": "queue_timeout",
+    "--header-timeout": "header_timeout",
+    "--body-timeout": "body_timeout",
+    "--max-body-bytes": "max_body_bytes",
+    "--max-connections": "max_connections",
+}
+
+
+def _http_flags(args: argparse.Namespace) -> dict[str, object]:
+    flags = {"--host": args.host, "--port": args.port, "--allowed-host": args.allowed_host}
+    return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
+
+
+def _http_limits(args: argparse.Namespace) -> HttpLimits:
+    from memserver.errors import ConfigError
+    from memserver.http_limits import HttpLimits
+
+    given = {field: getattr(args, field) for field in _LIMIT_FLAGS.values() if getattr(args, field) is not None}
+    try:
+        return HttpLimits(**given)
+    except ValueError as exc:
+        raise ConfigError(f"invalid HTTP limit: {exc}") from None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -271,9 +307,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="an extra Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0)",
     )
-    serve.add_argument(
-        "--max-body-bytes", type=int, default=1024 * 1024, help="largest HTTP request body (default 1 MiB)"
+    limits = serve.add_argument_group(
+        "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
     )
+    from memserver.http_limits import HttpLimits
+
+    defaults = HttpLimits()
+    for flag, kind, meta, text in [
+        ("--max-sessions", int, "N", "open sessions in total"),
+        ("--max-sessions-per-user", int, "N", "open sessions of one token's user (of the one user without tokens)"),
+        ("--session-idle-timeout", float, "SECONDS", "close a session after this long with no request in flight"),
+        ("--max-concurrent-requests", int, "N", "requests served at once; more wait for a free slot"),
+        ("--queue-timeout", float, "SECONDS", "how long a request waits for a free slot before a 503"),
+        ("--header-timeout", float, "SECONDS", "time a client has to send a request's headers"),
+        ("--body-timeout", float, "SECONDS", "time a client has to send a request's body (408 after)"),
+        ("--max-body-bytes", int, "N", "largest request body (413 above)"),
+        ("--max-connections", int, "N", "open connections (503 above)"),
+    ]:
+        field = _LIMIT_FLAGS[flag]
+        limits.add_argument(
+            flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {getattr(defaults, field):g})"
+        )
     serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
     serve.set_defaults(func=cmd_serve)
 

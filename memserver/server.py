@@ -99,7 +99,7 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     tool = tools.TOOLS_BY_NAME.get(params.name)
     if tool is None:
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_shown(params.name)}")
     try:
         args = tools.validate_arguments(tool, params.arguments)
     except tools.ArgumentError as exc:
@@ -151,14 +151,16 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
         store = await _store(ctx)
         text = await anyio.to_thread.run_sync(resources.read, store, target)
     except (resources.UnknownResourceError, InvalidInputError) as exc:
-        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data.
-        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"uri": uri}) from None
+        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
+        # (unless it is longer than any of ours: no answer repeats large input).
+        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
     except NotAuthenticatedError as exc:
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
     except Exception:
-        logger.exception("reading %s failed", uri)
+        logger.exception("reading %s failed", "/".join(uri.split("/")[:3]))  # not the tag or id: user data
         raise MCPError(
-            code=types.INTERNAL_ERROR, message=f"Reading {uri} failed; the server log has the details"
+            code=types.INTERNAL_ERROR, message=f"Reading {_shown(uri)} failed; the server log has the details"
         ) from None
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=resources.JSON, text=text)])
 
@@ -335,6 +337,11 @@ def _protocol_errors(what: str) -> Iterator[None]:
     except Exception:
         logger.exception("%s failed", what)
         raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed; the server log has the details") from None
+
+
+def _shown(text: str, limit: int = 100) -> str:
+    """Client input as it may appear in an answer: cut short, so no answer repeats large input."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _tool_error(message: str) -> types.CallToolResult:

@@ -22,7 +22,10 @@ def real_embedder():
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
+    group = parser.getgroup("memserver")
+    group.addoption("--fuzz-calls", type=int, default=250, help="fuzz cases per transport in tests/fuzz (250)")
+    group.addoption("--fuzz-seed", type=int, default=1443, help="seed of the fuzz cases (1443)")
+    group.addoption(
         "--powerloss-states",
         type=int,
         default=None,

@@ -181,6 +181,15 @@ def test_retrieval_lab_quick(real_embedder, tmp_path):
         assert mine[q][1] == r10 and (first > 20 or mine[q][0] == first), q
 
 
+def test_http_load_quick(real_embedder, tmp_path):
+    """http_load.py --quick runs sessions of two users over HTTP and reports no errors, losses or cross-user reads."""
+    output = tmp_path / "http_load.json"
+    run = _run_bench("http_load.py", "--quick", "--output", str(output))
+    assert "calls/s" in run.stdout and "cross-user reads" in run.stdout
+    result = json.loads(output.read_text())
+    assert result["calls"] == 40 and (result["errors"], result["lost"], result["cross_user_reads"]) == (0, 0, 0)
+
+
 def test_multiprocess_quick(tmp_path):
     """multiprocess.py --quick: 3 processes on one store, its table, and a JSON with nothing lost or stale."""
     out = tmp_path / "multiprocess.json"

@@ -495,7 +495,7 @@ async def test_records_outside_requests_go_to_listening_clients_of_a_single_user
 async def test_only_memservers_content_free_loggers_are_forwarded_message_text_only(quiet: None) -> None:
     store = LoggingStore()
     store.logs = [
-        ("memserver.transports", logging.WARNING, "ignoring a malformed message: 'my secret memory'"),
+        ("memserver.stdio", logging.WARNING, "ignoring a malformed message: 'my secret memory'"),
         ("memserver.columns", logging.WARNING, "'my secret memory' does not fit"),
         ("somelibrary", logging.ERROR, "not ours"),
         ("memserver.store", logging.WARNING, "ours"),
