@@ -182,9 +182,12 @@ class DefaultStoreFactory:
     collection name can ever reach another user's memories.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, collection: str | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path | None = None, collection: str | None = None, database: str | None = None
+    ) -> None:
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
         self.collection = collection
+        self.database = database  # a postgresql:// URL: the memories live there (engines.open_backend)
         self._embedder: Any = None
         self._lock = threading.Lock()
         self.report_stage: Callable[[str | None, str], None] = _ignore_stage  # set by Stores
@@ -201,11 +204,8 @@ class DefaultStoreFactory:
         self.embedder().load()
 
     def __call__(self, user: str | None) -> MemoryBackend:
-        from memserver import config
         from memserver.engines import open_backend
 
-        base = self.data_dir or config.data_dir()
-        path = base if user is None else base / "users" / user
         embedder = self.embedder()
         stages = _TwoStages(partial(self.report_stage, user))
         # The first recall should not pay for the model either: it loads in a second thread while the store opens
@@ -213,7 +213,7 @@ class DefaultStoreFactory:
         model: Future[None] = Future()
         model.add_done_callback(lambda f: None if f.exception() else stages.done("model"))
         threading.Thread(target=_settle, args=(model, embedder.load), name="memserver-model", daemon=True).start()
-        store = open_backend(path, self.collection, embedder=embedder)
+        store = open_backend(self.data_dir, self.collection, embedder=embedder, database=self.database, user=user)
         stages.done("store")
         try:
             model.result()  # re-raises a model that could not be loaded

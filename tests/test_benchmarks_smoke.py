@@ -163,6 +163,24 @@ def test_conversations_quick(real_embedder, tmp_path):
     assert data["variants"]["hybrid+fields"]["available"] is bool(r["fields_supported"])
 
 
+def test_postgres_benchmark_quick(real_embedder, tmp_path):
+    """benchmarks/postgres.py --quick: every section on small sizes, against its own throwaway PostgreSQL."""
+    output = tmp_path / "postgres.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "postgres.py"), "--quick", "--out", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(output.read_text())
+    assert set(result["vectors"]["variants"]) == {"vector", "halfvec", "vector + halfvec index"}
+    assert result["quality"]["engines"]["postgresql"]["hybrid"]["recall@10"] > 0.5
+    assert all(r == {"min": 10, "max": 10} for r in result["mcp"]["2000"]["rows_returned"].values())
+    assert result["fleet"]["lost"] == 0 and result["fleet"]["acknowledged_writes"] > 0
+
+
 def test_retrieval_lab_quick(real_embedder, tmp_path):
     """retrieval_lab.py --quick rebuilds the store's hybrid ranking and scores a few variants on part of a chat."""
     out = tmp_path / "retrieval_lab.json"
