@@ -85,6 +85,12 @@ def test_far_more_sessions_than_the_caps_are_refused_cleanly_with_memory_bounded
     carol = [RawHttp(capped.url, CAROL) for _ in range(3)]
     assert [opening(conn)[0] for conn in carol] == [200, 200, 503]  # 12 in all
 
+    # The server warms the model in the background from its start (some 200 MB): wait for alice's store, so the
+    # memory measured below is the refusals' only.
+    loaded = sessions[ALICE][0].call(
+        {"jsonrpc": "2.0", "id": "load", "method": "tools/call", "params": {"name": "list_recent", "arguments": {}}}
+    )
+    assert "result" in loaded, loaded
     before = rss_kib(capped.process.pid)
     statuses = [opening(clients[token])[0] for _ in range(200) for token in (ALICE, BOB, CAROL)]
     grown = rss_kib(capped.process.pid) - before
