@@ -7,7 +7,7 @@ bytes per memory and load from a snapshot as raw buffers (2.5 GB, 3.2 s). See be
 Rows are never reused within a journal generation (the store hands them out upwards, in journal order), so a
 deleted row is masked out by the store's `alive` array rather than removed from every structure at once. 64-bit
 hashes stand in for ids and content keys; a match is always confirmed on the value itself, so a collision costs a
-comparison, never a wrong answer. The store serialises every call (its `_mu` lock); nothing here locks.
+comparison, never a wrong answer. The store serialises every call (its thread lock); nothing here locks.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The metadata snapshot `meta-<generation>.snap`: the catalog and the vector CRCs as of a journal offset.
 
 Opening a store restores it instead of re-decoding the whole journal up to that offset (1M memories: ~3 s instead
-of ~10 s). It is derived data, written at each checkpoint after the index checkpoints (journal.write_snapshot:
+of ~10 s). It is derived data, written at each checkpoint after the index checkpoints (durable.write_snapshot:
 magic, a JSON stamp, the payload, with its length and CRC-32), and trusted only if its stamp matches: this
 generation, this Python (marshal's format), SNAPSHOT_FORMAT, an offset no later than the oldest loaded index
 checkpoint, and the CRC of the journal line ending at that offset. Anything else is replayed over, never trusted.
