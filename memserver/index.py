@@ -86,7 +86,6 @@ class VectorIndex:
     """
 
     name = "vector"
-    persistent = True  # not part of journal.DerivedIndex any more; read by store.py until it drops it
 
     def __init__(
         self,
@@ -343,7 +342,3 @@ class VectorIndex:
         except (KeyError, TypeError, ValueError, OSError, struct.error) as exc:
             return f"malformed checkpoint ({exc!r})"
         return None
-
-    def get_vectors(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
-        """The stored (unit) vectors of live rows, as an (n, dim) float32 array."""
-        return np.asarray(self._index.get_items(list(map(int, rows)), return_type="numpy"), dtype=np.float32)

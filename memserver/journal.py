@@ -82,17 +82,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from memserver.durable import (
-    OS,
-    FileLayer,
-    atomic_write,
-    fsync_dir,
-    fsync_fd,
-    read_snapshot,
-    write_all,
-    write_new_file,
-    write_snapshot,
-)
+from memserver.durable import OS, FileLayer, atomic_write, write_all, write_new_file
 from memserver.errors import CorruptJournalError, StoreError, StoreLockedError
 
 __all__ = [
@@ -106,12 +96,6 @@ __all__ = [
     "ReadResult",
     "decode_line",
     "encode_line",
-    # re-exported for store.py until it imports them from memserver.durable, where they now live
-    "fsync_dir",
-    "fsync_fd",
-    "read_snapshot",
-    "write_all",
-    "write_snapshot",
 ]
 
 log = logging.getLogger(__name__)

@@ -50,7 +50,6 @@ class KeywordDerivedIndex:
     """
 
     name = "keyword"
-    persistent = True  # not part of journal.DerivedIndex any more; read by store.py until it drops it
 
     def __init__(self, files: FileLayer = OS) -> None:
         self.index = KeywordIndex()

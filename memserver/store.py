@@ -436,13 +436,9 @@ class MemoryStore:
         until: str | date | None = None,
         min_score: float | None = None,
     ) -> list[Hit]:
-        """A semantic search with a ready query vector and no query text (see `search(query_vector=...)`)."""
-        q = inputs.check_vector(vector, self.dim, "vector")
-        n = inputs.check_limit(limit)
-        filters = inputs.search_filter(tags, source, since, until)
-        floor = inputs.check_min_score(min_score)
-        with self._thread_lock:
-            return self._refresh().searcher.search(q, "", "semantic", n, filters, floor)
+        """A semantic search with a ready query vector and no query text: `search(mode="semantic",
+        query_vector=vector)`, which then never reads its query text."""
+        return self.search("(by vector)", limit, tags, source, since, until, min_score, "semantic", query_vector=vector)
 
     def tag_counts(self) -> dict[str, int]:
         """See backend.MemoryBackend.tag_counts."""
