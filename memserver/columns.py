@@ -164,6 +164,11 @@ class HashIndex:
         self.merge(alive)
         return self._h, self._r
 
+    def merged(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys sorted, their rows) with the recent additions folded in; dead rows too (no `alive` given)."""
+        self.merge(None)
+        return self._h, self._r
+
     @classmethod
     def from_payload(cls, h_b: bytes, r_b: bytes, next_row: int) -> HashIndex:
         """Inverse of `payload`; raises ValueError unless the keys are sorted and name distinct rows < `next_row`."""
@@ -382,7 +387,7 @@ class IdMap:
         out.index = HashIndex.from_payload(keys_b, rows_b, n)
         alive = out.ids.occupied(n)
         out.count = int(alive.sum())
-        h, r = out.index._h, out.index._r
+        h, r = out.index.merged()
         if len(h) != out.count or not alive[r].all():
             raise ValueError("record count mismatch")
         for i in np.flatnonzero(h[1:] == h[:-1]).tolist():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +62,7 @@ class Generation:
         self.hooks = hooks
         self.searcher = Searcher(self.catalog, self.vectors, vindex, kindex, hooks)
         self.from_snapshot = False
+        self.rebuilt = False  # an index was rebuilt on open (its checkpoint missing or contradicted)
         self._stamps: dict[str, dict[str, Any] | None] = {}
 
     # --- opening -------------------------------------------------------------------------------------------------
@@ -111,7 +113,8 @@ class Generation:
         for d in self.derived:
             if d.name in untrusted:
                 self._rebuild(d)
-        return bool(untrusted)
+        self.rebuilt = bool(untrusted)
+        return self.rebuilt
 
     def _rebuild(self, d: DerivedIndex) -> None:
         """Bulk-rebuild one derived index from the live records and their stored vectors (no re-embedding)."""
@@ -123,6 +126,55 @@ class Generation:
             d.add(batch, self.vectors.checked(batch, self.embed))
         if live:
             log.info("rebuilt the %s index of %d memories in %.1f s", d.name, len(live), time.perf_counter() - t0)
+
+    # --- what the store asks -------------------------------------------------------------------------------------
+
+    def is_current(self) -> bool:
+        """Whether the journal's path still names this generation's journal (no other process compacted since)."""
+        return not self.journal.replaced()
+
+    def journal_change(self) -> str | None:
+        """One stat of the journal's path: "replaced" (another process compacted: load the new generation),
+        "grown" (catch up), or None (nothing new since the last catch-up)."""
+        try:
+            st = os.stat(self.journal.path)
+        except FileNotFoundError:
+            return "replaced"
+        ident = (st.st_dev, st.st_ino)
+        if ident != self.journal.identity:
+            return "replaced"
+        return None if (ident, st.st_size) == self.coverage.seen else "grown"
+
+    def needs_checkpoint(self, threshold: int) -> bool:
+        """Whether `threshold` or more of the records applied are past the checkpoints on disk."""
+        return self.coverage.uncovered >= threshold
+
+    def needs_checkpoint_after_open(self, threshold: int) -> bool:
+        """needs_checkpoint, or an open that did work a checkpoint saves the next one: an index rebuilt, vector
+        rows re-embedded, or a journal of `threshold` or more memories replayed without a snapshot."""
+        live = len(self.catalog)
+        return (
+            self.needs_checkpoint(threshold)
+            or (self.rebuilt and live > 0)
+            or bool(self.vectors.repaired)
+            or (not self.from_snapshot and live >= threshold)
+        )
+
+    def deleted_pending(self) -> int:
+        """Deleted memories whose rows are still in the files (what a compaction would remove)."""
+        return self.catalog.next_row - len(self.catalog)
+
+    def vectors_of(self, records: Sequence[AddRecord]) -> np.ndarray:
+        """The stored vectors of `records`, each checked against its CRC (a damaged one re-embedded)."""
+        return self.vectors.checked(records, self.embed)
+
+    def index_stats(self) -> dict[str, Any]:
+        """The derived indexes, for stats(): the vector index's parameters, the keyword index's documents."""
+        return {"index": self.vindex.params(), "keyword_index": {"documents": len(self.kindex.index)}}
+
+    def journal_bytes(self) -> int:
+        """The journal's length as applied."""
+        return self.coverage.offset
 
     # --- replay --------------------------------------------------------------------------------------------------
 

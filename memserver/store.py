@@ -208,24 +208,17 @@ class MemoryStore:
         gc.disable()
         try:
             self._close_files()
-            gen, rebuilt = self._restored()
-            self._gen = gen
+            gen = self._gen = self._restored()
             self.hooks.opened(gen.coverage.replayed, gen.from_snapshot)
-            live = len(gen.catalog)
-            if (
-                gen.coverage.uncovered >= CHECKPOINT_RECORDS
-                or (rebuilt and live)
-                or gen.vectors.repaired
-                or (not gen.from_snapshot and live >= CHECKPOINT_RECORDS)
-            ):
+            if gen.needs_checkpoint_after_open(CHECKPOINT_RECORDS):
                 self._checkpoint()
         finally:
             if paused:
                 gc.enable()
 
-    def _restored(self) -> tuple[Generation, bool]:
-        """The current journal's generation, restored, with indexes of its own (and True if one was rebuilt); on
-        failure whatever it opened is closed again.
+    def _restored(self) -> Generation:
+        """The current journal's generation, restored, with indexes of its own; on failure whatever it opened is
+        closed again.
 
         The journal is opened without a lock, so another process may compact (switch journals, remove the old
         vector file) before the shared lock is ours: each time the lock is taken, check the journal is still the
@@ -242,13 +235,13 @@ class MemoryStore:
                         gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks)
                         torn = gen.restore()
                 if gen is not None:
-                    rebuilt = gen.rebuild_untrusted()
+                    gen.rebuild_untrusted()
                     with self._file_lock.hold(exclusive=True):
                         if not journal.replaced():
                             if torn:
                                 gen.catch_up(repair=True)
                             remove_other_generations(self.folder, journal.generation, self.files)
-                            return gen, rebuilt
+                            return gen
             except BaseException:
                 (journal if gen is None else gen).close()
                 raise
@@ -266,15 +259,11 @@ class MemoryStore:
         if gen is None:  # the last load failed (say the lock timed out): load again
             self._load()
             return self._current()
-        try:
-            st = os.stat(gen.journal.path)
-            ident, size = (st.st_dev, st.st_ino), st.st_size
-        except FileNotFoundError:
-            ident, size = (0, 0), -1
-        if ident != gen.journal.identity:
+        change = gen.journal_change()
+        if change == "replaced":
             log.info("journal %s was replaced (compacted by another process); reloading", gen.journal.path)
             self._load()
-        elif (ident, size) != gen.coverage.seen:
+        elif change == "grown":
             with self._file_lock.hold(exclusive=False):
                 gen.catch_up(repair=False)
         return self._current()
@@ -300,7 +289,7 @@ class MemoryStore:
                 every = WRITE_CHECKPOINT_RECORDS
                 if self._importing:
                     every = max(every, len(gen.catalog) // 2)
-                if gen.coverage.uncovered >= every:
+                if gen.needs_checkpoint(every):
                     gen.save_checkpoint()
 
     @contextlib.contextmanager
@@ -315,7 +304,7 @@ class MemoryStore:
             self.hooks.taking_exclusive_lock()
             with self._file_lock.hold(exclusive=True):
                 gen = self._current()
-                if not gen.journal.replaced():
+                if gen.is_current():
                     gen.catch_up(repair=True)
                     yield gen
                     return
@@ -456,11 +445,10 @@ class MemoryStore:
                 "path": str(self.folder),
                 "model": str(self.embedder.model_name),
                 "dim": self.dim,
-                "index": gen.vindex.params(),
-                "keyword_index": {"documents": len(gen.kindex.index)},
+                **gen.index_stats(),
                 "bytes_on_disk": folder_bytes(self.folder),
-                "journal_bytes": gen.coverage.offset,
-                "deleted_pending_compaction": gen.catalog.next_row - len(gen.catalog),
+                "journal_bytes": gen.journal_bytes(),
+                "deleted_pending_compaction": gen.deleted_pending(),
             }
 
     # --- bulk: export / import / compact ----------------------------------------------------------------------
@@ -476,9 +464,9 @@ class MemoryStore:
             vecs = None
             if include_vectors:
                 with self._thread_lock:
-                    if self._current() is not gen or gen.journal.replaced():
+                    if self._current() is not gen or not gen.is_current():
                         raise StoreError("the store was compacted during export; run the export again")
-                    vecs = gen.vectors.checked(batch, self._embed)
+                    vecs = gen.vectors_of(batch)
             for n, r in enumerate(batch):
                 d = Memory(r.id, r.content, r.created_at, r.tags, r.source).to_dict()
                 if vecs is not None:
@@ -511,7 +499,7 @@ class MemoryStore:
             with self._thread_lock:
                 self._importing -= 1
         with self._thread_lock:
-            if self._current().coverage.uncovered >= CHECKPOINT_RECORDS:
+            if self._current().needs_checkpoint(CHECKPOINT_RECORDS):
                 self._checkpoint()
         return added
 
@@ -536,7 +524,7 @@ class MemoryStore:
         with self._thread_lock:
             gen = self._refresh()
             before = folder_bytes(self.folder)
-            removed = gen.catalog.next_row - len(gen.catalog)
+            removed = gen.deleted_pending()
             live = [gen.catalog.record(row) for row in gen.catalog.by_time]
             job = Compaction(self.folder, gen.journal, gen.vectors, live, gen.vindex)
         try:
@@ -585,7 +573,7 @@ class MemoryStore:
             if self._closed:
                 return
             try:
-                if self._gen is not None and self._gen.coverage.uncovered >= CHECKPOINT_RECORDS:
+                if self._gen is not None and self._gen.needs_checkpoint(CHECKPOINT_RECORDS):
                     self._refresh()
                     self._checkpoint()
             except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
