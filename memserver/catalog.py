@@ -24,7 +24,7 @@ import numpy as np
 
 from memserver import columns, inputs
 from memserver.backend import Memory
-from memserver.journal import AddRecord
+from memserver.replay import AddRecord
 
 log = logging.getLogger(__name__)
 

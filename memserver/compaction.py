@@ -28,7 +28,8 @@ from memserver.catalog import Catalog
 from memserver.durable import FileLayer, pwrite_all, write_all
 from memserver.errors import StoreLockedError
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, AddRecord, FileLock, Journal, encode_line
+from memserver.journal import JOURNAL_NAME, FileLock, Journal, encode_line
+from memserver.replay import AddRecord
 from memserver.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
 
 log = logging.getLogger(__name__)

@@ -64,11 +64,9 @@ __all__ = [
     "make_dirs",
     "make_private",
     "pwrite_all",
-    "read_snapshot",
     "write_all",
     "write_native",
     "write_new_file",
-    "write_snapshot",
 ]
 
 log = logging.getLogger(__name__)
@@ -337,43 +335,6 @@ def make_private(folder: Path, files: FileLayer = OS) -> None:
             folder,
             ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else ""),
         )
-
-
-# --- snapshot files ------------------------------------------------------------------------------------------------
-
-_SNAP_MAGIC = b"memserver-meta-snapshot\n"
-
-
-def write_snapshot(path: Path, stamp: dict[str, Any], payload: bytes, files: FileLayer = OS) -> None:
-    """Atomically write a snapshot file: magic, one JSON line (`stamp` + payload length and CRC-32), payload."""
-    head = {**stamp, "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
-    # The payload goes as its own chunk: no copy of a large payload.
-    atomic_write(path, _SNAP_MAGIC + json.dumps(head).encode() + b"\n", payload, files=files)
-
-
-def read_snapshot(path: Path) -> tuple[dict[str, Any], memoryview] | None:
-    """(stamp, payload) of a snapshot file whose length and CRC-32 check out; None if absent or damaged (logged).
-
-    The payload is a view into the file's bytes, not a copy (a 1M-memory snapshot is ~0.3 GB)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("snapshot %s is unreadable (%s); replaying the journal instead", path, exc)
-        return None
-    nl = data.find(b"\n", len(_SNAP_MAGIC))
-    try:
-        if not data.startswith(_SNAP_MAGIC) or nl < 0:
-            raise ValueError("bad magic")
-        head = json.loads(data[len(_SNAP_MAGIC) : nl])
-        payload = memoryview(data)[nl + 1 :]
-        if len(payload) != head["payload_bytes"] or zlib.crc32(payload) != head["payload_crc32"]:
-            raise ValueError("length or CRC-32 mismatch")
-    except (ValueError, KeyError, TypeError) as exc:
-        log.warning("snapshot %s is damaged (%s); replaying the journal instead", path, exc)
-        return None
-    return head, payload
 
 
 # --- checkpoint files ----------------------------------------------------------------------------------------------

@@ -27,9 +27,9 @@ from memserver.catalog import Catalog
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
 from memserver.inputs import now
-from memserver.journal import AddRecord, DerivedIndex, Journal
+from memserver.journal import Journal
 from memserver.keyword import KeywordDerivedIndex
-from memserver.replay import Coverage, add_line, added, delete_line, vfix_line
+from memserver.replay import AddRecord, Coverage, DerivedIndex, add_line, added, delete_line, vfix_line
 from memserver.search import Searcher
 from memserver.vectors import Embed, VectorFile, row_crc, vector_path
 

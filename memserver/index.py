@@ -1,7 +1,7 @@
 """The vector index: an hnswlib cosine graph over the vector rows, checkpointed to disk, always rebuildable.
 
 Labels are vector-file rows, so the index needs no id map of its own: the store maps rows to memories.
-It is derived data (see journal.py for the crash story) and implements the journal's DerivedIndex hooks.
+It is derived data (see journal.py for the crash story) and implements replay.DerivedIndex.
 
 hnswlib facts this wrapper handles (see the hnswlib README's "Python bindings" for the full method list):
 
@@ -36,7 +36,7 @@ import hnswlib  # type: ignore[import-untyped, unused-ignore]
 import numpy as np
 
 from memserver.durable import OS, CheckpointError, CheckpointFiles, FileLayer
-from memserver.journal import AddRecord
+from memserver.replay import AddRecord
 
 log = logging.getLogger(__name__)
 

@@ -78,9 +78,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
-
-import numpy as np
+from typing import Any
 
 from memserver.durable import OS, FileLayer, atomic_write, write_all, write_new_file
 from memserver.errors import CorruptJournalError, StoreError, StoreLockedError
@@ -89,8 +87,6 @@ __all__ = [
     "FORMAT",
     "JOURNAL_NAME",
     "LOCK_NAME",
-    "AddRecord",
-    "DerivedIndex",
     "FileLock",
     "Journal",
     "ReadResult",
@@ -112,43 +108,6 @@ _READ_CHUNK = 16 << 20
 _POLL_FIRST_S = 0.0001
 _POLL_MAX_S = 0.002
 _decode = json.JSONDecoder().decode  # json.loads minus its per-call encoding sniffing: replay is per line
-
-
-# --- records -----------------------------------------------------------------------------------------------------
-
-
-class AddRecord(NamedTuple):
-    """One stored memory as the journal knows it; `row` is its row in the vector file (and its index label).
-
-    A NamedTuple (immutable, like the frozen dataclass it was) because opening a store builds one per memory
-    from the metadata snapshot, in C (`tuple.__new__`): 1M of them in ~0.2 s instead of ~2 s.
-    """
-
-    id: str
-    content: str
-    created_at: str
-    tags: tuple[str, ...]
-    source: str
-    row: int
-
-
-class DerivedIndex(Protocol):
-    """Data derived from the journal (the vector index, the keyword index), fed by one replay path.
-
-    The store calls `add`/`remove` for its own writes, for other processes' writes it catches up on, and for the
-    journal tail after `load`; `reset` + `add` is the bulk rebuild. `save`/`load` checkpoint the index together
-    with the journal position it covers (`stamp`: generation, offset, live count); `load` returns that stamp, or
-    None when there is no usable checkpoint (the store then resets and rebuilds it after replaying the journal).
-    Calls are serialised by the store; `vectors` rows match `records` (unit float32).
-    """
-
-    name: str
-
-    def reset(self) -> None: ...
-    def add(self, records: Sequence[AddRecord], vectors: np.ndarray) -> None: ...
-    def remove(self, records: Sequence[AddRecord]) -> None: ...
-    def save(self, folder: Path, stamp: dict[str, Any]) -> None: ...
-    def load(self, folder: Path, generation: str) -> dict[str, Any] | None: ...
 
 
 # --- line encoding -----------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
 
     journal.py     the record of truth (append-only lines, the crash story) and the cross-process lock
     generation.py  one journal generation in memory: restored from its checkpoints, fed by the one replay path
-    replay.py      the journal's record shapes, and how far replay and the checkpoints on disk stand (Coverage)
+    replay.py      the journal's record shapes, what they feed (DerivedIndex), and how far replay and the
+                   checkpoints on disk stand (Coverage)
     catalog.py     the live memories' metadata by row, and the lookups on it
     snapshot.py    the catalog saved at a checkpoint, so an open need not replay the whole journal
     vectors.py     the vector row file, its CRC checks and the repair of damaged rows
@@ -12,9 +13,9 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
     compaction.py  a new generation without the deleted memories, switched in under the lock
 
-This class keeps the orchestration: the locks, opening and refreshing (one stat per call: catch up if the journal
-grew, reload if another process compacted), the write path (dedup, embedding outside the locks, group commit),
-and the public methods.
+Two classes keep the orchestration: `Collection` the locks, opening and refreshing (one stat per call: catch up
+if the journal grew, reload if another process compacted), checkpoints and closing; `MemoryStore` the write path
+(dedup, embedding outside the locks, group commit) and the public methods.
 
 Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
 (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
@@ -48,8 +49,9 @@ from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
 from memserver.generation import Generation
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, LOCK_NAME, AddRecord, FileLock, Journal
+from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, Journal
 from memserver.keyword import KeywordDerivedIndex
+from memserver.replay import AddRecord
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -116,17 +118,16 @@ def folder_bytes(folder: Path) -> int:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S", bound="Collection")
 
 
-def _disk_errors(
-    doing: str,
-) -> Callable[[Callable[Concatenate[MemoryStore, P], R]], Callable[Concatenate[MemoryStore, P], R]]:
+def _disk_errors(doing: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
     """A public method whose disk refuses a write raises StoreWriteError ("`doing`: the disk is full ..."), one
     line a person (and the MCP client's model) can act on, instead of an OSError and its traceback."""
 
-    def wrap(method: Callable[Concatenate[MemoryStore, P], R]) -> Callable[Concatenate[MemoryStore, P], R]:
+    def wrap(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
         @functools.wraps(method)
-        def translated(self: MemoryStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        def translated(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return method(self, *args, **kwargs)
             except OSError as exc:
@@ -137,17 +138,14 @@ def _disk_errors(
     return wrap
 
 
-class MemoryStore:
-    """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
+class Collection:
+    """One collection folder, open: its locks, the journal generation held in memory and kept caught up with
+    other processes, checkpoints and closing. MemoryStore adds the contract's methods on top.
 
-    Example::
-
-        with MemoryStore("/tmp/mem", "demo", embedder=my_embedder) as store:
-            m = store.add("The staging DB password rotates every Monday", tags=["ops"])
-            hits = store.search("when does the password change?", limit=3)
-
-    `hooks` (hooks.StoreHooks) lets tests and benchmarks watch or hold points inside the store; `files` (a
-    durable.FileLayer) takes every change the store makes to a file, so a test can record or fail them.
+    Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
+    (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`)
+    across processes: writers hold it exclusively, readers catching up hold it shared. `_refresh` (one stat)
+    before every call; `_writing` for every write.
     """
 
     @_disk_errors("cannot open the store")
@@ -275,7 +273,7 @@ class MemoryStore:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         return vecs / np.where(norms == 0, 1, norms)
 
-    # --- writing -------------------------------------------------------------------------------------------------
+    # --- the write locks -----------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Generation]:
@@ -310,6 +308,64 @@ class MemoryStore:
                     return
             log.info("journal %s was replaced while waiting for the lock; reloading", gen.journal.path)
             self._load()
+
+    # --- checkpoints and closing ---------------------------------------------------------------------------------
+
+    @_disk_errors("the checkpoint was not written (the journal still has every memory)")
+    def checkpoint(self) -> None:
+        """Save every derived index and the metadata snapshot at the journal's current end, so the next open
+        replays nothing. The store checkpoints by itself (on open, close, imports, and every
+        WRITE_CHECKPOINT_RECORDS writes) and logs a failure there (it costs replay time on the next open, never
+        data); asked for here, a failure raises StoreWriteError."""
+        with self._thread_lock:
+            self._refresh()
+            self._checkpoint(strict=True)
+
+    def _checkpoint(self, strict: bool = False) -> None:
+        with self._exclusive() as gen:
+            gen.save_checkpoint(strict)
+
+    def _close_files(self) -> None:
+        if self._gen is not None:
+            self._gen.close()
+            self._gen = None
+
+    def close(self) -> None:
+        """Checkpoint if worthwhile, then release files. Safe to call twice."""
+        with self._thread_lock:
+            if self._closed:
+                return
+            try:
+                if self._gen is not None and self._gen.needs_checkpoint(CHECKPOINT_RECORDS):
+                    self._refresh()
+                    self._checkpoint()
+            except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
+                log.warning("checkpoint on close failed: %s", exc)
+            self._closed = True
+            self._close_files()
+            self._file_lock.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self._closed:
+                self._close_files()
+                self._file_lock.close()
+
+
+class MemoryStore(Collection):
+    """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
+
+    Example::
+
+        with MemoryStore("/tmp/mem", "demo", embedder=my_embedder) as store:
+            m = store.add("The staging DB password rotates every Monday", tags=["ops"])
+            hits = store.search("when does the password change?", limit=3)
+
+    `hooks` (hooks.StoreHooks) lets tests and benchmarks watch or hold points inside the store; `files` (a
+    durable.FileLayer) takes every change the store makes to a file, so a test can record or fail them.
+    """
+
+    # --- writing -------------------------------------------------------------------------------------------------
 
     def _write_adds(self, items: list[_Pending]) -> list[Memory]:
         """Write the non-duplicate items (vectors already set) in one group commit; results in item order.
@@ -546,53 +602,11 @@ class MemoryStore:
             job.discard()
         return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
 
-    # --- checkpoints and closing ---------------------------------------------------------------------------------
-
-    @_disk_errors("the checkpoint was not written (the journal still has every memory)")
-    def checkpoint(self) -> None:
-        """Save every derived index and the metadata snapshot at the journal's current end, so the next open
-        replays nothing. The store checkpoints by itself (on open, close, imports, and every
-        WRITE_CHECKPOINT_RECORDS writes) and logs a failure there (it costs replay time on the next open, never
-        data); asked for here, a failure raises StoreWriteError."""
-        with self._thread_lock:
-            self._refresh()
-            self._checkpoint(strict=True)
-
-    def _checkpoint(self, strict: bool = False) -> None:
-        with self._exclusive() as gen:
-            gen.save_checkpoint(strict)
-
-    def _close_files(self) -> None:
-        if self._gen is not None:
-            self._gen.close()
-            self._gen = None
-
-    def close(self) -> None:
-        """Checkpoint if worthwhile, then release files. Safe to call twice."""
-        with self._thread_lock:
-            if self._closed:
-                return
-            try:
-                if self._gen is not None and self._gen.needs_checkpoint(CHECKPOINT_RECORDS):
-                    self._refresh()
-                    self._checkpoint()
-            except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
-                log.warning("checkpoint on close failed: %s", exc)
-            self._closed = True
-            self._close_files()
-            self._file_lock.close()
-
     def __enter__(self) -> MemoryStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            if not self._closed:
-                self._close_files()
-                self._file_lock.close()
 
 
 def _without_duplicates(catalog: Catalog, items: list[_Pending]) -> tuple[list[_Pending], list[Memory | None]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from memserver.durable import OS, FileLayer, pwrite_all
-from memserver.journal import AddRecord
+from memserver.replay import AddRecord
 
 log = logging.getLogger(__name__)
 

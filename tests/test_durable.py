@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memserver import snapshot
 from memserver.durable import (
     FILE_MODE,
     CheckpointError,
@@ -22,12 +23,11 @@ from memserver.durable import (
     atomic_write,
     make_dirs,
     pwrite_all,
-    read_snapshot,
-    write_snapshot,
 )
 from memserver.index import META_NAME, VectorIndex
-from memserver.journal import AddRecord, FileLock, Journal
+from memserver.journal import FileLock, Journal
 from memserver.keyword import KEYWORD_META, KeywordDerivedIndex
+from memserver.replay import AddRecord
 from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash, recorded_name
 
 DIM = 16
@@ -238,7 +238,7 @@ def test_every_file_is_created_with_FILE_MODE(tmp_path: Path) -> None:
     journal.set_aside_tail(end)
     journal.close()
     FileLock(tmp_path / "lock", files=files).close()
-    write_snapshot(tmp_path / "meta-g.snap", {"generation": "g"}, b"payload", files=files)
+    snapshot.save(tmp_path / "meta-g.snap", {"generation": "g"}, b"payload", files=files)
     keyword = _keyword(range(10))
     keyword.files = files
     keyword.save(tmp_path, OLD)
@@ -266,15 +266,15 @@ def test_make_dirs_makes_each_new_folder_durable_in_its_parent(tmp_path: Path) -
 def test_snapshot_round_trip_and_damage(tmp_path: Path) -> None:
     """A snapshot reads back its stamp and payload; a flipped payload byte or a cut file reads as None."""
     path = tmp_path / "meta-g.snap"
-    write_snapshot(path, {"generation": "g", "offset": 9}, b"\x00payload\xff")
-    got = read_snapshot(path)
+    snapshot.save(path, {"generation": "g", "offset": 9}, b"\x00payload\xff")
+    got = snapshot.read_file(path)
     assert got is not None and got[0]["offset"] == 9 and bytes(got[1]) == b"\x00payload\xff"
     data = path.read_bytes()
     path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
-    assert read_snapshot(path) is None
+    assert snapshot.read_file(path) is None
     path.write_bytes(data[:-3])
-    assert read_snapshot(path) is None
-    assert read_snapshot(tmp_path / "absent.snap") is None
+    assert snapshot.read_file(path) is None
+    assert snapshot.read_file(tmp_path / "absent.snap") is None
 
 
 def test_pwrite_all_completes_short_pwrites_at_their_offsets(tmp_path: Path) -> None:

@@ -17,10 +17,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memserver.durable import make_dirs, read_snapshot, write_snapshot
+from memserver import snapshot
+from memserver.durable import make_dirs
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, LOCK_NAME, AddRecord, FileLock, Journal
+from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, Journal
 from memserver.keyword import KeywordDerivedIndex
+from memserver.replay import AddRecord
 from tests.powerloss.crashes import check_states
 from tests.powerloss.recorder import PowerLossFiles
 
@@ -110,7 +112,7 @@ def run_workload(root: Path, seed: int, steps: int = 70) -> tuple[PowerLossFiles
             s.stamp, s.live, s.payload = stamp, len(live), payload
             keyword.save(folder, stamp)
             vector.save(folder, stamp)
-            write_snapshot(folder / f"meta-{GEN}.snap", stamp, payload, files=files)
+            snapshot.save(folder / f"meta-{GEN}.snap", stamp, payload, files=files)
             s.end = len(files.events)
     journal.close()
     lock.close()
@@ -177,7 +179,7 @@ def _check_checkpoints(folder: Path, acked: list[Step], begun: list[Step], journ
     last = max((s.stamp["offset"] for s in acked if s.kind == "checkpoint"), default=None)
     keyword = KeywordDerivedIndex()
     vector = VectorIndex(DIM)
-    snap = read_snapshot(folder / f"meta-{GEN}.snap")
+    snap = snapshot.read_file(folder / f"meta-{GEN}.snap")
     loaded = {
         "keyword": keyword.load(folder, GEN),
         "vector": vector.load(folder, GEN),

@@ -16,10 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memserver.durable import DIR_MODE, FILE_MODE, FileLayer, StrPath, make_dirs, make_private, write_snapshot
+from memserver import snapshot
+from memserver.durable import DIR_MODE, FILE_MODE, FileLayer, StrPath, make_dirs, make_private
 from memserver.index import VectorIndex
-from memserver.journal import AddRecord, FileLock, Journal
+from memserver.journal import FileLock, Journal
 from memserver.keyword import KeywordDerivedIndex
+from memserver.replay import AddRecord
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 
@@ -47,7 +49,7 @@ def _write_everything(folder: Path) -> None:
     journal.set_aside_tail(end)
     journal.close()
     FileLock(folder / "lock").close()
-    write_snapshot(folder / "meta-g.snap", {"generation": "g"}, b"payload")
+    snapshot.save(folder / "meta-g.snap", {"generation": "g"}, b"payload")
     records = [AddRecord(f"{r:032x}", f"note {r}", "2025-03-14T10:00:00+00:00", (), "", r) for r in range(5)]
     vectors = np.eye(5, 8, dtype=np.float32)
     keyword = KeywordDerivedIndex()

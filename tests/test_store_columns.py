@@ -11,7 +11,8 @@ import pytest
 import memserver.store as ms
 from memserver import columns, inputs
 from memserver.catalog import Catalog
-from memserver.journal import AddRecord, Journal
+from memserver.journal import Journal
+from memserver.replay import AddRecord
 from memserver.store import Memory, MemoryStore
 from tests.fakes import FakeEmbedder, RecordingHooks
 from tests.readback import readback
