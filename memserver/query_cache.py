@@ -81,10 +81,12 @@ class QueryCache:
         stored = numpy.array(vector, dtype=numpy.float32, copy=True)
         stored.flags.writeable = False
         with self._lock:
+            if text in self._entries:
+                self._entries.move_to_end(text)
+            else:  # evict first, so the length read without the lock never exceeds the bound
+                while len(self._entries) >= self.max_entries:
+                    self._entries.popitem(last=False)
             self._entries[text] = stored
-            self._entries.move_to_end(text)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
 
     def keys(self) -> list[str]:
         """The cached texts, least recently used first (a snapshot)."""
