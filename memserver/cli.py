@@ -139,6 +139,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tokens=tokens,
         allowed_hosts=args.allowed_host or (),
         limits=limits,
+        stateless=bool(args.stateless),
+        sse=bool(args.sse),
     )
     return 0
 
@@ -159,6 +161,7 @@ _LIMIT_FLAGS = {
 
 def _http_flags(args: argparse.Namespace) -> dict[str, object]:
     flags = {"--host": args.host, "--port": args.port, "--allowed-host": args.allowed_host}
+    flags |= {"--stateless": args.stateless, "--sse": args.sse}
     return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
 
 
@@ -307,6 +310,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="an extra Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0)",
     )
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        default=None,
+        help="with --http: keep no sessions, so several instances behind a load balancer can serve one client "
+        "(no subscriptions, logging/setLevel, elicitation or cancellation then; see the README)",
+    )
+    serve.add_argument(
+        "--sse",
+        action="store_true",
+        default=None,
+        help="with --http: also serve the legacy HTTP+SSE transport (MCP 2024-11-05) at /sse, for older clients",
+    )
     limits = serve.add_argument_group(
         "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
     )
@@ -325,9 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("--max-connections", int, "N", "open connections (503 above)"),
     ]:
         field = _LIMIT_FLAGS[flag]
-        limits.add_argument(
-            flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {getattr(defaults, field):g})"
-        )
+        default = getattr(defaults, field)
+        shown = default if isinstance(default, int) else f"{default:g}"
+        limits.add_argument(flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {shown})")
     serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
     serve.set_defaults(func=cmd_serve)
 
