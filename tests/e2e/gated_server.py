@@ -2,6 +2,8 @@
 
     python -m tests.e2e.gated_server stdio
     python -m tests.e2e.gated_server http        # per-user (MEMSERVER_TOKENS), prints "serving MCP at URL"
+    python -m tests.e2e.gated_server http --stateless --sse --max-concurrent-requests N --queue-timeout S
+                                                 # options of memserver serve's names
 
 Each user's store (user "default" over stdio) is built only once the test writes a byte into the FIFO
 `$GATE_DIR/<user>` (made by the test with os.mkfifo): an event, not a sleep, so a test can see what a call does
@@ -55,7 +57,20 @@ def main() -> None:
         stdio.serve_stdio(build_server(factory), wire)  # type: ignore[arg-type]
     else:
         tokens = load_tokens()
-        http.serve_http(build_server(factory, per_user=True), port=0, tokens=tokens)  # type: ignore[arg-type]
+        import argparse
+
+        from memserver.http_limits import HttpLimits
+
+        parser = argparse.ArgumentParser()
+        for flag in ("--stateless", "--sse"):
+            parser.add_argument(flag, action="store_true")
+        parser.add_argument("--max-concurrent-requests", type=int, default=HttpLimits.max_concurrent_requests)
+        parser.add_argument("--queue-timeout", type=float, default=HttpLimits.queue_timeout)
+        options = parser.parse_args(sys.argv[2:])
+        slots, queue = options.max_concurrent_requests, options.queue_timeout
+        limits = HttpLimits(max_concurrent_requests=slots, queue_timeout=queue)
+        server = build_server(factory, per_user=True)  # type: ignore[arg-type]
+        http.serve_http(server, port=0, tokens=tokens, limits=limits, stateless=options.stateless, sse=options.sse)
 
 
 if __name__ == "__main__":

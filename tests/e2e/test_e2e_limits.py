@@ -227,6 +227,7 @@ def test_connections_beyond_the_cap_get_503(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--max-sessions", "10"], "apply to --http only"),
+        (["--stateless", "--sse"], "--stateless, --sse apply to --http only"),
         (["--http", "--max-sessions", "0"], "max_sessions must be at least 1"),
         (["--http", "--body-timeout", "-1"], "body_timeout must be a positive number"),
         (["--http", "--max-connections", "4", "--max-concurrent-requests", "4"], "max_connections must be at least"),
