@@ -263,6 +263,24 @@ def test_stateless_progress_comes_with_the_call_but_cancellation_does_not_reach_
     assert not [r for r in records.items if r.level == "info"]  # below the default level: not forwarded
 
 
+def test_stateless_2026_era_has_progress_cancellation_and_logs(portal: BlockingPortal, tmp_path: Path) -> None:
+    """2026-07-28 is stateless by design (the SDK serves it on its per-request path whatever --stateless says):
+    on a stateless server everything of the scenario works, cancellation (closing the response stream) included."""
+    os.mkfifo(tmp_path / "u")
+    token = "stateless-modern-token-012"
+    records = LogRecords()
+    options: dict[str, Any] = {"logging_callback": records, "log_level": "info"}
+    with (
+        http_server(
+            tmp_path, command=[*GATED, "http", "--stateless"], GATE_DIR=str(tmp_path), MEMSERVER_TOKENS=f"u:{token}"
+        ) as server,
+        http_session(portal, server.url, token, mode="auto", **options) as live,
+    ):
+        assert live.protocol_version == "2026-07-28"
+        seen = portal.call(three_calls, live.client, tmp_path / "u", records)
+    check(seen, records.items)
+
+
 # --- the TypeScript SDK's client ---------------------------------------------------------------------------------
 
 

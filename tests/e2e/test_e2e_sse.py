@@ -18,7 +18,7 @@ from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e import ts_client
-from tests.e2e.raw import INITIALIZE, RawHttp, RawSse, encode
+from tests.e2e.raw import INITIALIZE, MCP_HEADERS, RawHttp, RawSse, encode
 from tests.e2e.servers import GATED, HttpServer, http_server, sse_session
 from tests.e2e.test_e2e_limits import until
 from tests.e2e.test_e2e_progress import release
@@ -33,7 +33,8 @@ LIMIT_EXCEEDED = -32005
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     tokens = f"alice:{ALICE},bob:{BOB}"
-    with http_server(tmp_path_factory.mktemp("sse-data"), "--sse", MEMSERVER_TOKENS=tokens) as running:
+    args = ("--sse", "--allowed-host", "memory-server")
+    with http_server(tmp_path_factory.mktemp("sse-data"), *args, MEMSERVER_TOKENS=tokens) as running:
         assert "legacy SSE at " in "".join(running.log)
         yield running
 
@@ -94,6 +95,22 @@ def test_typescript_sse_client(server: HttpServer) -> None:
     assert seen["unknownTool"]["code"] == types.INVALID_PARAMS
     assert seen["badArguments"]["isError"] is True
     assert seen["unknownResource"]["code"] == types.INVALID_PARAMS
+
+
+def test_the_cleverchatty_config_works_as_written(server: HttpServer) -> None:
+    """The seed's config: `"url": "http://memory-server/sse"` with `Authorization: Bearer ...`, i.e. a Host header
+    without a port (a proxy or a container on port 80; here the name is only in the headers)."""
+    headers = {"Host": "memory-server", "Authorization": f"Bearer {ALICE}"}
+    base = server.url.removesuffix("/mcp")
+    with httpx2.Client(timeout=30) as http, http.stream("GET", base + "/sse", headers=headers) as stream:
+        assert stream.status_code == 200
+        lines = stream.iter_lines()
+        endpoint = next(line[5:].strip() for line in lines if line.startswith("data:"))
+        assert endpoint.startswith("/messages/?session_id=")  # relative: the client joins it with its own URL
+        posted = http.post(base + endpoint, content=encode(INITIALIZE), headers={**headers, **MCP_HEADERS})
+        assert posted.status_code == 202
+        answer = json.loads(next(line[5:] for line in lines if line.startswith("data:")))
+    assert answer["id"] == INITIALIZE["id"] and answer["result"]["serverInfo"]["name"] == "memserver"
 
 
 # --- who may connect ---------------------------------------------------------------------------------------------
