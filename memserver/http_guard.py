@@ -4,6 +4,9 @@
 slot, then the body (bounded in size and time), checked with wire.inspect(); then the session caps; then the SDK.
 Every refusal it makes is a JSON-RPC error carrying the request's id when it is known, and it adds that id to the
 SDK's own id-less error answers (404 for an expired session, ...). The limits are in http_limits.py.
+
+On a stateless server (`--stateless`) it also answers what needs a session, which the SDK would accept and then
+forget: GET and DELETE get 405, logging/setLevel and resources/(un)subscribe -32601 with the reason.
 """
 
 from __future__ import annotations
@@ -190,6 +193,7 @@ class McpGuard:
 # What a stateless server answers where a session would be needed. 2026-07-28 requests never get these: that
 # revision has neither method (the SDK answers -32601), nor sessions, nor a GET stream.
 NEEDS_A_SESSION = {
+    # Logging is deprecated as of 2026-07-28 (SEP-2577), where setLevel is gone and a request opts in itself.
     "logging/setLevel": (
         "Method not available: logging/setLevel sets a level for a session, and this server is stateless "
         "(memserver serve --stateless), so no level outlives its request. Each request's own log records at "

@@ -24,7 +24,8 @@ A request holds its slot from its POST until its answer leaves on the stream (or
 ends): the POST is answered at once, so the slot, not the POST, is what bounds the work in progress. A session
 lasts as long as its stream is open (a /mcp session with an open GET stream does not expire either); closing the
 stream ends it. Handshake era only (2024-11-05 to 2025-11-25): 2025-03-26 replaced this transport with streamable
-HTTP, and a 2026-07-28 client uses /mcp.
+HTTP, and a 2026-07-28 client uses /mcp; a request before `initialize` is told so (as stdio.py tells it), where the
+SDK would answer -32602 "Invalid request parameters".
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ NO_SESSION_ID = (
     "Invalid Request: no session_id; open a session with GET /sse first and POST to the URL its endpoint event names"
 )
 UNKNOWN_SESSION = "Session not found: it has ended or never existed; open a new one with GET /sse"
+NOT_INITIALIZED = (
+    "Invalid Request: the session is not initialized; send initialize (then notifications/initialized). This "
+    "transport is the handshake era's only (2024-11-05 to 2025-11-25): a 2026-07-28 client uses /mcp"
+)
 
 
 @dataclass(eq=False)
@@ -85,6 +90,8 @@ class _Session:
     stream: WriteStream[SessionMessage] | None = None  # the SDK's: what is sent here reaches the client's stream
     id: str | None = None  # the SDK's session id, as its endpoint event shows it
     in_flight: set[str] = field(default_factory=set)  # wire.id_key of the requests holding a slot
+    initializing: set[str] = field(default_factory=set)  # wire.id_key of initialize requests not yet answered
+    initialized: bool = False
 
 
 class LegacySse:
@@ -144,6 +151,7 @@ class LegacySse:
             async with self.transport.connect_sse(scope, receive, self._watch_endpoint(send, session)) as streams:
                 read_stream, write_stream = streams
                 session.stream = write_stream
+                # Handshake era only (2024-11-05 .. 2025-11-25): the SDK's serve_loop has no 2026-07-28 path.
                 # The SDK's manager drives /mcp sessions the same way: its loop, the lifespan state entered once.
                 await serve_loop(
                     self.server, read_stream, _Answers(write_stream, self, session), lifespan_state=self.lifespan_state
@@ -175,9 +183,13 @@ class LegacySse:
             self.slots.release()
         session.in_flight.clear()
 
-    def answered(self, session: _Session, request_id: types.RequestId) -> None:
-        """A request's answer is leaving on the stream: its slot is free (and its id may be used again)."""
+    def answered(self, session: _Session, request_id: types.RequestId, ok: bool = False) -> None:
+        """A request's answer (`ok`: a result) is leaving on the stream: its slot is free (and its id may be used
+        again); a successful initialize ends the handshake."""
         key = wire.id_key(request_id)
+        if key in session.initializing:
+            session.initializing.discard(key)
+            session.initialized = session.initialized or ok
         if key in session.in_flight:
             session.in_flight.discard(key)
             self.slots.release()
@@ -234,6 +246,10 @@ class LegacySse:
             wire.log_refused(logger, duplicate, len(body))
             await reply(send, 400, duplicate.answer)  # not on the stream: the one answer there is the first's
             return False
+        if isinstance(message, types.JSONRPCRequest) and self._too_early(session, message):
+            await self._to_stream(session, wire.refusal(message.id, types.INVALID_REQUEST, NOT_INITIALIZED))
+            await _accepted(send)  # the SDK would answer -32602 "Invalid request parameters"
+            return False
         if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             cancelled = (message.params or {}).get("requestId")
             if isinstance(cancelled, str | int):
@@ -263,6 +279,14 @@ class LegacySse:
             logger.info("an SSE session ended while a message for it was being delivered")
             return None
         return status[0] if status else None
+
+    def _too_early(self, session: _Session, request: types.JSONRPCRequest) -> bool:
+        """Whether `request` comes before the handshake, and is one the SDK would refuse for that (as stdio.py)."""
+        if request.method == "initialize":
+            session.initializing.add(wire.id_key(request.id))
+            return False
+        early = not session.initialized and not session.initializing and request.method != "ping"
+        return early and self.server.get_request_handler(request.method) is not None  # else the SDK's -32601
 
     def _session_of(self, scope: Scope) -> tuple[_Session | None, str]:
         """The caller's session named by the query's session_id, else None and why (the same words for a session
@@ -310,7 +334,7 @@ class _Answers:
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
-            self.owner.answered(self.session, message.id)
+            self.owner.answered(self.session, message.id, ok=isinstance(message, types.JSONRPCResponse))
         await self.inner.send(item)
 
     async def aclose(self) -> None:

@@ -21,6 +21,7 @@ from tests.e2e import ts_client
 from tests.e2e.raw import INITIALIZE, MCP_HEADERS, RawHttp, RawSse, encode
 from tests.e2e.servers import GATED, HttpServer, http_server, sse_session
 from tests.e2e.test_e2e_limits import until
+from tests.e2e.test_e2e_messages import META
 from tests.e2e.test_e2e_progress import release
 from tests.e2e.test_e2e_surface import CAPABILITIES, check_ts
 
@@ -186,6 +187,20 @@ def test_an_unparseable_message_is_answered_400_in_the_post(alice: RawSse) -> No
     status, answers, _ = alice.post(b'{"jsonrpc":"2.0","id":11,')
     assert status == 400 and answers[0]["id"] is None and answers[0]["error"]["code"] == types.PARSE_ERROR
     assert alice.call({"jsonrpc": "2.0", "id": 12, "method": "ping"})["result"] == {}
+
+
+def test_a_request_before_initialize_and_a_2026_client_are_told_what_to_do(server: HttpServer) -> None:
+    """Before the handshake: ping is answered, anything else -32600 saying so (the SDK says -32602 "Invalid request
+    parameters"), pointing a 2026-07-28 client (its `_meta` envelope, server/discover) at /mcp."""
+    with RawSse(server.sse_url, BOB) as early:
+        assert early.call({"jsonrpc": "2.0", "id": 1, "method": "ping"})["result"] == {}
+        for request_id, method in ((2, "tools/list"), (3, "server/discover")):
+            params = {"_meta": META}
+            answer = early.call({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            assert answer["error"]["code"] == types.INVALID_REQUEST
+            assert "not initialized" in answer["error"]["message"] and "uses /mcp" in answer["error"]["message"]
+        assert early.initialize()["result"]["protocolVersion"] == "2025-11-25"
+        assert len(early.call({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})["result"]["tools"]) == 4
 
 
 # --- limits ----------------------------------------------------------------------------------------------------------
