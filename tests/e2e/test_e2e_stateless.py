@@ -18,6 +18,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
+from tests.conftest import PostgresForTests
 from tests.e2e import ts_client
 from tests.e2e.raw import INITIALIZE, MCP_HEADERS, RawHttp, encode
 from tests.e2e.servers import HttpServer, http_server, http_session, round_robin
@@ -96,6 +97,27 @@ def test_an_instance_sees_what_the_other_stored_at_its_next_call(pair: list[Http
     assert found["result"]["structuredContent"]["results"][0]["id"] == stored["id"]
     for conn in (first, second):
         conn.close()
+
+
+def test_two_instances_on_one_postgresql_database(
+    postgres: PostgresForTests, tmp_path: Path, portal: BlockingPortal
+) -> None:
+    """What the mode is for: instances that share nothing but a PostgreSQL database (--database), behind the
+    round-robin proxy, one store per token's user (the database's row-level security) across both."""
+    env = {"MEMSERVER_DATABASE_URL": postgres.database("e2e_stateless"), "MEMSERVER_TOKENS": TOKENS}
+    with ExitStack() as stack:
+        servers = [stack.enter_context(http_server(tmp_path / f"i{n}", "--stateless", **env)) for n in range(2)]
+        base = stack.enter_context(round_robin(*(server.url.removesuffix("/mcp") for server in servers)))
+        alice = stack.enter_context(http_session(portal, base + "/mcp", ALICE))
+        bob = stack.enter_context(http_session(portal, base + "/mcp", BOB))
+        fact = "On PostgreSQL: the wifi password is on the fridge, under the cat magnet."
+        stored = alice.call_tool("remember", {"content": fact}).structured_content
+        for _ in range(2):  # answered by one instance, then by the other
+            hits = alice.call_tool("recall", {"query": "wifi password", "limit": 1}).structured_content["results"]
+            assert hits[0]["id"] == stored["id"]
+            assert bob.call_tool("list_recent", {}).structured_content["memories"] == []
+        assert json.loads(alice.read_resource("memory://stats").contents[0].text)["engine"] == "postgresql"
+        assert all(count >= 4 for count in served(base + "/mcp").values())
 
 
 def test_the_typescript_client_through_the_proxy(proxy: str) -> None:
