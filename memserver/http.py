@@ -221,7 +221,7 @@ def serve_http(
     listening."""
     import uvicorn
 
-    from memserver.http_limits import header_timeout_protocol
+    from memserver.http_limits import h11_protocol
 
     limits = limits or HttpLimits()
     check_bind(host, tokens, allowed_hosts)
@@ -248,7 +248,7 @@ def serve_http(
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=5,
-        http=header_timeout_protocol(limits.header_timeout),
+        http=h11_protocol(limits.header_timeout),
         limit_concurrency=limits.max_connections,
     )
     uvicorn.Server(config).run(sockets=[sock])

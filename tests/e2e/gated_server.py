@@ -25,6 +25,12 @@ from memserver.tokens import load_tokens
 GATE_STAGE = "waiting for the test to open the gate"
 
 
+def release(gate: Path, byte: bytes = b"x") -> None:
+    """Open the gate (the test's side): the server's build thread reads one byte (b"f": fail the build)."""
+    with gate.open("wb") as fifo:  # blocks until the build opens its end
+        fifo.write(byte)
+
+
 class GatedFactory:
     """A StagedStoreFactory: says what it waits on, then waits for the FIFO."""
 

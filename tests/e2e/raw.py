@@ -7,7 +7,7 @@ import json
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 from anyio.from_thread import start_blocking_portal
 
-from tests.e2e.servers import SERVE, TIMEOUT, server_env
+from tests.e2e.servers import ROOT, SERVE, TIMEOUT, server_env
 
 PROTOCOL = "2025-11-25"
 INITIALIZE: dict[str, Any] = {
@@ -75,11 +75,17 @@ class RawStdio:
 
 
 @contextmanager
-def raw_stdio(data_dir: Path, stderr: Path, **env: str) -> Iterator[RawStdio]:
-    """Spawn `memserver serve` on `data_dir` (stderr appended to the file `stderr`), and stop it afterwards."""
+def raw_stdio(data_dir: Path, stderr: Path, *, command: Sequence[str] = SERVE, **env: str) -> Iterator[RawStdio]:
+    """Spawn `memserver serve` (or `command`, from the checkout's root) on `data_dir` (stderr appended to the file
+    `stderr`), and stop it afterwards."""
     with stderr.open("ab") as err:
         process = subprocess.Popen(
-            SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=server_env(data_dir, **env)
+            list(command),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=server_env(data_dir, **env),
         )
     try:
         yield RawStdio(process)

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.raw import INITIALIZE, RawHttp, encode
+from tests.e2e.raw import INITIALIZE, INITIALIZED, RawHttp, encode
 from tests.e2e.servers import SERVE, HttpServer, http_server, server_env
 
 ALICE = "limits-alice-0123456789abcdef"
@@ -23,6 +23,7 @@ BOB = "limits-bob-0123456789abcdef"
 CAROL = "limits-carol-0123456789abcdef"
 LIMIT_EXCEEDED = -32005
 PING = {"jsonrpc": "2.0", "id": "ping", "method": "ping"}
+RECALL = {"name": "recall", "arguments": {"query": "anything"}}
 
 
 def rss_kib(pid: int) -> int:
@@ -85,6 +86,10 @@ def test_far_more_sessions_than_the_caps_are_refused_cleanly_with_memory_bounded
     carol = [RawHttp(capped.url, CAROL) for _ in range(3)]
     assert [opening(conn)[0] for conn in carol] == [200, 200, 503]  # 12 in all
 
+    # The model loads in the background from the start; a call waits for it, so it does not land in the sum below.
+    warm = sessions[ALICE][0]
+    warm.post(encode(INITIALIZED))
+    assert "result" in warm.call({"jsonrpc": "2.0", "id": "warm", "method": "tools/call", "params": RECALL})
     before = rss_kib(capped.process.pid)
     statuses = [opening(clients[token])[0] for _ in range(200) for token in (ALICE, BOB, CAROL)]
     grown = rss_kib(capped.process.pid) - before
@@ -137,6 +142,15 @@ def answer_of(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def closed_unanswered(sock: socket.socket) -> bool:
+    """Whether the server closed the connection without sending anything: end of stream, or a reset (the server
+    had unread bytes of ours when it closed; with no answer to deliver it does not linger)."""
+    try:
+        return answer_of(sock) == b""
+    except ConnectionResetError:
+        return True
+
+
 def test_requests_beyond_the_concurrency_cap_wait_then_get_503(tmp_path: Path) -> None:
     """--max-concurrent-requests 2: while two requests are in progress (their bodies still coming), a third waits
     --queue-timeout and gets 503 with Retry-After and a JSON-RPC error; once they end, requests are served."""
@@ -161,7 +175,8 @@ def test_requests_beyond_the_concurrency_cap_wait_then_get_503(tmp_path: Path) -
 
 def test_a_body_that_does_not_arrive_in_time_gets_408(tmp_path: Path) -> None:
     """--body-timeout 1: a body sent a byte at a time (slowloris) or not at all is cut off with 408 and a JSON-RPC
-    error after about a second; the server serves others meanwhile."""
+    error after about a second (which the dripping client reads while it still drips); the server serves others
+    meanwhile."""
     with http_server(tmp_path, "--body-timeout", "1") as server:
         silent = stalled_post(server)
         dripping = stalled_post(server)
@@ -185,6 +200,23 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(tmp_path: Path) -> None:
         stop.set()
 
 
+def test_a_refusal_reaches_a_client_still_sending_its_body(tmp_path: Path) -> None:
+    """A body declared larger than --max-body-bytes gets 413 before it is read, while its client is still sending
+    it. A plain close would make the kernel answer the unread bytes with a reset, which can discard the answer
+    on the client's side; the server closes lingering (answer, end of stream, what still arrives dropped), so the
+    client reads its 413 after sending everything."""
+    with http_server(tmp_path) as server:
+        host, port = address(server)
+        sock = socket.create_connection((host, port), timeout=30)
+        head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        head += f"Accept: application/json, text/event-stream\r\nContent-Length: {10 * 1024 * 1024}\r\n\r\n"
+        sock.sendall(head.encode() + b"x" * (2 * 1024 * 1024))  # more than uvicorn buffers before it pauses
+        status, _, body = answer_of(sock).partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 413"), status
+        assert json.loads(body)["error"]["code"] == LIMIT_EXCEEDED
+        sock.close()
+
+
 def test_headers_that_do_not_arrive_in_time_close_the_connection(tmp_path: Path) -> None:
     """--header-timeout 1: a connection that sends nothing, or its headers a byte at a time, is closed after about
     a second (uvicorn alone waits forever); a normal request on another connection is served meanwhile."""
@@ -204,7 +236,7 @@ def test_headers_that_do_not_arrive_in_time_close_the_connection(tmp_path: Path)
         threading.Thread(target=drip, daemon=True).start()
         conn = RawHttp(server.url)
         conn.initialize()
-        assert answer_of(idle) == b"" and answer_of(dripping) == b""  # closed by the server
+        assert closed_unanswered(idle) and closed_unanswered(dripping)
         stop.set()
         assert conn.call({**PING, "id": 4})["result"] == {}
 

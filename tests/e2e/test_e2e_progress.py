@@ -35,7 +35,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from tests.e2e import ts_client
-from tests.e2e.gated_server import GATE_STAGE
+from tests.e2e.gated_server import GATE_STAGE, release
 from tests.e2e.servers import (
     GATED,
     ROOT,
@@ -55,12 +55,6 @@ USERS = {"sdk-legacy": "sdk-legacy-token-0123456789", "sdk-modern": "sdk-modern-
 USERS |= {"ts": "ts-client-token-0123456789", "sdk-sse": "sdk-sse-token-0123456789", "ts-sse": "ts-sse-token-01234567"}
 STAGES = {"Opening the memory store", GATE_STAGE[:1].upper() + GATE_STAGE[1:]}
 INTERNAL = "remember failed because of an internal error in memserver; its log has the details"
-
-
-def release(gate: Path, byte: bytes) -> None:
-    """Open the gate: the server's build thread reads one byte (b"f": fail the build)."""
-    with gate.open("wb") as fifo:  # blocks until the build opens its end
-        fifo.write(byte)
 
 
 class LogRecords:
