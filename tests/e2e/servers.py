@@ -26,6 +26,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 TIMEOUT = 60.0  # the first call of a fresh server may wait for the model to load
+START_TIMEOUT = 180.0  # until a server announces its URL: imports alone can take a minute on a loaded machine
 SERVE = [sys.executable, "-m", "memserver", "serve"]
 ROOT = Path(__file__).resolve().parents[2]
 GATED = [sys.executable, "-m", "tests.e2e.gated_server"]  # + "stdio" or "http"; run from ROOT
@@ -180,8 +181,12 @@ def _spawned(
 
     threading.Thread(target=drain, daemon=True).start()
     try:
-        if not found.wait(TIMEOUT) or not url:
-            raise RuntimeError(f"{' '.join(command[:6])} did not start:\n" + "".join(lines))
+        if not found.wait(START_TIMEOUT) or not url:
+            try:
+                how = f"exited with status {process.wait(5)}"
+            except subprocess.TimeoutExpired:
+                how = f"no URL announced within {START_TIMEOUT:g} s"
+            raise RuntimeError(f"{' '.join(command[:6])} did not start ({how}):\n" + "".join(lines))
         yield process, url[0], lines
     finally:
         process.terminate()
