@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import time
 import uuid
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 # Files of a compaction in progress (compacting-*) are removed as leftovers of a dead one only when this old.
 COMPACTING_STALE_S = 6 * 3600
+_TEMP = re.compile(r"\.tmp-[0-9a-f]{8}$")  # durable.atomic_write's temp files
 _BATCH = 10_000
 
 
@@ -149,19 +151,25 @@ class Compaction:
 
 
 def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:
-    """Remove vector files, snapshots and temp files of other generations (left by a compaction), and the files of
-    a compaction that died; call with the exclusive lock held, on the journal that is current."""
+    """Remove vector files, snapshots and temp files of other generations (left by a compaction), the files of
+    a compaction that died, and the temp files of an atomic write or a checkpoint that a crash interrupted
+    (`*.tmp-<nonce>`, `*.tmp`: written under the exclusive lock only, so none is in progress now). Call with the
+    exclusive lock held, on the journal that is current."""
     keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
     for p in folder.iterdir():
         name = p.name
         if name in keep:
             continue
-        if (
-            name.startswith("vectors-")
-            or (name.startswith("meta-") and name.endswith(".snap"))
-            or name.endswith(".compact-tmp")
-            or (name.startswith("compacting-") and _age_s(p) > COMPACTING_STALE_S)
-        ):
+        if name.startswith("compacting-"):  # written without the lock: only when a dead compaction left them
+            stale = _age_s(p) > COMPACTING_STALE_S
+        else:
+            stale = (
+                name.startswith("vectors-")
+                or (name.startswith("meta-") and name.endswith(".snap"))
+                or name.endswith((".compact-tmp", ".tmp"))
+                or _TEMP.search(name) is not None
+            )
+        if stale:
             with contextlib.suppress(OSError):
                 files.unlink(p)
 

@@ -219,9 +219,9 @@ class Generation:
 
     # --- checkpoints ---------------------------------------------------------------------------------------------
 
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, strict: bool = False) -> None:
         """Save every derived index and the metadata snapshot at the journal position applied (exclusive lock
-        held). A failure is logged: it costs replay time on the next open, never data."""
+        held). A failure costs replay time on the next open, never data: it is logged, or with `strict` raised."""
         journal, vectors, cov = self.journal, self.vectors, self.coverage
         try:
             fixes = vectors.write_back_repairs(lambda row: self.catalog.id_at(row) is not None)
@@ -229,27 +229,23 @@ class Generation:
                 journal.append([vfix_line(row, crc) for row, crc in fixes])
                 self.catch_up(repair=False)
             vectors.sync()  # rows are written unsynced; those a checkpoint covers must be on disk
-        except OSError as exc:
-            log.warning("could not sync the vector file before a checkpoint: %s", exc)
-            return
-        count = len(self.catalog)
-        stamp = {"generation": journal.generation, "offset": cov.offset, "count": count}
-        for d in self.derived:
-            if cov.is_saved(d.name):
-                continue  # its checkpoint on disk already covers this position
-            try:
-                d.save(self.folder, stamp)
-                cov.saved(d.name)
-            except OSError as exc:
-                log.warning("could not save the %s index checkpoint: %s", d.name, exc)
-                return
-        try:
+            count = len(self.catalog)
+            stamp = {"generation": journal.generation, "offset": cov.offset, "count": count}
+            for d in self.derived:
+                if not cov.is_saved(d.name):  # (else its checkpoint on disk already covers this position)
+                    d.save(self.folder, stamp)
+                    cov.saved(d.name)
             crc = snapshot.line_crc(journal.path, cov.offset, journal.identity)
             path = snapshot.snapshot_path(self.folder, journal.generation)
             payload = snapshot.encode(self.catalog, vectors.crcs)
             snapshot.save(path, snapshot.stamp_for(journal.generation, cov.offset, count, crc), payload, journal.files)
         except OSError as exc:
-            log.warning("could not save the metadata snapshot: %s", exc)
+            if strict:
+                raise
+            log.warning(
+                "could not write a checkpoint of %s (the next open replays more of the journal): %s", self.folder, exc
+            )
+            return
         cov.checkpointed()
         self.hooks.checkpointed(count)
 

@@ -29,8 +29,13 @@ A collection is one folder::
 * Each line carries `"crc":"<crc32 hex>"` over the rest of the line, so a torn or garbled line is detected.
   Policy on reading: every good line up to the first bad one is kept. If no good line follows the bad one, the
   bad bytes are a torn tail: a writer (under the exclusive lock) copies them to `journal.jsonl.torn-<time>`,
-  logs a warning and truncates the journal to the last good line. If a good line follows a bad one, the damage
-  is in the middle: CorruptJournalError names the byte offset; nothing is repaired automatically.
+  logs a warning and truncates the journal to the last good line. A batch (several lines appended with one
+  sync) is written at once, and a power cut may keep its later pages and lose earlier ones (the page cache and
+  the drive write pages in any order; tests/powerloss/), so its lines carry `"batch":[k,n]` (line k of n): good
+  lines after a bad one that are the rest of one batch, up to the end of the file, are that batch torn, set
+  aside with the bad bytes (the batch was never acknowledged). Any other good line after a bad one means the
+  damage is in the middle (synced bytes changed): CorruptJournalError names the byte offset; nothing is
+  repaired automatically.
 * Everything else is derived. An index checkpoint is written to a new file and fsync()ed, the directory is
   fsync()ed, and only then is the file named by `index.json` / `keyword.json` (written to a temp file, fsync()ed,
   renamed, directory fsync()ed; see durable.py); a crash mid-save leaves the previous checkpoint in force. A
@@ -44,8 +49,11 @@ A collection is one folder::
   renames them to their final names (`vectors-<newgen>.f32` first) and renames the new journal over the old one:
   the single atomic switch. Before it, the old journal and its vectors are in force; after it, the new ones (and
   `index.json` is then pointed at the new graph; a crash just before that costs an index rebuild, never data).
-  Leftover files of the other generation are removed later (`compacting-*` ones only when hours old). Other
-  processes notice the new inode on their next call and reload.
+  Leftover files of the other generation are removed later (`compacting-*` ones only when hours old), and so
+  are the temp files of an atomic write or a checkpoint that a crash cut short. Other processes notice the new
+  inode on their next call and reload.
+* Power loss is simulated in tests/powerloss/ (its docstring has the model: what a crash may keep of unsynced
+  writes and renames); every crash state drawn there opens with every acknowledged write in place.
 
 Format of a line: a JSON object (UTF-8, no raw newlines) whose last member is `"crc"`; the CRC-32 is computed
 over the same line with that member removed, i.e. over `line[:-18] + b"}"`. The first line is the header
@@ -111,6 +119,12 @@ JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 _CRC_SUFFIX_LEN = len(b',"crc":"') + 8 + len(b'"}')  # 18
 _READ_CHUNK = 16 << 20
+# A lock held by another process is polled (flock has no timeout), first after 0.1 ms, then at most every 2 ms.
+# flock is not fair: with 8 processes writing, polling at up to 50 ms let some wait 4-6 s while others won the
+# lock again and again (write p99 2.1 s); at 2 ms the longest wait was 0.5-1.2 s and p99 0.4-0.6 s, at the same
+# throughput (benchmarks/multiprocess.py, 8 x 400 writes, runs alternated; benchmarks/README.md "Many processes").
+_POLL_FIRST_S = 0.0001
+_POLL_MAX_S = 0.002
 _decode = json.JSONDecoder().decode  # json.loads minus its per-call encoding sniffing: replay is per line
 
 
@@ -228,7 +242,7 @@ class FileLock:
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
         deadline = time.monotonic() + self.timeout
-        delay = 0.0005
+        delay = _POLL_FIRST_S
         while not self._try(exclusive):
             if time.monotonic() > deadline:
                 raise StoreLockedError(
@@ -236,7 +250,7 @@ class FileLock:
                     "is a memserver process stuck? retry, or stop the other process"
                 )
             time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, _POLL_MAX_S)
         try:
             yield
         finally:
@@ -316,17 +330,21 @@ class Journal:
         while (nl := buf.find(b"\n", start)) >= 0:
             record = decode_line(buf[start:nl])
             if record is None:
-                self._check_nothing_good_after(offset + nl + 1, bad_at=offset + start)
+                self._check_torn_tail(offset + nl + 1, bad_at=offset + start)
                 return ReadResult(entries, offset + start, size, True)
+            record.pop("batch", None)  # framing, like the CRC: the record reads back as it was appended
             entries.append((offset + nl + 1, record))
             start = nl + 1
         end = offset + start
         return ReadResult(entries, end, size, start == 0 or end >= size)
 
-    def _check_nothing_good_after(self, pos: int, bad_at: int) -> None:
-        """A bad line is a torn tail only if no good line follows it; otherwise the damage is mid-file."""
+    def _check_torn_tail(self, pos: int, bad_at: int) -> None:
+        """A bad line is a torn tail if no good line follows it, or only the rest of one batch (lines k >= 2 of n,
+        ascending) up to the end of the file: that batch was being written when the power went, and its later
+        pages reached the disk before its earlier ones. Any other good line after it: CorruptJournalError."""
         size = self.size()
         rest = b""
+        batch: tuple[int, int] | None = None  # (n, k of the last line seen) of the torn batch
         while pos < size:
             chunk = os.pread(self._fd, min(_READ_CHUNK, size - pos), pos)
             if not chunk:
@@ -335,11 +353,21 @@ class Journal:
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
             for line in lines:
-                if decode_line(line) is not None:
+                record = decode_line(line)
+                if record is None:
+                    continue
+                mark = record.get("batch")
+                k, n = 1, 1  # a line of its own: a batch of one
+                if isinstance(mark, list) and len(mark) == 2 and all(type(x) is int for x in mark):
+                    k, n = mark
+                # the first good line must not start its batch (else the damage lies in an earlier, synced one)
+                rest_of_a_batch = k >= 2 if batch is None else n == batch[0] and k > batch[1]
+                if not rest_of_a_batch:
                     raise CorruptJournalError(
                         f"{self.path}: damaged line at byte {bad_at}, with good records after it; refusing to guess. "
                         "Restore a backup, or cut the damaged line out by hand and reopen"
                     )
+                batch = (n, k)
 
     def append(self, records: Sequence[dict[str, Any]]) -> int:
         """Append lines and fsync once for the batch (group commit); returns the new end offset.
@@ -348,7 +376,11 @@ class Journal:
         fsync fails (disk full, I/O error), the file is cut back to where it was: nothing half-written stays, and
         the OSError (with its errno: ENOSPC, EIO, ...) reaches the caller.
         """
-        data = b"".join(encode_line(r) for r in records)
+        if len(records) == 1:
+            data = encode_line(records[0])
+        else:  # each line says where it stands in its batch (see the crash story)
+            n = len(records)
+            data = b"".join(encode_line({**r, "batch": [k, n]}) for k, r in enumerate(records, 1))
         before = self.size()
         try:
             write_all(self._fd, data, self.files)

@@ -25,16 +25,17 @@ imports the Embedder (onnxruntime) only when none is given.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from memserver import config, inputs
 from memserver.backend import Hit, Memory
 from memserver.catalog import Catalog
 from memserver.compaction import Compaction, remove_other_generations
-from memserver.durable import OS, FileLayer, make_dirs
+from memserver.durable import OS, FileLayer, disk_error, make_dirs, make_private
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
 from memserver.generation import Generation
 from memserver.hooks import StoreHooks
@@ -113,6 +114,29 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _disk_errors(
+    doing: str,
+) -> Callable[[Callable[Concatenate[MemoryStore, P], R]], Callable[Concatenate[MemoryStore, P], R]]:
+    """A public method whose disk refuses a write raises StoreWriteError ("`doing`: the disk is full ..."), one
+    line a person (and the MCP client's model) can act on, instead of an OSError and its traceback."""
+
+    def wrap(method: Callable[Concatenate[MemoryStore, P], R]) -> Callable[Concatenate[MemoryStore, P], R]:
+        @functools.wraps(method)
+        def translated(self: MemoryStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise disk_error(exc, doing, getattr(self, "folder", "the data directory")) from exc
+
+        return translated
+
+    return wrap
+
+
 class MemoryStore:
     """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
 
@@ -126,6 +150,7 @@ class MemoryStore:
     durable.FileLayer) takes every change the store makes to a file, so a test can record or fail them.
     """
 
+    @_disk_errors("cannot open the store")
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -151,6 +176,7 @@ class MemoryStore:
         self.collection = config.validate_collection(collection) if collection else config.collection_name()
         self.folder = root / self.collection
         make_dirs(self.folder, self.files)
+        make_private(self.folder, self.files)  # a store made before 0600/0700 (durable.py), tightened once
         self._thread_lock = threading.RLock()
         self._file_lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout, files=self.files)
         params = {"M": M, "ef_construction": ef_construction, "ef": ef}
@@ -298,6 +324,7 @@ class MemoryStore:
             for it, v in zip(todo, self._embed([it.content for it in todo]), strict=True):
                 it.vector = v
 
+    @_disk_errors("nothing was stored")
     def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
         """See backend.MemoryBackend.add. (add_many and import_ skip `similar`: one index query per item.)"""
         item = _Pending.of(inputs.new_memory(content, tags, source))
@@ -309,6 +336,7 @@ class MemoryStore:
             similar = self._refresh().searcher.similar(item.vector, memory.id)
         return replace(memory, similar=similar) if similar else memory
 
+    @_disk_errors("nothing was stored")
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
         new = [_Pending.of(m) for m in inputs.new_memories(items)]
@@ -317,6 +345,7 @@ class MemoryStore:
         self._embed_missing(new)
         return self._write_adds(new)
 
+    @_disk_errors("the memory was not deleted")
     def delete(self, memory_id: str) -> bool:
         """See backend.MemoryBackend.delete."""
         mid = inputs.check_id(memory_id)
@@ -430,6 +459,7 @@ class MemoryStore:
                     d["vector"] = vecs[n].tolist()
                 yield d
 
+    @_disk_errors("the import stopped (the records before this batch were stored)")
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_. Records with a "vector" are not re-embedded: the bulk-load path.
         Batches of IMPORT_BATCH."""
@@ -472,6 +502,7 @@ class MemoryStore:
         self._embed_missing(batch)
         return sum(1 for m in self._write_adds(batch) if not m.duplicate)
 
+    @_disk_errors("compaction failed and the store is unchanged")
     def compact(self) -> dict[str, Any]:
         """See backend.MemoryBackend.compact: journal and vectors rewritten without the deleted memories (see
         compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
@@ -505,17 +536,19 @@ class MemoryStore:
 
     # --- checkpoints and closing ---------------------------------------------------------------------------------
 
+    @_disk_errors("the checkpoint was not written (the journal still has every memory)")
     def checkpoint(self) -> None:
         """Save every derived index and the metadata snapshot at the journal's current end, so the next open
         replays nothing. The store checkpoints by itself (on open, close, imports, and every
-        WRITE_CHECKPOINT_RECORDS writes); a failed checkpoint costs replay time on the next open, never data."""
+        WRITE_CHECKPOINT_RECORDS writes) and logs a failure there (it costs replay time on the next open, never
+        data); asked for here, a failure raises StoreWriteError."""
         with self._thread_lock:
             self._refresh()
-            self._checkpoint()
+            self._checkpoint(strict=True)
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, strict: bool = False) -> None:
         with self._exclusive() as gen:
-            gen.save_checkpoint()
+            gen.save_checkpoint(strict)
 
     def _close_files(self) -> None:
         if self._gen is not None:

@@ -78,7 +78,11 @@ class VectorFile:
         self.dim = dim
         self.rowbytes = dim * 4
         self.files = files
-        self.fd = files.open(path, os.O_RDWR | os.O_CREAT)
+        try:
+            self.fd = files.open(path, os.O_RDWR)
+        except FileNotFoundError:  # a new generation: its name is made durable before any row is acknowledged
+            self.fd = files.open(path, os.O_RDWR | os.O_CREAT)
+            files.fsync_dir(path.parent)
         self.crcs = np.full(0, -1, dtype=np.int64)  # by row: CRC-32 from the journal, -1 when unknown
         self.repaired: dict[int, np.ndarray] = {}  # row -> re-embedded vector, not yet written back
         self._map: mmap.mmap | None = None

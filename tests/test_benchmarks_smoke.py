@@ -214,3 +214,13 @@ def test_http_load_quick(real_embedder, tmp_path):
     assert "calls/s" in run.stdout and "cross-user reads" in run.stdout
     result = json.loads(output.read_text())
     assert result["calls"] == 40 and (result["errors"], result["lost"], result["cross_user_reads"]) == (0, 0, 0)
+
+
+def test_multiprocess_quick(tmp_path):
+    """multiprocess.py --quick: 3 processes on one store, its table, and a JSON with nothing lost or stale."""
+    out = tmp_path / "multiprocess.json"
+    run = _run_bench("multiprocess.py", "--quick", "--out", str(out), "--dir", str(tmp_path))
+    assert "lost / resurrected" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["procs"] == 3 and r["writes"] == 90 and r["lost"] == r["stale_reads"] == 0
+    assert r["write_ms"]["n"] == 90 and r["lock_wait_ms"]["exclusive"]["n"] >= 90

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.raw import INITIALIZE, INITIALIZED, RawHttp, encode
+from tests.e2e.raw import INITIALIZE, RawHttp, encode
 from tests.e2e.servers import SERVE, HttpServer, http_server, server_env
 
 ALICE = "limits-alice-0123456789abcdef"
@@ -23,7 +23,6 @@ BOB = "limits-bob-0123456789abcdef"
 CAROL = "limits-carol-0123456789abcdef"
 LIMIT_EXCEEDED = -32005
 PING = {"jsonrpc": "2.0", "id": "ping", "method": "ping"}
-RECALL = {"name": "recall", "arguments": {"query": "anything"}}
 
 
 def rss_kib(pid: int) -> int:
@@ -86,10 +85,12 @@ def test_far_more_sessions_than_the_caps_are_refused_cleanly_with_memory_bounded
     carol = [RawHttp(capped.url, CAROL) for _ in range(3)]
     assert [opening(conn)[0] for conn in carol] == [200, 200, 503]  # 12 in all
 
-    # The model loads in the background from the start; a call waits for it, so it does not land in the sum below.
-    warm = sessions[ALICE][0]
-    warm.post(encode(INITIALIZED))
-    assert "result" in warm.call({"jsonrpc": "2.0", "id": "warm", "method": "tools/call", "params": RECALL})
+    # The server warms the model in the background from its start (some 200 MB): wait for alice's store, so the
+    # memory measured below is the refusals' only.
+    loaded = sessions[ALICE][0].call(
+        {"jsonrpc": "2.0", "id": "load", "method": "tools/call", "params": {"name": "list_recent", "arguments": {}}}
+    )
+    assert "result" in loaded, loaded
     before = rss_kib(capped.process.pid)
     statuses = [opening(clients[token])[0] for _ in range(200) for token in (ALICE, BOB, CAROL)]
     grown = rss_kib(capped.process.pid) - before
