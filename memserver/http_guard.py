@@ -1,7 +1,9 @@
 """The ASGI app in front of the SDK's streamable HTTP transport, and the session manager it counts sessions with.
 
-`McpGuard`, for each request to the MCP endpoint, after the bearer-token check: Host/Origin first, then a request
-slot, then the body (bounded in size and time), checked with wire.inspect(); then the session caps; then the SDK.
+`McpGuard`, for each request to the MCP endpoint, after the bearer-token check: Host/Origin first, then one of its
+user's request slots, then the body (bounded in size and time), then one of the server's request slots
+(RequestSlots: a slow body holds no server slot); the body checked with wire.inspect(); then the session caps;
+then the SDK.
 Every refusal it makes is a JSON-RPC error carrying the request's id when it is known, and it adds that id to the
 SDK's own id-less error answers (404 for an expired session, ...). The limits are in http_limits.py.
 
@@ -88,14 +90,14 @@ class McpGuard:
         security: TransportSecurityMiddleware,
         *,
         stateless: bool = False,
-        slots: anyio.Semaphore | None = None,
+        slots: RequestSlots | None = None,
     ) -> None:
         self.inner = inner
         self.limits = limits
         self.registry = registry
         self.security = security
         self.stateless = stateless
-        self.slots = slots or anyio.Semaphore(limits.max_concurrent_requests)
+        self.slots = slots or RequestSlots(limits)
         self.in_flight: set[tuple[str, str]] = set()  # (session, wire.id_key) of the requests being served
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -119,22 +121,30 @@ class McpGuard:
         if method not in ("POST", "DELETE"):  # GET streams: at most one per session (the SDK's rule), so capped too
             await self.inner(scope, receive, send)
             return
-        if not await take_slot(self.slots, self.limits, send):
+        user = user_of(scope)
+        if not await self.slots.enter(user, send):
             return
         try:
-            await self._serve(scope, receive, send)
+            body = b""
+            if method == "POST":  # received before a request slot is taken: a slow body holds none (RequestSlots)
+                received = await self.slots.read_body(scope, receive)
+                if isinstance(received, Refusal):
+                    await refuse(send, received)
+                    return
+                body = received
+            if not await self.slots.take(send):
+                return
+            try:
+                if method == "POST":
+                    await self._serve(scope, body, receive, send)
+                else:
+                    await self.inner(scope, receive, send)
+            finally:
+                self.slots.release()
         finally:
-            self.slots.release()
+            self.slots.leave(user)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST":
-            await self.inner(scope, receive, send)
-            return
-        body = await read_body(scope, receive, self.limits)
-        if isinstance(body, Refusal):
-            logger.warning("refused an HTTP request: %s", body.reason)
-            await reply(send, body.status, wire.error_bytes(None, LIMIT_EXCEEDED, body.reason))
-            return
+    async def _serve(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
         inbound = wire.inspect(body)
         if isinstance(inbound, wire.Refused):
             wire.log_refused(logger, inbound, len(body))
@@ -239,14 +249,72 @@ def session_cap_refusal(registry: SessionRegistry, limits: HttpLimits, user: str
     return None
 
 
-async def take_slot(slots: anyio.Semaphore, limits: HttpLimits, send: Send) -> bool:
-    """Take one of the request slots; after `queue_timeout` s without one, answer 503 and return False."""
-    with anyio.move_on_after(limits.queue_timeout):
-        await slots.acquire()
-        return True
-    busy = f"The server is busy ({limits.max_concurrent_requests} requests in progress); retry shortly"
-    await reply(send, 503, wire.error_bytes(None, LIMIT_EXCEEDED, busy), retry_after=1)
-    return False
+class RequestSlots:
+    """What a request holds while it is handled, shared by /mcp and the legacy SSE endpoint, in the order taken:
+
+    1. one of its user's `max_concurrent_requests_per_user` slots (the token's user; the one user without
+       tokens counts as one), from its arrival until its answer: one user's requests, stalled bodies included,
+       cannot take more than that from the others (429 after `queue_timeout`);
+    2. while its body is received, one of `max_incoming_bodies` places (memory: at most that many bodies of
+       `max_body_bytes`; 503 after `queue_timeout`), given back once the body is in;
+    3. one of the server's `max_concurrent_requests` slots, from its body's arrival until its answer (503 after
+       `queue_timeout`). A body that is slow to come holds none of these.
+    """
+
+    def __init__(self, limits: HttpLimits) -> None:
+        self.limits = limits
+        self.server = anyio.Semaphore(limits.max_concurrent_requests)
+        self.bodies = anyio.Semaphore(limits.max_incoming_bodies)
+        self._users: dict[str | None, anyio.Semaphore] = {}  # one per user with a token: a bounded set
+
+    async def enter(self, user: str | None, send: Send) -> bool:
+        """Take one of `user`'s slots; after `queue_timeout` s without one, answer 429 and return False."""
+        slots = self._users.get(user)
+        if slots is None:
+            slots = self._users[user] = anyio.Semaphore(self.limits.max_concurrent_requests_per_user)
+        if await self._acquired(slots):
+            return True
+        who = f"user {user!r} has" if user else "this server's one user has"
+        busy = (
+            f"Too many requests in progress: {who} {self.limits.max_concurrent_requests_per_user}, the most "
+            "allowed at once; retry when one is answered"
+        )
+        logger.warning("refused an HTTP request: %s", busy)
+        await reply(send, 429, wire.error_bytes(None, LIMIT_EXCEEDED, busy), retry_after=1)
+        return False
+
+    def leave(self, user: str | None) -> None:
+        """Give back the slot of `user` taken by enter()."""
+        self._users[user].release()
+
+    async def read_body(self, scope: Scope, receive: Receive) -> bytes | Refusal:
+        """The request's body (see read_body), received in one of the places for incoming bodies."""
+        if not await self._acquired(self.bodies):
+            text = f"The server is busy ({self.limits.max_incoming_bodies} request bodies arriving); retry shortly"
+            return Refusal(503, text)
+        try:
+            return await read_body(scope, receive, self.limits)
+        finally:
+            self.bodies.release()
+
+    async def take(self, send: Send) -> bool:
+        """Take one of the server's request slots; after `queue_timeout` s without one, answer 503 and return
+        False."""
+        if await self._acquired(self.server):
+            return True
+        busy = f"The server is busy ({self.limits.max_concurrent_requests} requests in progress); retry shortly"
+        await reply(send, 503, wire.error_bytes(None, LIMIT_EXCEEDED, busy), retry_after=1)
+        return False
+
+    def release(self) -> None:
+        """Give back the server's slot taken by take()."""
+        self.server.release()
+
+    async def _acquired(self, slots: anyio.Semaphore) -> bool:
+        with anyio.move_on_after(self.limits.queue_timeout):
+            await slots.acquire()
+            return True
+        return False
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------
@@ -256,6 +324,12 @@ async def take_slot(slots: anyio.Semaphore, limits: HttpLimits, send: Send) -> b
 class Refusal:
     status: int
     reason: str
+
+
+async def refuse(send: Send, refusal: Refusal) -> None:
+    """Answer a request refused before its message was read (no id to give)."""
+    logger.warning("refused an HTTP request: %s", refusal.reason)
+    await reply(send, refusal.status, wire.error_bytes(None, LIMIT_EXCEEDED, refusal.reason))
 
 
 async def read_body(scope: Scope, receive: Receive, limits: HttpLimits) -> bytes | Refusal:

@@ -2,8 +2,11 @@
 
     sessions         at most `max_sessions` open, and `max_sessions_per_user` per token's user  -> 503 / 429
     idle sessions    closed after `session_idle_timeout` s with no request in flight           -> then 404
-    requests         at most `max_concurrent_requests` POST/DELETE served at once; a request waits
-                     up to `queue_timeout` s for a slot                                        -> 503, Retry-After
+    requests         at most `max_concurrent_requests` POST/DELETE served at once, and
+                     `max_concurrent_requests_per_user` of one token's user (from arrival to answer);
+                     a request waits up to `queue_timeout` s for a slot                        -> 503 / 429, Retry-After
+    bodies           received before a request takes a server slot, at most `max_incoming_bodies`
+                     at once (memory: that many times `max_body_bytes`)                        -> 503, Retry-After
     request headers  must arrive within `header_timeout` s (uvicorn has no such deadline)      -> connection closed
                      (a connection the server ends is closed lingering: the client gets its answer)
     request body     must arrive within `body_timeout` s, and be at most `max_body_bytes`     -> 408 / 413
@@ -34,6 +37,8 @@ class HttpLimits:
     max_sessions_per_user: int = 32
     session_idle_timeout: float = 1800.0
     max_concurrent_requests: int = 32
+    max_concurrent_requests_per_user: int = 8
+    max_incoming_bodies: int = 64
     queue_timeout: float = 10.0
     header_timeout: float = 10.0
     body_timeout: float = 30.0
@@ -41,7 +46,8 @@ class HttpLimits:
     max_connections: int = 1024
 
     def __post_init__(self) -> None:
-        for name in ("max_sessions", "max_sessions_per_user", "max_concurrent_requests", "max_body_bytes"):
+        counts = ("max_sessions", "max_sessions_per_user", "max_concurrent_requests", "max_body_bytes")
+        for name in (*counts, "max_concurrent_requests_per_user", "max_incoming_bodies"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name in ("session_idle_timeout", "queue_timeout", "header_timeout", "body_timeout"):

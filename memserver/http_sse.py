@@ -7,7 +7,8 @@
 
 The SDK's own SseServerTransport serves both. `LegacySse` puts in front of it what McpGuard puts in front of /mcp,
 after the bearer-token check (401, the app's middleware): Host/Origin (403/421); on GET the session caps, shared
-with /mcp (429/503); on POST a request slot (503), the body's size and time limits (413/408), wire.inspect()
+with /mcp (429/503); on POST the request slots, shared with /mcp (a slot of the user's, 429; the body received,
+413/408; a slot of the server's, 503: see http_guard.RequestSlots), wire.inspect()
 (-32700/-32600/-32602 with the id), one request per id in flight. A session belongs to the user whose token opened
 it: another user's token gets 404 for it, as for an id that never existed, and every request of a session is
 served from its user's store.
@@ -20,7 +21,7 @@ as its body, as on /mcp: an error without an id (unparseable text: 400), a secon
 (400), and the refusals made before a message is read or its session known (401, 403, 421, 503, 413, 408;
 400 without a session_id, 404 for a session that is not the caller's).
 
-A request holds its slot from its POST until its answer leaves on the stream (or it is cancelled, or the session
+A request holds its slots from its POST until its answer leaves on the stream (or it is cancelled, or the session
 ends): the POST is answered at once, so the slot, not the POST, is what bounds the work in progress. A session
 lasts as long as its stream is open (a /mcp session with an open GET stream does not expire either); closing the
 stream ends it. Handshake era only (2024-11-05 to 2025-11-25): 2025-03-26 replaced this transport with streamable
@@ -48,11 +49,11 @@ from memserver import wire
 from memserver.http_guard import (
     LIMIT_EXCEEDED,
     Refusal,
-    read_body,
+    RequestSlots,
+    refuse,
     replay,
     reply,
     session_cap_refusal,
-    take_slot,
     user_of,
 )
 
@@ -109,7 +110,7 @@ class LegacySse:
         registry: SessionRegistry,
         security: TransportSecurityMiddleware,
         settings: TransportSecuritySettings,
-        slots: anyio.Semaphore,
+        slots: RequestSlots,
     ) -> None:
         self.server = server
         self.limits = limits
@@ -180,7 +181,7 @@ class LegacySse:
         if session.id is not None:
             self.sessions.pop(session.id, None)
         for _ in session.in_flight:
-            self.slots.release()
+            self._done(session.user)
         session.in_flight.clear()
 
     def answered(self, session: _Session, request_id: types.RequestId, ok: bool = False) -> None:
@@ -192,7 +193,12 @@ class LegacySse:
             session.initialized = session.initialized or ok
         if key in session.in_flight:
             session.in_flight.discard(key)
-            self.slots.release()
+            self._done(session.user)
+
+    def _done(self, user: str | None) -> None:
+        """A request handed over is over: its server slot and its user's slot are free."""
+        self.slots.release()
+        self.slots.leave(user)
 
     # --- POST /messages/ ----------------------------------------------------------------------------------------
 
@@ -206,22 +212,29 @@ class LegacySse:
         if scope["method"] != "POST":
             await reply(send, 405, wire.error_bytes(None, types.INVALID_REQUEST, "Method Not Allowed"), allow="POST")
             return
-        if not await take_slot(self.slots, self.limits, send):
+        user = user_of(scope)
+        if not await self.slots.enter(user, send):
             return
         handed_over = False
         try:
-            handed_over = await self._serve_post(scope, receive, send)
+            body = await self.slots.read_body(scope, receive)  # before a server slot: as on /mcp (RequestSlots)
+            if isinstance(body, Refusal):
+                await refuse(send, body)
+                return
+            if not await self.slots.take(send):
+                return
+            try:
+                handed_over = await self._serve_post(scope, body, receive, send)
+            finally:
+                if not handed_over:
+                    self.slots.release()
         finally:
             if not handed_over:
-                self.slots.release()
+                self.slots.leave(user)
 
-    async def _serve_post(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """Check one POST and hand it to the SDK. True when it was a request, which now holds the POST's slot."""
-        body = await read_body(scope, receive, self.limits)
-        if isinstance(body, Refusal):
-            logger.warning("refused an HTTP request: %s", body.reason)
-            await reply(send, body.status, wire.error_bytes(None, LIMIT_EXCEEDED, body.reason))
-            return False
+    async def _serve_post(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
+        """Check one POST and hand it to the SDK. True when it was a request, which now holds the POST's slots (its
+        user's and the server's) until it is answered."""
         inbound = wire.inspect(body)
         if isinstance(inbound, wire.Accepted) and isinstance(inbound.message, types.JSONRPCRequest):
             request_id: types.RequestId | None = inbound.message.id

@@ -2,7 +2,8 @@
 
     python -m tests.e2e.gated_server stdio
     python -m tests.e2e.gated_server http        # per-user (MEMSERVER_TOKENS), prints "serving MCP at URL"
-    python -m tests.e2e.gated_server http --stateless --sse --max-concurrent-requests N --queue-timeout S
+    python -m tests.e2e.gated_server http --stateless --sse --max-concurrent-requests N
+                                          --max-concurrent-requests-per-user N --queue-timeout S
                                                  # options of memserver serve's names
 
 Each user's store (user "default" over stdio) is built only once the test writes a byte into the FIFO
@@ -70,13 +71,17 @@ def main() -> None:
         parser = argparse.ArgumentParser()
         for flag in ("--stateless", "--sse"):
             parser.add_argument(flag, action="store_true")
-        parser.add_argument("--max-concurrent-requests", type=int, default=HttpLimits.max_concurrent_requests)
-        parser.add_argument("--queue-timeout", type=float, default=HttpLimits.queue_timeout)
-        options = parser.parse_args(sys.argv[2:])
-        slots, queue = options.max_concurrent_requests, options.queue_timeout
-        limits = HttpLimits(max_concurrent_requests=slots, queue_timeout=queue)
+        for name, kind in [
+            ("max_concurrent_requests", int),
+            ("max_concurrent_requests_per_user", int),
+            ("queue_timeout", float),
+        ]:
+            parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(HttpLimits, name), dest=name)
+        options = vars(parser.parse_args(sys.argv[2:]))
+        stateless, sse = options.pop("stateless"), options.pop("sse")
+        limits = HttpLimits(**options)
         server = build_server(factory, per_user=True)  # type: ignore[arg-type]
-        http.serve_http(server, port=0, tokens=tokens, limits=limits, stateless=options.stateless, sse=options.sse)
+        http.serve_http(server, port=0, tokens=tokens, limits=limits, stateless=stateless, sse=sse)
 
 
 if __name__ == "__main__":

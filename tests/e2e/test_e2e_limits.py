@@ -5,18 +5,23 @@ act on a configured (short) time poll with a deadline."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
 import pytest
 
-from tests.e2e.raw import INITIALIZE, RawHttp, encode
-from tests.e2e.servers import SERVE, HttpServer, http_server, server_env
+from tests.e2e.gated_server import release
+from tests.e2e.raw import INITIALIZE, PROTOCOL, RawHttp, encode
+from tests.e2e.servers import GATED, SERVE, HttpServer, http_server, server_env
 
 ALICE = "limits-alice-0123456789abcdef"
 BOB = "limits-bob-0123456789abcdef"
@@ -125,12 +130,13 @@ def test_an_idle_session_expires_and_frees_its_place(tmp_path: Path) -> None:
 # --- requests ------------------------------------------------------------------------------------------------------
 
 
-def stalled_post(server: HttpServer, sent: bytes = b"{") -> socket.socket:
-    """A connection that sends a POST's headers and the start of its body, then nothing (it holds a slot)."""
+def stalled_post(server: HttpServer, sent: bytes = b"{", token: str | None = None, path: str = "/mcp") -> socket.socket:
+    """A connection that sends a POST's headers and the start of its body, then nothing."""
     sock = socket.create_connection(address(server), timeout=30)
     host, port = address(server)
-    head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-    head += "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n"
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+    head += "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n"
+    head += f"Authorization: Bearer {token}\r\n\r\n" if token else "\r\n"
     sock.sendall(head.encode() + sent)
     return sock
 
@@ -152,26 +158,90 @@ def closed_unanswered(sock: socket.socket) -> bool:
         return True
 
 
-def test_requests_beyond_the_concurrency_cap_wait_then_get_503(tmp_path: Path) -> None:
-    """--max-concurrent-requests 2: while two requests are in progress (their bodies still coming), a third waits
-    --queue-timeout and gets 503 with Retry-After and a JSON-RPC error; once they end, requests are served."""
-    args = ("--max-concurrent-requests", "2", "--queue-timeout", "0.3", "--max-connections", "16")
-    with http_server(tmp_path, *args) as server:
-        conn = RawHttp(server.url)
-        conn.initialize()
-        stalled = [stalled_post(server) for _ in range(2)]
-        busy: list = []
+@contextmanager
+def held_remembers(server: HttpServer, conn: RawHttp, count: int) -> Iterator[list[httpx2.Response]]:
+    """`count` remembers in `conn`'s session, in progress (their answers' streams have started) while the gated
+    server waits for the test to open the gate; yields their responses, to be read once it is open."""
+    headers = {**conn.headers, "mcp-protocol-version": PROTOCOL}
+    if conn.session:
+        headers["mcp-session-id"] = conn.session
+    with ExitStack() as stack:
+        client = stack.enter_context(httpx2.Client(timeout=60))
+        responses = []
+        for n in range(count):
+            call = {"name": "remember", "arguments": {"content": f"Held remember number {n}."}}
+            body = encode({"jsonrpc": "2.0", "id": f"held-{n}", "method": "tools/call", "params": call})
+            response = stack.enter_context(client.stream("POST", server.url, content=body, headers=headers))
+            assert response.status_code == 200  # its answer's stream has started: it holds its slots
+            responses.append(response)
+        yield responses
 
-        def refused() -> bool:
-            status, answers, response = conn.post(encode(PING))
-            busy[:] = [status, answers, response.headers.get("retry-after")]
-            return status == 503
 
-        assert until(refused), f"never refused: {busy}"
-        assert busy[1][0]["error"]["code"] == LIMIT_EXCEEDED and busy[2] == "1"
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+def test_requests_beyond_the_caps_wait_then_get_503_or_429(tmp_path: Path, stateless: bool) -> None:
+    """--max-concurrent-requests 3 and --max-concurrent-requests-per-user 2, requests in progress held by the gated
+    server (their store opens when the test says): a third request of alice's waits --queue-timeout and gets 429,
+    bob's is served; with bob's two held as well (three in all), carol's gets 503 with Retry-After; each refusal
+    is a JSON-RPC error. Once the store opens, everything is answered and requests are served again."""
+    tokens = {"alice": ALICE, "bob": BOB, "carol": CAROL}
+    for user in tokens:
+        os.mkfifo(tmp_path / user)
+    command = [*GATED, "http", "--max-concurrent-requests", "3", "--max-concurrent-requests-per-user", "2"]
+    command += ["--queue-timeout", "0.3", *(["--stateless"] if stateless else [])]
+    users = ",".join(f"{user}:{token}" for user, token in tokens.items())
+    with http_server(tmp_path, command=command, GATE_DIR=str(tmp_path), MEMSERVER_TOKENS=users) as server:
+        alice, bob, carol = (RawHttp(server.url, token) for token in tokens.values())
+        for conn in () if stateless else (alice, bob, carol):
+            conn.initialize()
+        with held_remembers(server, alice, 2) as held:
+            status, answers, response = alice.post(encode(PING))
+            assert status == 429 and response.headers.get("retry-after") == "1", (status, answers)
+            assert answers[0]["error"]["code"] == LIMIT_EXCEEDED and "'alice' has 2" in answers[0]["error"]["message"]
+            assert bob.call(PING)["result"] == {}
+            with held_remembers(server, bob, 1) as bobs:
+                status, answers, response = carol.post(encode(PING))
+                assert status == 503 and response.headers.get("retry-after") == "1", (status, answers)
+                assert answers[0]["error"]["code"] == LIMIT_EXCEEDED
+                release(tmp_path / "bob")
+                assert b'"status":"stored"' in bobs[0].read()
+            release(tmp_path / "alice")
+            assert all(b'"status":"stored"' in response.read() for response in held)
+        assert all(conn.call(PING)["result"] == {} for conn in (alice, bob, carol))
+        for conn in (alice, bob, carol):
+            conn.close()
+
+
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+def test_one_users_stalled_bodies_do_not_stop_anothers_requests(tmp_path: Path, stateless: bool) -> None:
+    """A body is received before its request takes one of the server's slots: with 1 server slot and 2 per user,
+    alice's two stalled bodies (one to /mcp, one to the legacy /messages/: the rule is both transports') take her
+    two slots, so her next request gets 429, and not the server's, so bob's ping is served at once (it used to get
+    503 until the stalled bodies timed out). Once they go, alice is served again."""
+    args = ["--sse", "--max-concurrent-requests", "1", "--max-concurrent-requests-per-user", "2"]
+    args += ["--queue-timeout", "0.3", "--max-connections", "16", *(["--stateless"] if stateless else [])]
+    with http_server(tmp_path, *args, MEMSERVER_TOKENS=f"alice:{ALICE},bob:{BOB}") as server:
+        alice, bob = RawHttp(server.url, ALICE), RawHttp(server.url, BOB)
+        for conn in () if stateless else (alice, bob):
+            conn.initialize()
+        stalled = [
+            stalled_post(server, token=ALICE),
+            stalled_post(server, token=ALICE, path=f"/messages/?session_id={'0' * 32}"),
+        ]
+        seen: list[Any] = []
+
+        def alice_refused() -> bool:
+            status, answers, _ = alice.post(encode(PING))
+            seen[:] = [status, answers]
+            return status == 429
+
+        assert until(alice_refused), f"alice's stalled bodies never filled her slots: {seen}"
+        assert "'alice' has 2" in seen[1][0]["error"]["message"]
+        assert bob.call(PING)["result"] == {}
         for sock in stalled:
             sock.close()
-        assert until(lambda: conn.post(encode(PING))[0] == 200)
+        assert until(lambda: alice.post(encode(PING))[0] == 200)
+        alice.close()
+        bob.close()
 
 
 def test_a_body_that_does_not_arrive_in_time_gets_408(tmp_path: Path) -> None:

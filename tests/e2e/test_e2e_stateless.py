@@ -22,7 +22,7 @@ from tests.conftest import PostgresForTests
 from tests.e2e import ts_client
 from tests.e2e.raw import INITIALIZE, MCP_HEADERS, RawHttp, encode
 from tests.e2e.servers import HttpServer, http_server, http_session, round_robin
-from tests.e2e.test_e2e_limits import answer_of, stalled_post, until
+from tests.e2e.test_e2e_limits import answer_of, stalled_post
 from tests.e2e.test_e2e_messages import META, SURROGATE
 from tests.e2e.test_e2e_surface import CAPABILITIES, check_ts
 
@@ -218,28 +218,21 @@ def test_every_message_is_checked_and_answered_with_its_id(
     assert "pydantic" not in json.dumps(answers)
 
 
-def test_request_slots_and_body_timeouts_hold_and_session_caps_do_not_apply(tmp_path: Path) -> None:
+def test_body_timeouts_hold_and_session_caps_do_not_apply(tmp_path: Path) -> None:
     """One session allowed per user and in all, yet five clients initialize (there are no sessions to count);
-    two stalled bodies hold the two slots, so a third request waits --queue-timeout and gets 503; the stalled
-    bodies get 408 after --body-timeout and the server serves again."""
+    two stalled bodies hold none of the two request slots (a body is received first), so others are served
+    meanwhile; the stalled bodies get 408 after --body-timeout. (The request caps themselves, stateless too:
+    test_e2e_limits.)"""
     args = ["--stateless", "--max-sessions", "1", "--max-sessions-per-user", "1", "--max-concurrent-requests", "2"]
     args += ["--queue-timeout", "0.3", "--body-timeout", "3", "--max-connections", "16"]
     with http_server(tmp_path, *args) as server:
         clients = [RawHttp(server.url) for _ in range(5)]
         assert [conn.post(encode(INITIALIZE))[0] for conn in clients] == [200] * 5
         stalled = [stalled_post(server) for _ in range(2)]
-        busy: list[Any] = []
-
-        def refused() -> bool:
-            status, answers, response = clients[0].post(encode(PING))
-            busy[:] = [status, answers, response.headers.get("retry-after")]
-            return status == 503
-
-        assert until(refused), f"never refused: {busy}"
-        assert busy[1][0]["error"]["code"] == LIMIT_EXCEEDED and busy[2] == "1"
+        assert [conn.post(encode(PING))[0] for conn in clients] == [200] * 5
         for sock in stalled:
             assert answer_of(sock).startswith(b"HTTP/1.1 408")
             sock.close()
-        assert until(lambda: clients[0].post(encode(PING))[0] == 200)
+        assert clients[0].post(encode(PING))[0] == 200
         for conn in clients:
             conn.close()
