@@ -98,7 +98,6 @@ def http_app(
         session_idle_timeout=limits.session_idle_timeout,
         max_sessions=limits.max_sessions,
         registry=registry,
-        max_sessions_per_user=limits.max_sessions_per_user,
     )
     checks = TransportSecurityMiddleware(security)
     guard = McpGuard(StreamableHTTPASGIApp(manager), limits, registry, checks, stateless=stateless)

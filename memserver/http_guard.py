@@ -13,8 +13,10 @@ forget: GET and DELETE get 405, logging/setLevel and resources/(un)subscribe -32
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,35 +41,67 @@ LIMIT_EXCEEDED = -32005
 MISSING_SESSION = "Invalid Request: no mcp-session-id header; send initialize first and use the session it opens"
 
 
+# The place McpGuard holds for the session the request it passes on may open (SessionRegistry.hold): the SDK
+# admits the session in the request's own task, so LimitedSessionManager finds it here.
+OPENING: ContextVar[str | None] = ContextVar("memserver_opening_session", default=None)
+
+# What LimitedSessionManager overrides, as mcp 2.3 defines it (checked at construction, see check_sdk).
+SDK_HOOKS = {"_admit_session": ("self", "requestor"), "_discard_session": ("self", "session_id", "transport")}
+
+
 class LimitedSessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager with a per-user session cap and a registry of open sessions.
+    """The SDK's session manager, telling the registry of open sessions (SessionRegistry) of each session's opening
+    and end, so that McpGuard can cap sessions per user.
 
     The SDK caps sessions only in total and offers no hook for a session's opening and end, so this overrides its
-    two private methods for them, `_admit_session` (under the manager's lock) and `_discard_session` (every way a
-    session ends: DELETE, idle expiry, a failed opening request, shutdown). Checked at construction: if the SDK
-    renames them, the server refuses to start rather than run without its caps. (docs/upstream.md)
+    two private methods for them, `_admit_session` (under the manager's lock, in the opening request's task) and
+    `_discard_session` (every way a session ends: DELETE, idle expiry, a failed opening request, a crash). Its
+    shutdown forgets sessions without a word: each admission reconciles the registry with the SDK's own table.
+    If the SDK renames these or changes their parameters, the server refuses to start rather than run without its
+    caps (check_sdk; docs/upstream.md item 5).
     """
 
-    def __init__(self, *args: Any, registry: SessionRegistry, max_sessions_per_user: int, **kwargs: Any) -> None:
-        for hook in ("_admit_session", "_discard_session"):
-            if not callable(getattr(StreamableHTTPSessionManager, hook, None)):
-                raise RuntimeError(f"mcp's StreamableHTTPSessionManager has no {hook}; memserver needs an update")
+    def __init__(self, *args: Any, registry: SessionRegistry, **kwargs: Any) -> None:
+        check_sdk()
         super().__init__(*args, **kwargs)
+        if not isinstance(getattr(self, "_server_instances", None), dict):
+            raise RuntimeError(
+                "mcp's StreamableHTTPSessionManager keeps no _server_instances; memserver needs an update"
+            )
         self.registry = registry
-        self.max_sessions_per_user = max_sessions_per_user
+        self._registered: set[str] = set()  # the sessions of this manager in the registry
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
-        user = requestor["client_id"] if requestor else None
-        if self.registry.count(user) >= self.max_sessions_per_user:
-            return None  # McpGuard checked first; this closes the race between two opening requests
+        for forgotten in self._registered - self._server_instances.keys():
+            self._registered.discard(forgotten)
+            self.registry.closed(forgotten)
         transport = super()._admit_session(requestor)
         if transport is not None and transport.mcp_session_id is not None:
-            self.registry.opened(transport.mcp_session_id, user)
+            user = requestor["client_id"] if requestor else None
+            self.registry.opened(transport.mcp_session_id, user, held=OPENING.get())
+            self._registered.add(transport.mcp_session_id)
         return transport
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self._registered.discard(session_id)
         self.registry.closed(session_id)
         await super()._discard_session(session_id, transport)
+
+
+def check_sdk() -> None:
+    """Refuse to run on an SDK whose session-manager methods LimitedSessionManager overrides are not as it expects."""
+    for name, expected in SDK_HOOKS.items():
+        method = getattr(StreamableHTTPSessionManager, name, None)
+        found = tuple(inspect.signature(method).parameters) if callable(method) else None
+        if found != expected:
+            raise RuntimeError(
+                f"mcp's StreamableHTTPSessionManager.{name} is {found or 'missing'}, not {expected}: memserver's "
+                "session caps need an update for this mcp version"
+            )
+    if not inspect.iscoroutinefunction(StreamableHTTPSessionManager._discard_session):
+        raise RuntimeError(
+            "mcp's StreamableHTTPSessionManager._discard_session is not async: memserver needs an update"
+        )
 
 
 # --- the guard in front of the SDK -------------------------------------------------------------------------------
@@ -166,6 +200,14 @@ class McpGuard:
                 code = types.INVALID_REQUEST if status == 400 else LIMIT_EXCEEDED
                 await reply(send, status, wire.error_bytes(request_id, code, text))
                 return
+            held = self.registry.hold(user_of(scope))  # no await since the check: the place is this request's
+            opening = OPENING.set(held)
+            try:
+                await self.inner(scope, replay(body, receive), _with_id(send, request_id))
+            finally:
+                OPENING.reset(opening)
+                self.registry.closed(held)  # the place is the session's now, or was never used
+            return
         session = _session_id(scope)
         key = (session, wire.id_key(request_id)) if request_id is not None and session else None
         if key is not None and key in self.in_flight:

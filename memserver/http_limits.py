@@ -17,6 +17,7 @@ http_guard.py enforces them. Light on purpose: the CLI reads the defaults for it
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -61,15 +62,28 @@ class HttpLimits:
 
 
 class SessionRegistry:
-    """Which user owns each open stateful session (None: no tokens configured)."""
+    """Which user owns each open stateful session (None: no tokens configured), of both HTTP transports, and the
+    places held for sessions being opened."""
 
     def __init__(self) -> None:
         self._owners: dict[str, str | None] = {}
         self._per_user: Counter[str | None] = Counter()
+        self._holds = itertools.count()
 
-    def opened(self, session_id: str, user: str | None) -> None:
+    def opened(self, session_id: str, user: str | None, held: str | None = None) -> None:
+        """`session_id` of `user` is open; in the place `held` (see hold()) if given and still held."""
+        if held is not None and held in self._owners:
+            self._owners[session_id] = self._owners.pop(held)
+            return
         self._owners[session_id] = user
         self._per_user[user] += 1
+
+    def hold(self, user: str | None) -> str:
+        """Count a session of `user` that is being opened, at once (so two opening requests cannot both pass a
+        cap); opened(..., held=) makes it the session, closed() gives the place back if it never opened."""
+        key = f"opening-{next(self._holds)}"
+        self.opened(key, user)
+        return key
 
     def closed(self, session_id: str) -> None:
         if session_id in self._owners:

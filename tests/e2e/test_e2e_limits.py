@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,39 @@ def test_an_idle_session_expires_and_frees_its_place(tmp_path: Path) -> None:
         assert status == 404 and answers[0]["id"] == 2
         first.close()
         second.close()
+
+
+def test_a_sessions_place_comes_back_however_it_ends(tmp_path: Path) -> None:
+    """One session allowed (per user and in all): its place comes back after a DELETE, after an initialize the SDK
+    refuses once admitted (406: no text/event-stream in Accept), and after a client that hangs up mid-body; of 8
+    initializes at once exactly one opens a session and the others get 429 with the cap's words (not the SDK's
+    503 "Too many open sessions", -32603, which lost races used to get). Idle expiry: the test above."""
+    with http_server(tmp_path, "--max-sessions", "1", "--max-sessions-per-user", "1") as server:
+        first, second = RawHttp(server.url), RawHttp(server.url)
+        assert opening(first)[0] == 200
+        assert opening(second)[0] == 429
+        assert first.delete() == 200
+        assert opening(second)[0] == 200
+        assert second.delete() == 200
+
+        status, _, _ = first.post(encode(INITIALIZE), session=False, accept="application/json")
+        assert status == 406
+        hung_up = stalled_post(server, encode(INITIALIZE)[:20])
+        hung_up.close()
+        assert opening(first)[0] == 200
+        assert first.delete() == 200
+
+        racers = [RawHttp(server.url) for _ in range(8)]
+        with ThreadPoolExecutor(len(racers)) as pool:
+            outcomes = list(pool.map(opening, racers))
+        assert sorted(status for status, _ in outcomes) == [200] + [429] * 7, outcomes
+        refused = [answer["error"] for status, answer in outcomes if status == 429]
+        assert all(e["code"] == LIMIT_EXCEEDED and "has 1, the most allowed" in e["message"] for e in refused)
+        winner = next(conn for conn, (status, _) in zip(racers, outcomes, strict=True) if status == 200)
+        assert winner.delete() == 200
+        assert opening(first)[0] == 200
+        for conn in [first, second, *racers]:
+            conn.close()
 
 
 # --- requests ------------------------------------------------------------------------------------------------------
