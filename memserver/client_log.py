@@ -60,7 +60,7 @@ FORWARDED_LOGGERS = frozenset(
     )
 )
 # Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the
-# transports (wire, stdio, http, http_guard, http_limits, tokens: about clients, not about the user's memories).
+# transports (wire, stdio, http, http_guard, http_limits, http_sse, tokens: about clients, not the user's memories).
 BURST = 20
 PER_SECOND = 10.0
 QUEUE = 200
