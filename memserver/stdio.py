@@ -221,7 +221,9 @@ async def _serve(server: Server[Any], pipe: _Pipe) -> None:
                 if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
                     pending.discard(message.id)
                     handshake.answered(message)
-                await pipe.write(wire.encode(message))
+                encoded = wire.encode(message)
+                if encoded is not None:
+                    await pipe.write(encoded)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(write_answers)

@@ -37,6 +37,8 @@ MAX_METHOD_CHARS = 128  # the longest MCP method name is ~40 characters
 MAX_DEPTH = 200  # pydantic-core's fixed nesting limit; the Python fallback parser is held to the same
 BATCHES_REMOVED = "2025-06-18"  # the MCP revision that removed JSON-RPC batching
 
+logger = logging.getLogger(__name__)
+
 _BOM = b"\xef\xbb\xbf"
 _ID_SNIFF = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,256}"|-?\d{1,19})')
 _SIMPLE_KEY = re.compile(r"[A-Za-z0-9_$@./:-]{1,40}")
@@ -113,14 +115,19 @@ def sniff_id(head: bytes) -> types.RequestId | None:
     return value if _echoable(value) else None
 
 
-def encode(message: types.JSONRPCMessage) -> bytes:
-    """A message from the SDK, encoded for the wire. A message that cannot be encoded (text that is not Unicode)
-    becomes an internal error for its request rather than a crash of the writer."""
+def encode(message: types.JSONRPCMessage) -> bytes | None:
+    """A message from the SDK, encoded for the wire, or None when it must not be sent. A message that cannot be
+    encoded (text that is not Unicode) is not a crash of the writer: an answer becomes an internal error for its
+    request; a request or notification of the server's is logged and dropped (an error in its place would read
+    as the answer to the client's own request with that id)."""
     try:
         return message.model_dump_json(by_alias=True, exclude_unset=True).encode()
     except pydantic_core.PydanticSerializationError:
-        request_id = getattr(message, "id", None)
-        return error_bytes(request_id, types.INTERNAL_ERROR, "Internal error: the answer could not be encoded")
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return error_bytes(message.id, types.INTERNAL_ERROR, "Internal error: the answer could not be encoded")
+        what = message.method if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification) else "message"
+        logger.error("dropped a %s of the server's that could not be encoded (text that is not Unicode)", what[:64])
+        return None
 
 
 def id_key(request_id: types.RequestId) -> str:

@@ -105,3 +105,28 @@ def test_an_id_is_found_at_the_start_of_an_over_long_message() -> None:
     assert wire.sniff_id(b'{"jsonrpc":"2.0","id":"big","params":"xxxx') == "big"
     assert wire.sniff_id(b'{"jsonrpc":"2.0","id": 42, "params":"xxxx') == 42
     assert wire.sniff_id(b'{"jsonrpc":"2.0","params":"xxxx') is None
+
+
+def test_an_answer_that_cannot_be_encoded_becomes_an_internal_error_for_its_request() -> None:
+    answer = types.JSONRPCResponse(jsonrpc="2.0", id=5, result={"text": "\ud83d"})
+    encoded = wire.encode(answer)
+    assert encoded is not None
+    error = json.loads(encoded)
+    assert error["id"] == 5 and error["error"]["code"] == types.INTERNAL_ERROR
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        types.JSONRPCNotification(jsonrpc="2.0", method="notifications/message", params={"data": "\ud83d"}),
+        types.JSONRPCRequest(jsonrpc="2.0", id=5, method="elicitation/create", params={"message": "\ud83d"}),
+    ],
+    ids=["notification", "request"],
+)
+def test_a_servers_own_message_that_cannot_be_encoded_is_dropped(
+    message: types.JSONRPCMessage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not an error answer: for a request of the server's, one with its id would read as the answer to the
+    client's own request 5."""
+    assert wire.encode(message) is None
+    assert "could not be encoded" in caplog.text
