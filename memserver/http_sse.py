@@ -92,6 +92,7 @@ class _Session:
     id: str | None = None  # the SDK's session id, as its endpoint event shows it
     in_flight: set[str] = field(default_factory=set)  # wire.id_key of the requests holding a slot
     initializing: set[str] = field(default_factory=set)  # wire.id_key of initialize requests not yet answered
+    abandoned: set[str] = field(default_factory=set)  # ... and of those cancelled since (the SDK may answer anyway)
     initialized: bool = False
 
 
@@ -188,9 +189,22 @@ class LegacySse:
         """A request's answer (`ok`: a result) is leaving on the stream: its slot is free (and its id may be used
         again); a successful initialize ends the handshake."""
         key = wire.id_key(request_id)
+        if key in session.initializing or key in session.abandoned:
+            session.initializing.discard(key)
+            session.abandoned.discard(key)
+            session.initialized = session.initialized or ok
+        self._free(session, key)
+
+    def cancelled(self, session: _Session, request_id: types.RequestId) -> None:
+        """A request the client cancelled gets no answer: its slot is free now. A cancelled initialize no longer
+        holds back what follows; if the SDK answers it after all, that answer still counts."""
+        key = wire.id_key(request_id)
         if key in session.initializing:
             session.initializing.discard(key)
-            session.initialized = session.initialized or ok
+            session.abandoned.add(key)
+        self._free(session, key)
+
+    def _free(self, session: _Session, key: str) -> None:
         if key in session.in_flight:
             session.in_flight.discard(key)
             self._done(session.user)
@@ -266,7 +280,7 @@ class LegacySse:
         if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             cancelled = (message.params or {}).get("requestId")
             if isinstance(cancelled, str | int):
-                self.answered(session, cancelled)  # a cancelled request gets no answer: its slot is free now
+                self.cancelled(session, cancelled)
         if key is not None:
             session.in_flight.add(key)
         answered_with = await self._hand_over(scope, replay(body, receive), send)
