@@ -69,6 +69,11 @@ def test_well_formed_messages_pass(data: bytes) -> None:
         (json.dumps({**PING, "method": "m" * 200}).encode(), types.METHOD_NOT_FOUND, 7),
         (b"[]", types.INVALID_REQUEST, None),
         (b'"ping"', types.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}', types.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":7,"\\u0069d":8,"method":"ping"}', types.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}', types.INVALID_REQUEST, 7),
+        (b'{"jsonrpc":"2.0","jsonrpc":"1.0","id":7,"method":"ping"}', types.INVALID_REQUEST, 7),
+        (b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{},"params":{"_meta":{}}}', types.INVALID_REQUEST, 7),
     ],
 )
 def test_each_refusal_has_the_json_rpc_code_and_the_id_when_readable(data: bytes, code: int, request_id: Any) -> None:
@@ -130,3 +135,10 @@ def test_a_servers_own_message_that_cannot_be_encoded_is_dropped(
     client's own request 5."""
     assert wire.encode(message) is None
     assert "could not be encoded" in caplog.text
+
+
+def test_members_named_like_the_envelope_inside_params_are_fine() -> None:
+    """Only the message's own members must be unique: "id" in the arguments (forget's) and in nested objects."""
+    call = {"name": "forget", "arguments": {"id": "x"}, "_meta": {"id": 3, "method": "m"}}
+    inbound = wire.inspect(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).encode())
+    assert isinstance(inbound, wire.Accepted)

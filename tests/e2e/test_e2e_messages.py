@@ -47,6 +47,8 @@ BAD = [
     ("an unknown method", encode({**PING, "method": "memory/steal"}), types.METHOD_NOT_FOUND, 7),
     ("a method of 5000 characters", encode({**PING, "method": "m" * 5000}), types.METHOD_NOT_FOUND, 7),
     ("not an object", b"[1]", types.INVALID_REQUEST, None),
+    ("two ids", b'{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}', types.INVALID_REQUEST, None),
+    ("two methods", b'{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}', types.INVALID_REQUEST, 7),
 ]
 
 
