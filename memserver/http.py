@@ -8,8 +8,8 @@ HTTP is safe by default:
   - every message is checked before the SDK sees it (wire.py), and sessions, concurrent requests, slow clients
     and body sizes are limited (http_limits.py).
 
-The app is assembled here rather than by `Server.streamable_http_app()` so that memserver's guard sits between
-the bearer-token check and the SDK's transport: Starlette middleware authenticates, RequireAuthMiddleware answers
+The app is assembled here rather than by `Server.streamable_http_app()` so that memserver's checks come in the
+right order: HostAndOriginFirst answers 403/421, Starlette middleware authenticates, RequireAuthMiddleware answers
 401, McpGuard applies the limits, and the SDK's session manager serves what is left. The legacy HTTP+SSE
 endpoints (`--sse`, http_sse.py) are guarded alike and share the limits.
 
@@ -35,7 +35,9 @@ from memserver.http_limits import HttpLimits
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
+    from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -118,9 +120,9 @@ def http_app(
         ]
     else:
         routes += [Route(SSE_PATH, endpoint=SseOff()), Route(MESSAGES_PATH, endpoint=SseOff())]
-    middleware = []
+    middleware = [Middleware(HostAndOriginFirst, checks=checks)]  # outermost: before the token is looked at
     if tokens:
-        middleware = [
+        middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StaticTokenVerifier(tokens))),
             Middleware(AuthContextMiddleware),
         ]
@@ -133,6 +135,25 @@ def http_app(
             yield
 
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+class HostAndOriginFirst:
+    """ASGI middleware, the app's outermost: Host and Origin are checked before anything else, the bearer token
+    included, so a page of a foreign origin learns nothing, not even that a token is wanted (403/421, not 401)."""
+
+    def __init__(self, app: ASGIApp, checks: TransportSecurityMiddleware) -> None:
+        self.app = app
+        self.checks = checks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            from starlette.requests import Request
+
+            refused = await self.checks.validate_request(Request(scope), is_post=False)  # Content-Type: later
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 @asynccontextmanager

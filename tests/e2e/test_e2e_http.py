@@ -56,14 +56,18 @@ def test_missing_or_unknown_token_is_401(server: HttpServer, token: str | None) 
     assert response.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_foreign_origin_is_403(server: HttpServer) -> None:
-    """DNS-rebinding protection: a browser page from another origin gets 403 even with a valid token."""
-    assert post(server.url, Origin="http://evil.example").status_code == 403
+@pytest.mark.parametrize("token", [ALICE, None, "not-a-known-token-at-all"], ids=["valid", "none", "unknown"])
+def test_foreign_origin_is_403(server: HttpServer, token: str | None) -> None:
+    """DNS-rebinding protection: a browser page from another origin gets 403 whatever its token: Host and Origin
+    are checked first, so such a page does not even learn that a token is wanted (no 401, no challenge)."""
+    response = post(server.url, token=token, Origin="http://evil.example")
+    assert response.status_code == 403 and "www-authenticate" not in response.headers
 
 
-def test_foreign_host_is_421(server: HttpServer) -> None:
-    """DNS-rebinding protection: a Host header that is not this server's gets 421."""
-    assert post(server.url, Host="evil.example:8000").status_code == 421
+@pytest.mark.parametrize("token", [ALICE, None], ids=["valid", "none"])
+def test_foreign_host_is_421(server: HttpServer, token: str | None) -> None:
+    """DNS-rebinding protection: a Host header that is not this server's gets 421, before the token is looked at."""
+    assert post(server.url, token=token, Host="evil.example:8000").status_code == 421
 
 
 def test_oversized_body_is_413(server: HttpServer) -> None:

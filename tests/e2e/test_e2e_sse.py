@@ -133,6 +133,7 @@ def test_a_foreign_origin_is_403_and_a_foreign_host_421(server: HttpServer, alic
     with httpx2.Client(timeout=30) as http:
         for headers, status in (({"Origin": "http://evil.example"}, 403), ({"Host": "evil.example:80"}, 421)):
             assert http.get(server.sse_url, headers={**auth, **headers}).status_code == status
+            assert http.get(server.sse_url, headers=headers).status_code == status  # no token: still not 401
             assert alice.post(encode({"jsonrpc": "2.0", "id": 1, "method": "ping"}), **headers)[0] == status
     assert alice.call({"jsonrpc": "2.0", "id": 2, "method": "ping"})["result"] == {}
 
