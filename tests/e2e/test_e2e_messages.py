@@ -110,6 +110,19 @@ def test_stdio_refuses_a_second_request_with_an_id_in_use(tmp_path: Path) -> Non
         assert conn.call({**PING, "id": 70})["result"] == {}  # answered: the id is free again
 
 
+def test_a_batch_is_refused_under_2025_03_26_too(tmp_path: Path) -> None:
+    """The one revision that allowed batches: negotiated, and a batch is still answered with one -32600 per request
+    (documented: README limitations, docs/upstream.md item 9)."""
+    old = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "2025-03-26"}}
+    with raw_stdio(tmp_path / "data", tmp_path / "stderr.log") as conn:
+        assert conn.call(old)["result"]["protocolVersion"] == "2025-03-26"
+        conn.send(encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        conn.send(encode([PING, {**PING, "id": 8}]))
+        answers = conn.next_answer()
+        assert [a["id"] for a in answers] == [7, 8] and {a["error"]["code"] for a in answers} == {-32600}
+        assert conn.call(PING)["result"] == {}
+
+
 def test_a_request_before_initialize_is_told_so(tmp_path: Path) -> None:
     """Before the handshake: a ping is answered, an unknown method is -32601, anything else -32600 saying the
     session is not initialized (the SDK says -32602 "Invalid request parameters"); then initialize works."""
