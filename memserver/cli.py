@@ -166,6 +166,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tokens=tokens,
         allowed_hosts=args.allowed_host or (),
         limits=limits,
+        stateless=bool(args.stateless),
+        sse=bool(args.sse),
     )
     return 0
 
@@ -176,6 +178,8 @@ _LIMIT_FLAGS = {
     "--max-sessions-per-user": "max_sessions_per_user",
     "--session-idle-timeout": "session_idle_timeout",
     "--max-concurrent-requests": "max_concurrent_requests",
+    "--max-concurrent-requests-per-user": "max_concurrent_requests_per_user",
+    "--max-incoming-bodies": "max_incoming_bodies",
     "--queue-timeout": "queue_timeout",
     "--header-timeout": "header_timeout",
     "--body-timeout": "body_timeout",
@@ -186,6 +190,7 @@ _LIMIT_FLAGS = {
 
 def _http_flags(args: argparse.Namespace) -> dict[str, object]:
     flags = {"--host": args.host, "--port": args.port, "--allowed-host": args.allowed_host}
+    flags |= {"--stateless": args.stateless, "--sse": args.sse}
     return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
 
 
@@ -361,6 +366,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="an extra Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0)",
     )
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        default=None,
+        help="with --http: keep no sessions, so several instances behind a load balancer can serve one client "
+        "(no subscriptions, logging/setLevel, elicitation or cancellation then; see the README)",
+    )
+    serve.add_argument(
+        "--sse",
+        action="store_true",
+        default=None,
+        help="with --http: also serve the legacy HTTP+SSE transport (MCP 2024-11-05) at /sse, for older clients",
+    )
     limits = serve.add_argument_group(
         "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
     )
@@ -372,16 +390,24 @@ def build_parser() -> argparse.ArgumentParser:
         ("--max-sessions-per-user", int, "N", "open sessions of one token's user (of the one user without tokens)"),
         ("--session-idle-timeout", float, "SECONDS", "close a session after this long with no request in flight"),
         ("--max-concurrent-requests", int, "N", "requests served at once; more wait for a free slot"),
-        ("--queue-timeout", float, "SECONDS", "how long a request waits for a free slot before a 503"),
+        (
+            "--max-concurrent-requests-per-user",
+            int,
+            "N",
+            "requests of one token's user in progress at once, bodies still arriving included (of the one user "
+            "without tokens)",
+        ),
+        ("--max-incoming-bodies", int, "N", "request bodies received at once (memory: N x --max-body-bytes)"),
+        ("--queue-timeout", float, "SECONDS", "how long a request waits for a free slot before a 503 (429 per user)"),
         ("--header-timeout", float, "SECONDS", "time a client has to send a request's headers"),
         ("--body-timeout", float, "SECONDS", "time a client has to send a request's body (408 after)"),
         ("--max-body-bytes", int, "N", "largest request body (413 above)"),
         ("--max-connections", int, "N", "open connections (503 above)"),
     ]:
         field = _LIMIT_FLAGS[flag]
-        limits.add_argument(
-            flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {getattr(defaults, field):g})"
-        )
+        default = getattr(defaults, field)
+        shown = default if isinstance(default, int) else f"{default:g}"
+        limits.add_argument(flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {shown})")
     serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
     serve.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     serve.set_defaults(func=cmd_serve)

@@ -60,7 +60,7 @@ FORWARDED_LOGGERS = frozenset(
     )
 )
 # Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the
-# transports (wire, stdio, http, http_guard, http_limits, tokens: about clients, not about the user's memories).
+# transports (wire, stdio, http, http_guard, http_limits, http_sse, tokens: about clients, not the user's memories).
 BURST = 20
 PER_SECOND = 10.0
 QUEUE = 200
@@ -291,10 +291,16 @@ def _put_newest(table: dict[str | None, Any], key: str | None, value: Any) -> No
 
 
 def _connection_key(ctx: ServerRequestContext[Any]) -> str | None:
-    """The connection a handshake-era request belongs to: its HTTP session id; over stdio there is one."""
+    """The connection a handshake-era request belongs to: its HTTP session, by the mcp-session-id header on /mcp
+    or the session_id in a legacy SSE POST's URL (each checked by its transport); over stdio there is one."""
     request = ctx.request
-    headers = getattr(request, "headers", None)
-    return headers.get("mcp-session-id") if headers is not None else None
+    if request is None:
+        return None
+    session: str | None = request.headers.get("mcp-session-id")
+    if session is not None:
+        return session
+    legacy: str | None = request.query_params.get("session_id")
+    return f"sse:{legacy}" if legacy else None
 
 
 def _mcp_level(levelno: int) -> types.LoggingLevel:

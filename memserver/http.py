@@ -8,9 +8,17 @@ HTTP is safe by default:
   - every message is checked before the SDK sees it (wire.py), and sessions, concurrent requests, slow clients
     and body sizes are limited (http_limits.py).
 
-The app is assembled here rather than by `Server.streamable_http_app()` so that memserver's guard sits between
-the bearer-token check and the SDK's transport: Starlette middleware authenticates, RequireAuthMiddleware answers
-401, McpGuard applies the limits, and the SDK's session manager serves what is left.
+The app is assembled here rather than by `Server.streamable_http_app()` so that memserver's checks come in the
+right order: HostAndOriginFirst answers 403/421, Starlette middleware authenticates, RequireAuthMiddleware answers
+401, McpGuard applies the limits, and the SDK's session manager serves what is left. The legacy HTTP+SSE
+endpoints (`--sse`, http_sse.py) are guarded alike and share the limits.
+
+Stateless mode (`--stateless`): the SDK's `stateless_http=True`, a fresh transport per POST and no session ids,
+so several instances behind a load balancer can serve one client. What needs a session is refused there with an
+explanation (http_guard.NEEDS_A_SESSION, STATELESS_405): logging/setLevel, resources/subscribe, the GET stream,
+DELETE; a server-to-client request (elicitation, sampling, roots) is impossible (the SDK's NoBackChannelError);
+a handshake-era notifications/cancelled lands on a transport of its own and cancels nothing. 2026-07-28 requests
+are stateless by design and served the same in both modes.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from memserver.http_limits import HttpLimits
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
+    from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -51,10 +61,14 @@ def http_app(
     tokens: Mapping[str, str] | None = None,
     allowed_hosts: Sequence[str] = (),
     limits: HttpLimits | None = None,
+    stateless: bool = False,
+    sse: bool = False,
 ) -> Starlette:
     """The Starlette app serving `server` at /mcp, with the security settings described in the module docstring.
 
-    `server` must have been built with `per_user=bool(tokens)`.
+    `server` must have been built with `per_user=bool(tokens)`. `stateless`: /mcp keeps no sessions (every POST
+    stands alone, so any instance behind a load balancer can serve it). `sse`: also serve the legacy HTTP+SSE
+    transport at /sse and /messages/ (http_sse.py); without it those paths answer 404 saying how to turn it on.
 
     Raises:
         ConfigError: a non-loopback host without tokens, or a wildcard host without `allowed_hosts`.
@@ -70,6 +84,7 @@ def http_app(
 
     from memserver.http_guard import LimitedSessionManager, McpGuard
     from memserver.http_limits import SessionRegistry
+    from memserver.http_sse import MESSAGES_PATH, SSE_PATH, SseOff
     from memserver.tokens import StaticTokenVerifier
 
     check_bind(host, tokens, allowed_hosts)
@@ -78,29 +93,89 @@ def http_app(
     registry = SessionRegistry()
     manager = LimitedSessionManager(
         app=server,
+        # SSE answers (json_response=False): a POST's own stream carries its progress and log records first.
+        stateless=stateless,
         security_settings=security,
         max_request_body_size=limits.max_body_bytes,
         session_idle_timeout=limits.session_idle_timeout,
         max_sessions=limits.max_sessions,
         registry=registry,
-        max_sessions_per_user=limits.max_sessions_per_user,
     )
-    endpoint: Any = McpGuard(StreamableHTTPASGIApp(manager), limits, registry, TransportSecurityMiddleware(security))
-    middleware = []
-    if tokens:
+    checks = TransportSecurityMiddleware(security)
+    guard = McpGuard(StreamableHTTPASGIApp(manager), limits, registry, checks, stateless=stateless)
+
+    def protected(endpoint: Any) -> Any:
         # A resource server only: no OAuth routes, no token audience (these are static tokens), no scopes.
-        endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
-        middleware = [
+        return RequireAuthMiddleware(endpoint, required_scopes=[]) if tokens else endpoint
+
+    routes = [Route(MCP_PATH, endpoint=protected(guard))]
+    legacy = None
+    if sse:
+        from memserver.http_sse import LegacySse
+
+        legacy = LegacySse(server, limits, registry, checks, security, guard.slots)
+        routes += [
+            Route(SSE_PATH, endpoint=protected(legacy.stream_app)),
+            Route(MESSAGES_PATH, endpoint=protected(legacy.messages_app)),
+        ]
+    else:
+        routes += [Route(SSE_PATH, endpoint=SseOff()), Route(MESSAGES_PATH, endpoint=SseOff())]
+    middleware = [Middleware(HostAndOriginFirst, checks=checks)]  # outermost: before the token is looked at
+    if tokens:
+        middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StaticTokenVerifier(tokens))),
             Middleware(AuthContextMiddleware),
         ]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
+        async with _entered_once(server) as state, manager.run():
+            if legacy is not None:
+                legacy.lifespan_state = state
             yield
 
-    return Starlette(routes=[Route(MCP_PATH, endpoint=endpoint)], middleware=middleware, lifespan=lifespan)
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+class HostAndOriginFirst:
+    """ASGI middleware, the app's outermost: Host and Origin are checked before anything else, the bearer token
+    included, so a page of a foreign origin learns nothing, not even that a token is wanted (403/421, not 401)."""
+
+    def __init__(self, app: ASGIApp, checks: TransportSecurityMiddleware) -> None:
+        self.app = app
+        self.checks = checks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            from starlette.requests import Request
+
+            refused = await self.checks.validate_request(Request(scope), is_post=False)  # Content-Type: later
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+@asynccontextmanager
+async def _entered_once(server: Server[Any]) -> AsyncIterator[Any]:
+    """The server's lifespan (its stores, its log forwarding), entered once for every transport of the app.
+
+    The SDK's session manager enters the lifespan itself and keeps the state to itself; the legacy SSE sessions
+    need the same state (one store per user, not two). So it is entered here, and the manager, which enters it
+    again, is handed a lifespan that yields the same state while the app runs.
+    """
+    real = server.lifespan
+    async with real(server) as state:
+
+        @asynccontextmanager
+        async def already_entered(_: Server[Any]) -> AsyncIterator[Any]:
+            yield state
+
+        server.lifespan = already_entered
+        try:
+            yield state
+        finally:
+            server.lifespan = real
 
 
 def _security(host: str, allowed_hosts: Sequence[str]) -> Any:
@@ -159,26 +234,41 @@ def serve_http(
     tokens: Mapping[str, str] | None = None,
     allowed_hosts: Sequence[str] = (),
     limits: HttpLimits | None = None,
+    stateless: bool = False,
+    sse: bool = False,
 ) -> None:
-    """Serve over streamable HTTP until interrupted. Prints the URL on stderr once listening."""
+    """Serve over streamable HTTP (and legacy SSE with `sse`) until interrupted. Prints the URL on stderr once
+    listening."""
     import uvicorn
 
-    from memserver.http_limits import header_timeout_protocol
+    from memserver.http_limits import h11_protocol
 
     limits = limits or HttpLimits()
     check_bind(host, tokens, allowed_hosts)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
-    app = http_app(server, host=host, port=port, tokens=tokens, allowed_hosts=allowed_hosts, limits=limits)
+    app = http_app(
+        server,
+        host=host,
+        port=port,
+        tokens=tokens,
+        allowed_hosts=allowed_hosts,
+        limits=limits,
+        stateless=stateless,
+        sse=sse,
+    )
     url_host = f"[{host}]" if ":" in host else host
+    base = f"http://{url_host}:{port}"
     who = f"bearer tokens for {len(set(tokens.values()))} user(s)" if tokens else "loopback only, no tokens"
-    print(f"memserver: serving MCP at http://{url_host}:{port}{MCP_PATH} ({who})", file=sys.stderr, flush=True)
+    mode = "stateless; " if stateless else ""
+    legacy = f"; legacy SSE at {base}/sse" if sse else ""
+    print(f"memserver: serving MCP at {base}{MCP_PATH} ({mode}{who}){legacy}", file=sys.stderr, flush=True)
     config = uvicorn.Config(
         app,
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=5,
-        http=header_timeout_protocol(limits.header_timeout),
+        http=h11_protocol(limits.header_timeout),
         limit_concurrency=limits.max_connections,
     )
     uvicorn.Server(config).run(sockets=[sock])

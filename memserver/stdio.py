@@ -116,7 +116,8 @@ class _Handshake:
     def __init__(self, server: Server[Any]) -> None:
         self.server = server
         self.era: Literal["unknown", "handshake", "modern"] = "unknown"
-        self.initializing: set[types.RequestId] = set()  # initialize requests the SDK has not answered yet
+        self.initializing: set[str] = set()  # wire.id_key of initialize requests the SDK has not answered yet
+        self.abandoned: set[str] = set()  # ... and of those the client cancelled since (the SDK may answer anyway)
         self.initialized = False
 
     def too_early(self, request: types.JSONRPCRequest) -> bool:
@@ -136,12 +137,23 @@ class _Handshake:
         if not early:
             self.era = era
             if request.method == "initialize" and era == "handshake":
-                self.initializing.add(request.id)
+                self.initializing.add(wire.id_key(request.id))
         return early
 
+    def cancelled(self, request_id: object) -> None:
+        """A cancelled initialize no longer holds back what follows (the SDK may never answer it); if it is answered
+        after all, that answer still counts."""
+        if isinstance(request_id, str | int) and wire.id_key(request_id) in self.initializing:
+            self.initializing.discard(wire.id_key(request_id))
+            self.abandoned.add(wire.id_key(request_id))
+
     def answered(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
-        if message.id in self.initializing:
-            self.initializing.discard(message.id)
+        if message.id is None:
+            return
+        key = wire.id_key(message.id)
+        if key in self.initializing or key in self.abandoned:
+            self.initializing.discard(key)
+            self.abandoned.discard(key)
             self.initialized = self.initialized or isinstance(message, types.JSONRPCResponse)
 
 
@@ -209,7 +221,9 @@ async def _serve(server: Server[Any], pipe: _Pipe) -> None:
                         continue
                     pending.add(message.id)
                 elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-                    pending.discard((message.params or {}).get("requestId"))  # a cancelled request gets no answer
+                    cancelled = (message.params or {}).get("requestId")
+                    pending.discard(cancelled)  # a cancelled request gets no answer
+                    handshake.cancelled(cancelled)
                 await to_server.send(SessionMessage(message))
             with anyio.move_on_after(DRAIN_SECONDS):  # EOF: let the requests in flight finish
                 await pending.all_answered()
@@ -221,7 +235,9 @@ async def _serve(server: Server[Any], pipe: _Pipe) -> None:
                 if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
                     pending.discard(message.id)
                     handshake.answered(message)
-                await pipe.write(wire.encode(message))
+                encoded = wire.encode(message)
+                if encoded is not None:
+                    await pipe.write(encoded)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(write_answers)

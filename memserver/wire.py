@@ -14,6 +14,8 @@ client waits forever) and answered with a pydantic dump over HTTP. So each messa
         -> -32602 Invalid params, with the id
     a method name no MCP method could have (over MAX_METHOD_CHARS)
         -> -32601 Method not found, with the id
+    "jsonrpc", "id", "method" or "params" twice in one message (parsers disagree on which one counts)
+        -> -32600 Invalid Request, with the id unless it is the id that is repeated
 
 Anything that passes goes to the SDK unchanged. No answer repeats the input beyond the id, and no answer
 carries a parser's own message.
@@ -36,6 +38,8 @@ MAX_INT_ID = 2**63 - 1  # and so is an integer id beyond 64 bits
 MAX_METHOD_CHARS = 128  # the longest MCP method name is ~40 characters
 MAX_DEPTH = 200  # pydantic-core's fixed nesting limit; the Python fallback parser is held to the same
 BATCHES_REMOVED = "2025-06-18"  # the MCP revision that removed JSON-RPC batching
+
+logger = logging.getLogger(__name__)
 
 _BOM = b"\xef\xbb\xbf"
 _ID_SNIFF = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,256}"|-?\d{1,19})')
@@ -74,6 +78,11 @@ def inspect(data: bytes) -> Inbound:
         obj = parsed
     if isinstance(obj, list):
         return _refuse_batch(obj)
+    repeated = _repeated_members(data) if isinstance(obj, dict) and _may_repeat_members(data) else []
+    if repeated:  # a parser keeps the last of them, another the first: which request is it?
+        readable = obj.get("id") if "id" not in repeated and _echoable(obj.get("id")) else None
+        names = " and ".join(f'"{name}"' for name in repeated)
+        return refusal(readable, types.INVALID_REQUEST, f"Invalid Request: more than one {names} member")
     request_id, problem, code = _check(obj)
     if problem is not None:
         return refusal(request_id, code, problem)
@@ -113,14 +122,19 @@ def sniff_id(head: bytes) -> types.RequestId | None:
     return value if _echoable(value) else None
 
 
-def encode(message: types.JSONRPCMessage) -> bytes:
-    """A message from the SDK, encoded for the wire. A message that cannot be encoded (text that is not Unicode)
-    becomes an internal error for its request rather than a crash of the writer."""
+def encode(message: types.JSONRPCMessage) -> bytes | None:
+    """A message from the SDK, encoded for the wire, or None when it must not be sent. A message that cannot be
+    encoded (text that is not Unicode) is not a crash of the writer: an answer becomes an internal error for its
+    request; a request or notification of the server's is logged and dropped (an error in its place would read
+    as the answer to the client's own request with that id)."""
     try:
         return message.model_dump_json(by_alias=True, exclude_unset=True).encode()
     except pydantic_core.PydanticSerializationError:
-        request_id = getattr(message, "id", None)
-        return error_bytes(request_id, types.INTERNAL_ERROR, "Internal error: the answer could not be encoded")
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return error_bytes(message.id, types.INTERNAL_ERROR, "Internal error: the answer could not be encoded")
+        what = message.method if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification) else "message"
+        logger.error("dropped a %s of the server's that could not be encoded (text that is not Unicode)", what[:64])
+        return None
 
 
 def id_key(request_id: types.RequestId) -> str:
@@ -175,6 +189,33 @@ def _parse_slowly(data: bytes) -> Any:
     if _depth(obj) > MAX_DEPTH:
         return _parse_error(f"the message is nested deeper than {MAX_DEPTH} levels")
     return obj
+
+
+_ENVELOPE = ("jsonrpc", "id", "method", "params")
+_ESCAPED_ASCII_LETTER = re.compile(rb"\\u00[4-7][0-9a-fA-F]")  # how a key could spell "id" without the bytes id
+
+
+def _may_repeat_members(data: bytes) -> bool:
+    """A cheap first look: whether the message could name an envelope member twice."""
+    quoted = (f'"{name}"'.encode() for name in _ENVELOPE)
+    return any(data.count(name) > 1 for name in quoted) or _ESCAPED_ASCII_LETTER.search(data) is not None
+
+
+def _repeated_members(data: bytes) -> list[str]:
+    """The envelope members the message's top-level object has more than once (JSON allows it, RFC 8259 4: "the
+    names within an object SHOULD be unique"; every parser then keeps one of them, each its own)."""
+    objects: list[list[tuple[str, Any]]] = []
+
+    def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        objects.append(pairs)  # innermost first: the message itself is the last
+        return dict(pairs)
+
+    try:
+        json.loads(data, object_pairs_hook=keep)
+    except (ValueError, RecursionError):
+        return []
+    names = [name for name, _ in objects[-1]] if objects else []
+    return [name for name in _ENVELOPE if names.count(name) > 1]
 
 
 class _NotJson(ValueError):

@@ -23,6 +23,7 @@ FRONT = (
     "stdio",
     "http",
     "http_guard",
+    "http_sse",
     "http_limits",
     "tokens",
     "demo",

@@ -535,7 +535,7 @@ def test_every_memserver_logger_is_forwarded_or_deliberately_not() -> None:
     from memserver import client_log
 
     package = Path(client_log.__file__).parent
-    kept_out = {"columns", "wire", "stdio", "http", "http_guard", "http_limits", "tokens", "cli", "demo"}
+    kept_out = {"columns", "wire", "stdio", "http", "http_guard", "http_limits", "http_sse", "tokens", "cli", "demo"}
     logging_modules = {
         path.relative_to(package).with_suffix("").as_posix().replace("/", ".")
         for path in package.rglob("*.py")

@@ -69,6 +69,11 @@ def test_well_formed_messages_pass(data: bytes) -> None:
         (json.dumps({**PING, "method": "m" * 200}).encode(), types.METHOD_NOT_FOUND, 7),
         (b"[]", types.INVALID_REQUEST, None),
         (b'"ping"', types.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}', types.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":7,"\\u0069d":8,"method":"ping"}', types.INVALID_REQUEST, None),
+        (b'{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}', types.INVALID_REQUEST, 7),
+        (b'{"jsonrpc":"2.0","jsonrpc":"1.0","id":7,"method":"ping"}', types.INVALID_REQUEST, 7),
+        (b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{},"params":{"_meta":{}}}', types.INVALID_REQUEST, 7),
     ],
 )
 def test_each_refusal_has_the_json_rpc_code_and_the_id_when_readable(data: bytes, code: int, request_id: Any) -> None:
@@ -105,3 +110,35 @@ def test_an_id_is_found_at_the_start_of_an_over_long_message() -> None:
     assert wire.sniff_id(b'{"jsonrpc":"2.0","id":"big","params":"xxxx') == "big"
     assert wire.sniff_id(b'{"jsonrpc":"2.0","id": 42, "params":"xxxx') == 42
     assert wire.sniff_id(b'{"jsonrpc":"2.0","params":"xxxx') is None
+
+
+def test_an_answer_that_cannot_be_encoded_becomes_an_internal_error_for_its_request() -> None:
+    answer = types.JSONRPCResponse(jsonrpc="2.0", id=5, result={"text": "\ud83d"})
+    encoded = wire.encode(answer)
+    assert encoded is not None
+    error = json.loads(encoded)
+    assert error["id"] == 5 and error["error"]["code"] == types.INTERNAL_ERROR
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        types.JSONRPCNotification(jsonrpc="2.0", method="notifications/message", params={"data": "\ud83d"}),
+        types.JSONRPCRequest(jsonrpc="2.0", id=5, method="elicitation/create", params={"message": "\ud83d"}),
+    ],
+    ids=["notification", "request"],
+)
+def test_a_servers_own_message_that_cannot_be_encoded_is_dropped(
+    message: types.JSONRPCMessage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not an error answer: for a request of the server's, one with its id would read as the answer to the
+    client's own request 5."""
+    assert wire.encode(message) is None
+    assert "could not be encoded" in caplog.text
+
+
+def test_members_named_like_the_envelope_inside_params_are_fine() -> None:
+    """Only the message's own members must be unique: "id" in the arguments (forget's) and in nested objects."""
+    call = {"name": "forget", "arguments": {"id": "x"}, "_meta": {"id": 3, "method": "m"}}
+    inbound = wire.inspect(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).encode())
+    assert isinstance(inbound, wire.Accepted)

@@ -2,6 +2,9 @@
 
     python -m tests.e2e.gated_server stdio
     python -m tests.e2e.gated_server http        # per-user (MEMSERVER_TOKENS), prints "serving MCP at URL"
+    python -m tests.e2e.gated_server http --stateless --sse --max-concurrent-requests N
+                                          --max-concurrent-requests-per-user N --queue-timeout S
+                                                 # options of memserver serve's names
 
 Each user's store (user "default" over stdio) is built only once the test writes a byte into the FIFO
 `$GATE_DIR/<user>` (made by the test with os.mkfifo): an event, not a sleep, so a test can see what a call does
@@ -21,6 +24,12 @@ from memserver import http, stdio
 from memserver.tokens import load_tokens
 
 GATE_STAGE = "waiting for the test to open the gate"
+
+
+def release(gate: Path, byte: bytes = b"x") -> None:
+    """Open the gate (the test's side): the server's build thread reads one byte (b"f": fail the build)."""
+    with gate.open("wb") as fifo:  # blocks until the build opens its end
+        fifo.write(byte)
 
 
 class GatedFactory:
@@ -55,7 +64,24 @@ def main() -> None:
         stdio.serve_stdio(build_server(factory), wire)  # type: ignore[arg-type]
     else:
         tokens = load_tokens()
-        http.serve_http(build_server(factory, per_user=True), port=0, tokens=tokens)  # type: ignore[arg-type]
+        import argparse
+
+        from memserver.http_limits import HttpLimits
+
+        parser = argparse.ArgumentParser()
+        for flag in ("--stateless", "--sse"):
+            parser.add_argument(flag, action="store_true")
+        for name, kind in [
+            ("max_concurrent_requests", int),
+            ("max_concurrent_requests_per_user", int),
+            ("queue_timeout", float),
+        ]:
+            parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(HttpLimits, name), dest=name)
+        options = vars(parser.parse_args(sys.argv[2:]))
+        stateless, sse = options.pop("stateless"), options.pop("sse")
+        limits = HttpLimits(**options)
+        server = build_server(factory, per_user=True)  # type: ignore[arg-type]
+        http.serve_http(server, port=0, tokens=tokens, limits=limits, stateless=stateless, sse=sse)
 
 
 if __name__ == "__main__":

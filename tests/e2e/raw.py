@@ -7,14 +7,15 @@ import json
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
+from anyio.from_thread import start_blocking_portal
 
-from tests.e2e.servers import SERVE, TIMEOUT, server_env
+from tests.e2e.servers import ROOT, SERVE, TIMEOUT, server_env
 
 PROTOCOL = "2025-11-25"
 INITIALIZE: dict[str, Any] = {
@@ -74,11 +75,17 @@ class RawStdio:
 
 
 @contextmanager
-def raw_stdio(data_dir: Path, stderr: Path, **env: str) -> Iterator[RawStdio]:
-    """Spawn `memserver serve` on `data_dir` (stderr appended to the file `stderr`), and stop it afterwards."""
+def raw_stdio(data_dir: Path, stderr: Path, *, command: Sequence[str] = SERVE, **env: str) -> Iterator[RawStdio]:
+    """Spawn `memserver serve` (or `command`, from the checkout's root) on `data_dir` (stderr appended to the file
+    `stderr`), and stop it afterwards."""
     with stderr.open("ab") as err:
         process = subprocess.Popen(
-            SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=server_env(data_dir, **env)
+            list(command),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=server_env(data_dir, **env),
         )
     try:
         yield RawStdio(process)
@@ -150,3 +157,91 @@ def messages_of(response: httpx2.Response) -> list[Any]:
                 found.append(json.loads(data))
         return found
     return []
+
+
+class RawSse:
+    """A session of the legacy HTTP+SSE transport, raw: GET /sse is read on a background event loop (`events` gets
+    each JSON-RPC message of the stream, parsed), and `post` sends bytes to the URL its endpoint event named.
+    `close()` hangs up the stream, which ends the session on the server."""
+
+    def __init__(self, sse_url: str, token: str | None = None, timeout: float = TIMEOUT) -> None:
+        self.headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx2.Client(timeout=timeout)
+        self.events: queue.Queue[Any] = queue.Queue()
+        self.status: int | None = None
+        self.refusal = b""
+        self.endpoint: str | None = None
+        self._opened = threading.Event()
+        self._loop = start_blocking_portal()
+        portal = self._loop.__enter__()
+        self._reader = portal.start_task_soon(self._read, sse_url, timeout)
+        if not self._opened.wait(timeout):
+            raise RuntimeError(f"GET {sse_url} did not answer")
+
+    async def _read(self, url: str, timeout: float) -> None:
+        headers = {**self.headers, "accept": "text/event-stream"}
+        try:
+            async with (
+                httpx2.AsyncClient(timeout=httpx2.Timeout(timeout, read=None)) as http,
+                http.stream("GET", url, headers=headers) as response,
+            ):
+                self.status = response.status_code
+                if response.status_code != 200:
+                    self.refusal = await response.aread()
+                    return
+                event = ""
+                async for line in response.aiter_lines():
+                    if line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("data:") and event == "endpoint":
+                        self.endpoint = url.rsplit("/sse", 1)[0] + line[5:].strip()
+                        self._opened.set()
+                    elif line.startswith("data:") and event == "message":
+                        self.events.put(json.loads(line[5:]))
+        except httpx2.HTTPError:
+            pass
+        finally:
+            self._opened.set()
+
+    @property
+    def session_id(self) -> str:
+        assert self.endpoint, self.status
+        return self.endpoint.rsplit("session_id=", 1)[1]
+
+    def post(
+        self, body: bytes, *, endpoint: str | None = None, **headers: str
+    ) -> tuple[int, list[Any], httpx2.Response]:
+        """(status, JSON-RPC messages in the POST's own answer, the response). Answers proper come on `events`."""
+        target = endpoint or self.endpoint
+        assert target, f"no session (GET answered {self.status})"
+        all_headers = {"content-type": "application/json", **self.headers, **{k.lower(): v for k, v in headers.items()}}
+        response = self.http.post(target, content=body, headers=all_headers)
+        return response.status_code, messages_of(response), response
+
+    def next_event(self, timeout: float = TIMEOUT) -> Any:
+        return self.events.get(timeout=timeout)
+
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        """POST one request (202) and return the next message of the stream, which must be its answer."""
+        status, _, response = self.post(encode(message))
+        assert status == 202, (status, response.text[:300])
+        answer = self.next_event()
+        assert answer.get("id") == message.get("id"), answer
+        return answer
+
+    def initialize(self) -> dict[str, Any]:
+        answer = self.call(INITIALIZE)
+        assert self.post(encode(INITIALIZED))[0] == 202
+        return answer
+
+    def __enter__(self) -> RawSse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Hang up the stream (which ends the session on the server)."""
+        self._reader.cancel()
+        self._loop.__exit__(None, None, None)
+        self.http.close()

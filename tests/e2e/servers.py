@@ -21,10 +21,12 @@ import anyio
 import httpx2
 from anyio.from_thread import BlockingPortal
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 TIMEOUT = 60.0  # the first call of a fresh server may wait for the model to load
+START_TIMEOUT = 180.0  # until a server announces its URL: imports alone can take a minute on a loaded machine
 SERVE = [sys.executable, "-m", "memserver", "serve"]
 ROOT = Path(__file__).resolve().parents[2]
 GATED = [sys.executable, "-m", "tests.e2e.gated_server"]  # + "stdio" or "http"; run from ROOT
@@ -106,20 +108,58 @@ def http_session(
         yield Live(portal, client)
 
 
+@asynccontextmanager
+async def _sse_connected(url: str, token: str | None, **options: Any) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with _connected(sse_client(url, headers=headers, timeout=TIMEOUT), "legacy", **options) as client:
+        yield client
+
+
+@contextmanager
+def sse_session(portal: BlockingPortal, url: str, token: str | None = None, **options: Any) -> Iterator[Live]:
+    """The SDK's client over the legacy HTTP+SSE transport (`url`: the server's /sse); handshake era only."""
+    with portal.wrap_async_context_manager(_sse_connected(url, token, **options)) as client:
+        yield Live(portal, client)
+
+
 @dataclass
 class HttpServer:
     process: subprocess.Popen[str]
     url: str
     log: list[str] = field(default_factory=list)
 
+    @property
+    def sse_url(self) -> str:
+        """The legacy HTTP+SSE endpoint of a server started with --sse."""
+        return self.url.removesuffix("/mcp") + "/sse"
+
 
 @contextmanager
 def http_server(data_dir: Path, *args: str, command: Sequence[str] | None = None, **env: str) -> Iterator[HttpServer]:
     """Run `memserver serve --http --port 0 ARGS` (or `command`) and yield it once it prints its URL."""
+    command = [*SERVE, "--http", "--port", "0", *args] if command is None else list(command)
+    with _spawned(command, r"serving MCP at (\S+)", server_env(data_dir, **env)) as (process, url, lines):
+        yield HttpServer(process, url, lines)
+
+
+@contextmanager
+def round_robin(*upstreams: str) -> Iterator[str]:
+    """A proxy (tests/e2e/round_robin.py) that sends each request to the next of `upstreams` (base URLs, no path)
+    in turn; yields its base URL."""
+    command = [sys.executable, "-m", "tests.e2e.round_robin", *upstreams]
+    with _spawned(command, r"proxying at (\S+)", dict(os.environ)) as (_, url, _lines):
+        yield url
+
+
+@contextmanager
+def _spawned(
+    command: Sequence[str], announcement: str, env: dict[str, str]
+) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
+    """Run `command` from ROOT; yield it, the URL its stderr announces, and its stderr lines; stop it afterwards."""
     process = subprocess.Popen(
-        [*SERVE, "--http", "--port", "0", *args] if command is None else list(command),
+        list(command),
         cwd=ROOT,
-        env=server_env(data_dir, **env),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -133,7 +173,7 @@ def http_server(data_dir: Path, *args: str, command: Sequence[str] | None = None
         assert process.stderr is not None
         for line in process.stderr:
             lines.append(line)
-            match = re.search(r"serving MCP at (\S+)", line)
+            match = re.search(announcement, line)
             if match and not url:
                 url.append(match.group(1))
                 found.set()
@@ -141,9 +181,13 @@ def http_server(data_dir: Path, *args: str, command: Sequence[str] | None = None
 
     threading.Thread(target=drain, daemon=True).start()
     try:
-        if not found.wait(TIMEOUT) or not url:
-            raise RuntimeError("memserver serve --http did not start:\n" + "".join(lines))
-        yield HttpServer(process, url[0], lines)
+        if not found.wait(START_TIMEOUT) or not url:
+            try:
+                how = f"exited with status {process.wait(5)}"
+            except subprocess.TimeoutExpired:
+                how = f"no URL announced within {START_TIMEOUT:g} s"
+            raise RuntimeError(f"{' '.join(command[:6])} did not start ({how}):\n" + "".join(lines))
+        yield process, url[0], lines
     finally:
         process.terminate()
         try:

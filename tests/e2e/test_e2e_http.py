@@ -56,14 +56,18 @@ def test_missing_or_unknown_token_is_401(server: HttpServer, token: str | None) 
     assert response.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_foreign_origin_is_403(server: HttpServer) -> None:
-    """DNS-rebinding protection: a browser page from another origin gets 403 even with a valid token."""
-    assert post(server.url, Origin="http://evil.example").status_code == 403
+@pytest.mark.parametrize("token", [ALICE, None, "not-a-known-token-at-all"], ids=["valid", "none", "unknown"])
+def test_foreign_origin_is_403(server: HttpServer, token: str | None) -> None:
+    """DNS-rebinding protection: a browser page from another origin gets 403 whatever its token: Host and Origin
+    are checked first, so such a page does not even learn that a token is wanted (no 401, no challenge)."""
+    response = post(server.url, token=token, Origin="http://evil.example")
+    assert response.status_code == 403 and "www-authenticate" not in response.headers
 
 
-def test_foreign_host_is_421(server: HttpServer) -> None:
-    """DNS-rebinding protection: a Host header that is not this server's gets 421."""
-    assert post(server.url, Host="evil.example:8000").status_code == 421
+@pytest.mark.parametrize("token", [ALICE, None], ids=["valid", "none"])
+def test_foreign_host_is_421(server: HttpServer, token: str | None) -> None:
+    """DNS-rebinding protection: a Host header that is not this server's gets 421, before the token is looked at."""
+    assert post(server.url, token=token, Host="evil.example:8000").status_code == 421
 
 
 def test_oversized_body_is_413(server: HttpServer) -> None:
@@ -103,11 +107,14 @@ def test_users_are_isolated(server: HttpServer, portal: BlockingPortal) -> None:
 
 
 def test_plain_loopback_http_needs_no_token(tmp_path: Path, portal: BlockingPortal) -> None:
-    """Without tokens, the default loopback server serves MCP and still refuses foreign origins."""
+    """Without tokens, the default loopback server serves MCP and still refuses foreign origins; /sse is off."""
     with http_server(tmp_path) as running, http_session(portal, running.url) as live:
         assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget"]
         assert live.call_tool("remember", {"content": "HTTP without tokens works."}).structured_content["id"]
         assert post(running.url, token=None, Origin="http://evil.example").status_code == 403
+        with httpx2.Client(timeout=30) as http:  # the legacy SSE endpoint is off unless asked for, and says so
+            refused = http.get(running.url.removesuffix("/mcp") + "/sse")
+        assert refused.status_code == 404 and "--sse" in refused.json()["error"]["message"]
 
 
 def test_non_loopback_without_tokens_is_refused(tmp_path: Path) -> None:

@@ -5,18 +5,24 @@ act on a configured (short) time poll with a deadline."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
 import pytest
 
-from tests.e2e.raw import INITIALIZE, RawHttp, encode
-from tests.e2e.servers import SERVE, HttpServer, http_server, server_env
+from tests.e2e.gated_server import release
+from tests.e2e.raw import INITIALIZE, PROTOCOL, RawHttp, encode
+from tests.e2e.servers import GATED, SERVE, HttpServer, http_server, server_env
 
 ALICE = "limits-alice-0123456789abcdef"
 BOB = "limits-bob-0123456789abcdef"
@@ -122,15 +128,49 @@ def test_an_idle_session_expires_and_frees_its_place(tmp_path: Path) -> None:
         second.close()
 
 
+def test_a_sessions_place_comes_back_however_it_ends(tmp_path: Path) -> None:
+    """One session allowed (per user and in all): its place comes back after a DELETE, after an initialize the SDK
+    refuses once admitted (406: no text/event-stream in Accept), and after a client that hangs up mid-body; of 8
+    initializes at once exactly one opens a session and the others get 429 with the cap's words (not the SDK's
+    503 "Too many open sessions", -32603, which lost races used to get). Idle expiry: the test above."""
+    with http_server(tmp_path, "--max-sessions", "1", "--max-sessions-per-user", "1") as server:
+        first, second = RawHttp(server.url), RawHttp(server.url)
+        assert opening(first)[0] == 200
+        assert opening(second)[0] == 429
+        assert first.delete() == 200
+        assert opening(second)[0] == 200
+        assert second.delete() == 200
+
+        status, _, _ = first.post(encode(INITIALIZE), session=False, accept="application/json")
+        assert status == 406
+        hung_up = stalled_post(server, encode(INITIALIZE)[:20])
+        hung_up.close()
+        assert opening(first)[0] == 200
+        assert first.delete() == 200
+
+        racers = [RawHttp(server.url) for _ in range(8)]
+        with ThreadPoolExecutor(len(racers)) as pool:
+            outcomes = list(pool.map(opening, racers))
+        assert sorted(status for status, _ in outcomes) == [200] + [429] * 7, outcomes
+        refused = [answer["error"] for status, answer in outcomes if status == 429]
+        assert all(e["code"] == LIMIT_EXCEEDED and "has 1, the most allowed" in e["message"] for e in refused)
+        winner = next(conn for conn, (status, _) in zip(racers, outcomes, strict=True) if status == 200)
+        assert winner.delete() == 200
+        assert opening(first)[0] == 200
+        for conn in [first, second, *racers]:
+            conn.close()
+
+
 # --- requests ------------------------------------------------------------------------------------------------------
 
 
-def stalled_post(server: HttpServer, sent: bytes = b"{") -> socket.socket:
-    """A connection that sends a POST's headers and the start of its body, then nothing (it holds a slot)."""
+def stalled_post(server: HttpServer, sent: bytes = b"{", token: str | None = None, path: str = "/mcp") -> socket.socket:
+    """A connection that sends a POST's headers and the start of its body, then nothing."""
     sock = socket.create_connection(address(server), timeout=30)
     host, port = address(server)
-    head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-    head += "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n"
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+    head += "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n"
+    head += f"Authorization: Bearer {token}\r\n\r\n" if token else "\r\n"
     sock.sendall(head.encode() + sent)
     return sock
 
@@ -143,31 +183,105 @@ def answer_of(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
-def test_requests_beyond_the_concurrency_cap_wait_then_get_503(tmp_path: Path) -> None:
-    """--max-concurrent-requests 2: while two requests are in progress (their bodies still coming), a third waits
-    --queue-timeout and gets 503 with Retry-After and a JSON-RPC error; once they end, requests are served."""
-    args = ("--max-concurrent-requests", "2", "--queue-timeout", "0.3", "--max-connections", "16")
-    with http_server(tmp_path, *args) as server:
-        conn = RawHttp(server.url)
-        conn.initialize()
-        stalled = [stalled_post(server) for _ in range(2)]
-        busy: list = []
+def closed_unanswered(sock: socket.socket) -> bool:
+    """Whether the server closed the connection without sending anything: end of stream, or a reset (the server
+    had unread bytes of ours when it closed; with no answer to deliver it does not linger)."""
+    try:
+        return answer_of(sock) == b""
+    except ConnectionResetError:
+        return True
 
-        def refused() -> bool:
-            status, answers, response = conn.post(encode(PING))
-            busy[:] = [status, answers, response.headers.get("retry-after")]
-            return status == 503
 
-        assert until(refused), f"never refused: {busy}"
-        assert busy[1][0]["error"]["code"] == LIMIT_EXCEEDED and busy[2] == "1"
+@contextmanager
+def held_remembers(server: HttpServer, conn: RawHttp, count: int) -> Iterator[list[httpx2.Response]]:
+    """`count` remembers in `conn`'s session, in progress (their answers' streams have started) while the gated
+    server waits for the test to open the gate; yields their responses, to be read once it is open."""
+    headers = {**conn.headers, "mcp-protocol-version": PROTOCOL}
+    if conn.session:
+        headers["mcp-session-id"] = conn.session
+    with ExitStack() as stack:
+        client = stack.enter_context(httpx2.Client(timeout=60))
+        responses = []
+        for n in range(count):
+            call = {"name": "remember", "arguments": {"content": f"Held remember number {n}."}}
+            body = encode({"jsonrpc": "2.0", "id": f"held-{n}", "method": "tools/call", "params": call})
+            response = stack.enter_context(client.stream("POST", server.url, content=body, headers=headers))
+            assert response.status_code == 200  # its answer's stream has started: it holds its slots
+            responses.append(response)
+        yield responses
+
+
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+def test_requests_beyond_the_caps_wait_then_get_503_or_429(tmp_path: Path, stateless: bool) -> None:
+    """--max-concurrent-requests 3 and --max-concurrent-requests-per-user 2, requests in progress held by the gated
+    server (their store opens when the test says): a third request of alice's waits --queue-timeout and gets 429,
+    bob's is served; with bob's two held as well (three in all), carol's gets 503 with Retry-After; each refusal
+    is a JSON-RPC error. Once the store opens, everything is answered and requests are served again."""
+    tokens = {"alice": ALICE, "bob": BOB, "carol": CAROL}
+    for user in tokens:
+        os.mkfifo(tmp_path / user)
+    command = [*GATED, "http", "--max-concurrent-requests", "3", "--max-concurrent-requests-per-user", "2"]
+    command += ["--queue-timeout", "0.3", *(["--stateless"] if stateless else [])]
+    users = ",".join(f"{user}:{token}" for user, token in tokens.items())
+    with http_server(tmp_path, command=command, GATE_DIR=str(tmp_path), MEMSERVER_TOKENS=users) as server:
+        alice, bob, carol = (RawHttp(server.url, token) for token in tokens.values())
+        for conn in () if stateless else (alice, bob, carol):
+            conn.initialize()
+        with held_remembers(server, alice, 2) as held:
+            status, answers, response = alice.post(encode(PING))
+            assert status == 429 and response.headers.get("retry-after") == "1", (status, answers)
+            assert answers[0]["error"]["code"] == LIMIT_EXCEEDED and "'alice' has 2" in answers[0]["error"]["message"]
+            assert bob.call(PING)["result"] == {}
+            with held_remembers(server, bob, 1) as bobs:
+                status, answers, response = carol.post(encode(PING))
+                assert status == 503 and response.headers.get("retry-after") == "1", (status, answers)
+                assert answers[0]["error"]["code"] == LIMIT_EXCEEDED
+                release(tmp_path / "bob")
+                assert b'"status":"stored"' in bobs[0].read()
+            release(tmp_path / "alice")
+            assert all(b'"status":"stored"' in response.read() for response in held)
+        assert all(conn.call(PING)["result"] == {} for conn in (alice, bob, carol))
+        for conn in (alice, bob, carol):
+            conn.close()
+
+
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+def test_one_users_stalled_bodies_do_not_stop_anothers_requests(tmp_path: Path, stateless: bool) -> None:
+    """A body is received before its request takes one of the server's slots: with 1 server slot and 2 per user,
+    alice's two stalled bodies (one to /mcp, one to the legacy /messages/: the rule is both transports') take her
+    two slots, so her next request gets 429, and not the server's, so bob's ping is served at once (it used to get
+    503 until the stalled bodies timed out). Once they go, alice is served again."""
+    args = ["--sse", "--max-concurrent-requests", "1", "--max-concurrent-requests-per-user", "2"]
+    args += ["--queue-timeout", "0.3", "--max-connections", "16", *(["--stateless"] if stateless else [])]
+    with http_server(tmp_path, *args, MEMSERVER_TOKENS=f"alice:{ALICE},bob:{BOB}") as server:
+        alice, bob = RawHttp(server.url, ALICE), RawHttp(server.url, BOB)
+        for conn in () if stateless else (alice, bob):
+            conn.initialize()
+        stalled = [
+            stalled_post(server, token=ALICE),
+            stalled_post(server, token=ALICE, path=f"/messages/?session_id={'0' * 32}"),
+        ]
+        seen: list[Any] = []
+
+        def alice_refused() -> bool:
+            status, answers, _ = alice.post(encode(PING))
+            seen[:] = [status, answers]
+            return status == 429
+
+        assert until(alice_refused), f"alice's stalled bodies never filled her slots: {seen}"
+        assert "'alice' has 2" in seen[1][0]["error"]["message"]
+        assert bob.call(PING)["result"] == {}
         for sock in stalled:
             sock.close()
-        assert until(lambda: conn.post(encode(PING))[0] == 200)
+        assert until(lambda: alice.post(encode(PING))[0] == 200)
+        alice.close()
+        bob.close()
 
 
 def test_a_body_that_does_not_arrive_in_time_gets_408(tmp_path: Path) -> None:
     """--body-timeout 1: a body sent a byte at a time (slowloris) or not at all is cut off with 408 and a JSON-RPC
-    error after about a second; the server serves others meanwhile."""
+    error after about a second (which the dripping client reads while it still drips); the server serves others
+    meanwhile."""
     with http_server(tmp_path, "--body-timeout", "1") as server:
         silent = stalled_post(server)
         dripping = stalled_post(server)
@@ -191,6 +305,23 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(tmp_path: Path) -> None:
         stop.set()
 
 
+def test_a_refusal_reaches_a_client_still_sending_its_body(tmp_path: Path) -> None:
+    """A body declared larger than --max-body-bytes gets 413 before it is read, while its client is still sending
+    it. A plain close would make the kernel answer the unread bytes with a reset, which can discard the answer
+    on the client's side; the server closes lingering (answer, end of stream, what still arrives dropped), so the
+    client reads its 413 after sending everything."""
+    with http_server(tmp_path) as server:
+        host, port = address(server)
+        sock = socket.create_connection((host, port), timeout=30)
+        head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        head += f"Accept: application/json, text/event-stream\r\nContent-Length: {10 * 1024 * 1024}\r\n\r\n"
+        sock.sendall(head.encode() + b"x" * (2 * 1024 * 1024))  # more than uvicorn buffers before it pauses
+        status, _, body = answer_of(sock).partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 413"), status
+        assert json.loads(body)["error"]["code"] == LIMIT_EXCEEDED
+        sock.close()
+
+
 def test_headers_that_do_not_arrive_in_time_close_the_connection(tmp_path: Path) -> None:
     """--header-timeout 1: a connection that sends nothing, or its headers a byte at a time, is closed after about
     a second (uvicorn alone waits forever); a normal request on another connection is served meanwhile."""
@@ -210,7 +341,7 @@ def test_headers_that_do_not_arrive_in_time_close_the_connection(tmp_path: Path)
         threading.Thread(target=drip, daemon=True).start()
         conn = RawHttp(server.url)
         conn.initialize()
-        assert answer_of(idle) == b"" and answer_of(dripping) == b""  # closed by the server
+        assert closed_unanswered(idle) and closed_unanswered(dripping)
         stop.set()
         assert conn.call({**PING, "id": 4})["result"] == {}
 
@@ -233,6 +364,7 @@ def test_connections_beyond_the_cap_get_503(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--max-sessions", "10"], "apply to --http only"),
+        (["--stateless", "--sse"], "--stateless, --sse apply to --http only"),
         (["--http", "--max-sessions", "0"], "max_sessions must be at least 1"),
         (["--http", "--body-timeout", "-1"], "body_timeout must be a positive number"),
         (["--http", "--max-connections", "4", "--max-concurrent-requests", "4"], "max_connections must be at least"),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,9 @@ import httpx2
 import mcp_types as types
 import pytest
 
-from tests.e2e.raw import INITIALIZE, MCP_HEADERS, PROTOCOL, RawHttp, RawStdio, encode, raw_stdio
-from tests.e2e.servers import SERVE, HttpServer, http_server, server_env
+from tests.e2e.gated_server import release
+from tests.e2e.raw import INITIALIZE, PROTOCOL, RawHttp, RawStdio, encode, raw_stdio
+from tests.e2e.servers import GATED, SERVE, HttpServer, http_server, server_env
 
 PING = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
 SURROGATE = b'{"jsonrpc":"2.0","id":1443,"method":"tools/call","params":{"name":"recall","arguments":{"query":"x","since":"\\ud83d"}}}'  # noqa: E501
@@ -45,6 +47,8 @@ BAD = [
     ("an unknown method", encode({**PING, "method": "memory/steal"}), types.METHOD_NOT_FOUND, 7),
     ("a method of 5000 characters", encode({**PING, "method": "m" * 5000}), types.METHOD_NOT_FOUND, 7),
     ("not an object", b"[1]", types.INVALID_REQUEST, None),
+    ("two ids", b'{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}', types.INVALID_REQUEST, None),
+    ("two methods", b'{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}', types.INVALID_REQUEST, 7),
 ]
 
 
@@ -88,16 +92,35 @@ def test_stdio_answers_a_10_mb_unparseable_line_and_a_batch(stdio: RawStdio) -> 
     assert stdio.call({**PING, "id": "after"})["result"] == {}
 
 
-def test_stdio_refuses_a_second_request_with_an_id_in_use(stdio: RawStdio) -> None:
+def test_stdio_refuses_a_second_request_with_an_id_in_use(tmp_path: Path) -> None:
     """Two requests in flight with one id (7 and "7" are one id to the SDK): the second is refused, the first
-    answered as usual."""
-    slow = {"jsonrpc": "2.0", "id": 70, "method": "tools/call", "params": {"name": "remember"}}
-    slow["params"]["arguments"] = {"content": "A slow one: " + "words and more words " * 900}
-    stdio.send(encode(slow) + b"\n" + encode({**PING, "id": "70"}))  # one write: the second arrives at once
-    first, second = stdio.next_answer(), stdio.next_answer()
-    assert second["id"] == 70 and second["result"]["structuredContent"]["status"] == "stored"
-    check(first, types.INVALID_REQUEST, "70")
-    assert "in use" in first["error"]["message"]
+    answered as usual. The first is a remember held in flight by the gated server (its store is built only once
+    the test opens the gate), so the second surely comes while it is."""
+    os.mkfifo(tmp_path / "default")
+    gated = [*GATED, "stdio"]
+    with raw_stdio(tmp_path, tmp_path / "stderr.log", command=gated, GATE_DIR=str(tmp_path)) as conn:
+        conn.initialize()
+        held = {"jsonrpc": "2.0", "id": 70, "method": "tools/call", "params": {"name": "remember"}}
+        held["params"]["arguments"] = {"content": "Held until the gate opens."}
+        conn.send(encode(held))
+        check(conn.call({**PING, "id": "70"}), types.INVALID_REQUEST, "70")
+        release(tmp_path / "default")
+        answer = conn.next_answer()
+        assert answer["id"] == 70 and answer["result"]["structuredContent"]["status"] == "stored"
+        assert conn.call({**PING, "id": 70})["result"] == {}  # answered: the id is free again
+
+
+def test_a_batch_is_refused_under_2025_03_26_too(tmp_path: Path) -> None:
+    """The one revision that allowed batches: negotiated, and a batch is still answered with one -32600 per request
+    (documented: README limitations, docs/upstream.md item 9)."""
+    old = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "2025-03-26"}}
+    with raw_stdio(tmp_path / "data", tmp_path / "stderr.log") as conn:
+        assert conn.call(old)["result"]["protocolVersion"] == "2025-03-26"
+        conn.send(encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        conn.send(encode([PING, {**PING, "id": 8}]))
+        answers = conn.next_answer()
+        assert [a["id"] for a in answers] == [7, 8] and {a["error"]["code"] for a in answers} == {-32600}
+        assert conn.call(PING)["result"] == {}
 
 
 def test_a_request_before_initialize_is_told_so(tmp_path: Path) -> None:
@@ -178,22 +201,32 @@ def test_http_errors_of_the_sdk_carry_the_request_id(http: RawHttp) -> None:
     check(answers[0], types.INVALID_REQUEST, 42)
 
 
-def test_http_refuses_a_second_request_with_an_id_in_use(http: RawHttp, server: HttpServer) -> None:
-    """While a request streams its answer, another with the same id (here "71" for 71) is refused with 400; over
-    the SDK alone, the two would share one answer and the first would get none."""
-    slow = {"jsonrpc": "2.0", "id": 71, "method": "tools/call", "params": {"name": "remember"}}
-    slow["params"]["arguments"] = {"content": "Another slow one: " + "words and more words " * 900}
-    headers = {**MCP_HEADERS, "mcp-session-id": http.session or "", "mcp-protocol-version": PROTOCOL}
-    with (
-        httpx2.Client(timeout=60) as client,
-        client.stream("POST", server.url, content=encode(slow), headers=headers) as first,
-    ):
-        assert first.status_code == 200  # the SSE answer has started: the request is in flight
-        status, answers, _ = http.post(encode({**PING, "id": "71"}))
-        body = first.read()
-    assert status == 400
-    check(answers[0], types.INVALID_REQUEST, "71")
-    assert b'"status":"stored"' in body
+def test_http_refuses_a_second_request_with_an_id_in_use(tmp_path: Path) -> None:
+    """While a request is in flight (a remember the gated server holds until the test opens the gate), another with
+    the same id (here "71" for 71) is refused with 400; over the SDK alone, the two would share one answer and the
+    first would get none."""
+    os.mkfifo(tmp_path / "u")
+    token = "duplicate-ids-token-0123456789"
+    command = [*GATED, "http"]
+    with http_server(tmp_path, command=command, GATE_DIR=str(tmp_path), MEMSERVER_TOKENS=f"u:{token}") as server:
+        conn = RawHttp(server.url, token)
+        conn.initialize()
+        held = {"jsonrpc": "2.0", "id": 71, "method": "tools/call", "params": {"name": "remember"}}
+        held["params"]["arguments"] = {"content": "Held until the gate opens."}
+        headers = {**conn.headers, "mcp-session-id": conn.session or "", "mcp-protocol-version": PROTOCOL}
+        with (
+            httpx2.Client(timeout=60) as client,
+            client.stream("POST", server.url, content=encode(held), headers=headers) as first,
+        ):
+            assert first.status_code == 200  # the SSE answer has started: the request is in flight
+            status, answers, _ = conn.post(encode({**PING, "id": "71"}))
+            release(tmp_path / "u")
+            body = first.read()
+        assert status == 400
+        check(answers[0], types.INVALID_REQUEST, "71")
+        assert b'"status":"stored"' in body
+        assert conn.call({**PING, "id": 71})["result"] == {}  # answered: the id is free again
+        conn.close()
 
 
 def test_http_serves_the_2026_era(server: HttpServer) -> None:

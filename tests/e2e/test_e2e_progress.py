@@ -8,8 +8,10 @@ per user), whose store build waits until the test writes into a FIFO. Every scen
   3. remember, which retries the load; the test opens the gate: stored, with progress and an info log record
      ("tools/call waited ... for the memory store to load") at the level the client asked for.
 
-Clients: the Python SDK's in both protocol eras over stdio and HTTP, the TypeScript SDK's (handshake era) over both,
-and raw JSON-RPC lines for the order on the wire (progress, then the call's log record, then its answer).
+Clients: the Python SDK's in both protocol eras over stdio and HTTP and over legacy SSE, the TypeScript SDK's
+(handshake era) over all three, and raw JSON-RPC lines for the order on the wire (progress, then the call's log
+record, then its answer). A stateless server (`--stateless`) gets a scenario of its own: there progress works and
+cancellation does not.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import subprocess
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,26 +32,29 @@ import mcp_types as types
 import pytest
 from anyio.from_thread import BlockingPortal
 from mcp import Client
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from tests.e2e import ts_client
-from tests.e2e.gated_server import GATE_STAGE
-from tests.e2e.servers import GATED, ROOT, HttpServer, http_server, http_session, server_env, stdio_session
+from tests.e2e.gated_server import GATE_STAGE, release
+from tests.e2e.servers import (
+    GATED,
+    ROOT,
+    HttpServer,
+    http_server,
+    http_session,
+    server_env,
+    sse_session,
+    stdio_session,
+)
 
 TIMEOUT = 60
 CANCELLED = "A fact whose call was cancelled."
 FAILED = "A fact stored on a failing load."
 KEPT = "A fact stored once the gate opened."
 USERS = {"sdk-legacy": "sdk-legacy-token-0123456789", "sdk-modern": "sdk-modern-token-0123456789"}
-USERS["ts"] = "ts-client-token-0123456789"
+USERS |= {"ts": "ts-client-token-0123456789", "sdk-sse": "sdk-sse-token-0123456789", "ts-sse": "ts-sse-token-01234567"}
 STAGES = {"Opening the memory store", GATE_STAGE[:1].upper() + GATE_STAGE[1:]}
 INTERNAL = "remember failed because of an internal error in memserver; its log has the details"
-
-
-def release(gate: Path, byte: bytes) -> None:
-    """Open the gate: the server's build thread reads one byte (b"f": fail the build)."""
-    with gate.open("wb") as fifo:  # blocks until the build opens its end
-        fifo.write(byte)
 
 
 class LogRecords:
@@ -149,12 +155,12 @@ def test_over_stdio(portal: BlockingPortal, tmp_path: Path, mode: str) -> None:
 
 @pytest.fixture(scope="module")
 def gated_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer, Path]]:
-    """One gated HTTP server for the module, one store (and FIFO) per user."""
+    """One gated HTTP server for the module (streamable HTTP and legacy SSE), one store (and FIFO) per user."""
     gates = tmp_path_factory.mktemp("gates")
     for user in USERS:
         os.mkfifo(gates / user)
     tokens = ",".join(f"{user}:{token}" for user, token in USERS.items())
-    command = [*GATED, "http"]
+    command = [*GATED, "http", "--sse"]
     with http_server(gates, command=command, GATE_DIR=str(gates), MEMSERVER_TOKENS=tokens) as running:
         yield running, gates
 
@@ -169,6 +175,103 @@ def test_over_http(portal: BlockingPortal, gated_http: tuple[HttpServer, Path], 
     with http_session(portal, server.url, USERS[user], mode=mode, **options) as live:
         assert live.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
         seen = portal.call(three_calls, live.client, gates / user, records)
+    check(seen, records.items)
+
+
+def test_over_legacy_sse(portal: BlockingPortal, gated_http: tuple[HttpServer, Path]) -> None:
+    """The legacy HTTP+SSE transport (handshake era only): progress, cancellation and log records on the session's
+    stream, as over stateful streamable HTTP."""
+    server, gates = gated_http
+    records = LogRecords()
+    with sse_session(portal, server.sse_url, USERS["sdk-sse"], logging_callback=records) as live:
+        seen = portal.call(three_calls, live.client, gates / "sdk-sse", records)
+    check(seen, records.items)
+
+
+async def stateless_calls(client: Client, gate: Path, records: LogRecords) -> dict[str, Any]:
+    """A failed load (with its error record), a call cancelled at its first progress, a call that opens the store;
+    then the memories, once the cancelled call's work is done too."""
+    seen: dict[str, Any] = {"progress": {}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        try:
+            await client.set_logging_level("info")
+        except MCPError as exc:
+            seen["set_level"] = exc.error
+
+    def on_progress(name: str, byte: bytes | None, started: anyio.Event | None = None) -> Any:
+        async def note(progress: float, total: float | None, message: str | None) -> None:
+            seen["progress"].setdefault(name, []).append(message)
+            if started is not None:
+                started.set()
+            if byte is not None and len(seen["progress"][name]) == 1:
+                await anyio.to_thread.run_sync(release, gate, byte)
+
+        return note
+
+    with anyio.fail_after(TIMEOUT):
+        seen["failed"] = await client.call_tool(
+            "remember", {"content": FAILED}, progress_callback=on_progress("f", b"f")
+        )
+        await records.wait_for(lambda r: r.level == "error" and r.data == "remember failed")
+        first = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                partial(client.call_tool, progress_callback=on_progress("c", None, first)),
+                "remember",
+                {"content": CANCELLED},
+            )
+            await first.wait()
+            tg.cancel_scope.cancel()
+        seen["kept"] = await client.call_tool("remember", {"content": KEPT}, progress_callback=on_progress("k", b"x"))
+        while True:  # the cancelled call goes on (and may finish after the kept one)
+            recent = (await client.call_tool("list_recent", {})).structured_content
+            seen["recent"] = sorted(m["content"] for m in recent["memories"])
+            if len(seen["recent"]) >= 2:
+                return seen
+            await anyio.sleep(0.05)
+
+
+def test_stateless_progress_comes_with_the_call_but_cancellation_does_not_reach_it(
+    portal: BlockingPortal, tmp_path: Path
+) -> None:
+    """--stateless, handshake era, as the README says: a call's progress and its log records at warning and above
+    come on its POST's own stream; logging/setLevel is refused (-32601, no session keeps a level); a cancelled call
+    is not stopped (its notifications/cancelled is a POST of its own, served by a transport that knows nothing of
+    the call): once the store opens, it stores its memory like any other."""
+    os.mkfifo(tmp_path / "u")
+    token = "stateless-gated-token-0123"
+    command = [*GATED, "http", "--stateless"]
+    records = LogRecords()
+    with (
+        http_server(tmp_path, command=command, GATE_DIR=str(tmp_path), MEMSERVER_TOKENS=f"u:{token}") as server,
+        http_session(portal, server.url, token, logging_callback=records) as live,
+    ):
+        seen = portal.call(stateless_calls, live.client, tmp_path / "u", records)
+    assert seen["set_level"].code == types.METHOD_NOT_FOUND and "stateless" in seen["set_level"].message
+    assert seen["failed"].is_error and seen["failed"].content[0].text == INTERNAL
+    assert all(set(messages) <= STAGES and messages for messages in seen["progress"].values())
+    assert set(seen["progress"]) == {"f", "c", "k"}
+    assert seen["kept"].structured_content["status"] == "stored"
+    assert seen["recent"] == sorted([CANCELLED, KEPT])  # the cancelled call ran to its end
+    assert not [r for r in records.items if r.level == "info"]  # below the default level: not forwarded
+
+
+def test_stateless_2026_era_has_progress_cancellation_and_logs(portal: BlockingPortal, tmp_path: Path) -> None:
+    """2026-07-28 is stateless by design (the SDK serves it on its per-request path whatever --stateless says):
+    on a stateless server everything of the scenario works, cancellation (closing the response stream) included."""
+    os.mkfifo(tmp_path / "u")
+    token = "stateless-modern-token-012"
+    records = LogRecords()
+    options: dict[str, Any] = {"logging_callback": records, "log_level": "info"}
+    with (
+        http_server(
+            tmp_path, command=[*GATED, "http", "--stateless"], GATE_DIR=str(tmp_path), MEMSERVER_TOKENS=f"u:{token}"
+        ) as server,
+        http_session(portal, server.url, token, mode="auto", **options) as live,
+    ):
+        assert live.protocol_version == "2026-07-28"
+        seen = portal.call(three_calls, live.client, tmp_path / "u", records)
     check(seen, records.items)
 
 
@@ -205,6 +308,13 @@ def test_typescript_client_over_http(ts_script: Path, gated_http: tuple[HttpServ
     server, gates = gated_http
     config = {"scenario": "gated", "transport": "http", "url": server.url, "token": USERS["ts"]}
     check_ts(ts_client.run(ts_script, {**config, "gate": str(gates / "ts")}))
+
+
+def test_typescript_client_over_legacy_sse(ts_script: Path, gated_http: tuple[HttpServer, Path]) -> None:
+    """The TypeScript SDK's SSEClientTransport: its cancellation (notifications/cancelled) reaches the session."""
+    server, gates = gated_http
+    config = {"scenario": "gated", "transport": "sse", "url": server.sse_url, "token": USERS["ts-sse"]}
+    check_ts(ts_client.run(ts_script, {**config, "gate": str(gates / "ts-sse")}))
 
 
 # --- the wire itself --------------------------------------------------------------------------------------------

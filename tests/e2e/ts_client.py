@@ -63,8 +63,14 @@ def install() -> Path:
                 pytest.fail(
                     f"npm ci of the TypeScript MCP SDK failed in {target}:\n{done.stderr[-3000:]}", pytrace=False
                 )
-        shutil.copy(HERE / "client.mjs", target / "client.mjs")  # always the checkout's version
-    return target / "client.mjs"
+        # The checkout's version, named by its content: checkouts that share this cache never run each other's.
+        script = (HERE / "client.mjs").read_bytes()
+        mine = target / f"client-{hashlib.sha256(script).hexdigest()[:12]}.mjs"
+        if not mine.exists():
+            partial = mine.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_bytes(script)
+            partial.replace(mine)
+    return mine
 
 
 def run(script: Path, config: dict[str, Any], timeout: float = 180) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from tests.e2e.raw import RawHttp, RawStdio, encode
+from tests.e2e.raw import RawHttp, RawSse, RawStdio, encode
 from tests.fuzz.cases import Case
 
 WAIT = 60.0  # the longest any one answer may take (a remember of 20 000 characters on a loaded machine)
@@ -143,11 +143,12 @@ def _echoes(answer_text: str, large: list[str]) -> bool:
 # --- the two transports ------------------------------------------------------------------------------------------
 
 
-class StdioTarget:
-    """Cases over a RawStdio: one line each; answers are matched by id (errors with id null by count)."""
+class _AnswerPool:
+    """Answers taken from a queue by a thread and kept by id (errors with id null by count), until collected."""
 
-    def __init__(self, conn: RawStdio) -> None:
-        self.conn = conn
+    def __init__(self, source: queue.Queue[Any], alive: Callable[[], bool]) -> None:
+        self.source = source
+        self.alive = alive
         self.by_id: dict[str, list[Any]] = {}
         self.null: list[Any] = []
         self.lock = threading.Condition()
@@ -156,9 +157,9 @@ class StdioTarget:
     def _sort(self) -> None:
         while True:
             try:
-                answer = self.conn.answers.get(timeout=0.5)
+                answer = self.source.get(timeout=0.5)
             except queue.Empty:
-                if self.conn.process.poll() is not None:
+                if not self.alive():
                     return
                 continue
             with self.lock:
@@ -170,15 +171,12 @@ class StdioTarget:
                         self.by_id.setdefault(key, []).append(one)
                 self.lock.notify_all()
 
-    def send(self, case: Case) -> None:
-        self.conn.send(case.data)
-
     def _pool(self, key: str) -> list[Any]:
         return self.null if key == "None" else self.by_id.setdefault(key, [])
 
-    def collect(self, case: Case, timeout: float = WAIT) -> list[Any]:
-        """The answers to `case` once they are all in (what is missing after `timeout` is simply not there)."""
-        wanted = Counter(repr(i) for i in case.answers)
+    def collect(self, ids: list[Any], timeout: float = WAIT) -> list[Any]:
+        """The answers with `ids` once they are all in (what is missing after `timeout` is simply not there)."""
+        wanted = Counter(repr(i) for i in ids)
         deadline = time.monotonic() + timeout
         with self.lock:
             while not all(len(self._pool(key)) >= n for key, n in wanted.items()):
@@ -193,20 +191,78 @@ class StdioTarget:
                 del pool[:n]
             return found
 
+    def leftovers(self) -> list[Any]:
+        """Answers nobody asked for (a second answer to a request, an error for a notification)."""
+        with self.lock:
+            return self.null + [a for pool in self.by_id.values() for a in pool]
+
+
+class StdioTarget:
+    """Cases over a RawStdio: one line each; answers are matched by id (errors with id null by count)."""
+
+    def __init__(self, conn: RawStdio) -> None:
+        self.conn = conn
+        self.pool = _AnswerPool(conn.answers, lambda: conn.process.poll() is None)
+
+    def send(self, case: Case) -> None:
+        self.conn.send(case.data)
+
+    def collect(self, case: Case, timeout: float = WAIT) -> list[Any]:
+        return self.pool.collect(case.answers, timeout)
+
     def exchange(self, case: Case) -> list[Any]:
         self.send(case)
         return self.collect(case)
 
     def leftovers(self) -> list[Any]:
-        """Answers nobody asked for (a second answer to a request, an error for a notification)."""
-        with self.lock:
-            return self.null + [a for pool in self.by_id.values() for a in pool]
+        return self.pool.leftovers()
 
     def read(self, uri: str) -> dict[str, Any]:
         case = Case("read", b"", [f"read-{uri}"])
         case.data = encode(
             {"jsonrpc": "2.0", "id": case.answers[0], "method": "resources/read", "params": {"uri": uri}}
         )
+        answers = self.exchange(case)
+        assert answers, f"no answer to reading {uri}"
+        return answers[0]
+
+
+class SseTarget:
+    """Cases over a legacy SSE session (RawSse): one POST each; the answers are those on the session's stream
+    (202) and those in the POST's own answer (a refusal that could not go on the stream)."""
+
+    def __init__(self, conn: RawSse) -> None:
+        self.conn = conn
+        self.pool = _AnswerPool(conn.events, lambda: True)
+        self.statuses: Counter[int] = Counter()
+
+    def send(self, case: Case) -> list[Any]:
+        """POST the case; returns the answers of the POST itself (after checking its status)."""
+        status, answers, _ = self.conn.post(case.data)
+        self.statuses[status] += 1
+        flat: list[Any] = []
+        for answer in answers:
+            flat.extend(answer if isinstance(answer, list) else [answer])
+        if status not in (202, 400, 413) or (status == 202) == bool(flat):
+            flat.append({"unexpected HTTP status": status})
+        return flat
+
+    def collect(self, case: Case, in_post: list[Any], timeout: float = WAIT) -> list[Any]:
+        """`in_post`, and from the stream the answers with an id the case expects that `in_post` does not hold."""
+        remaining = Counter(repr(i) for i in case.answers if i is not None)
+        remaining.subtract(repr(a.get("id")) for a in in_post if isinstance(a, dict))
+        wanted = [i for i in case.answers if i is not None and remaining[repr(i)] > 0]
+        return in_post + (self.pool.collect(wanted, timeout) if wanted else [])
+
+    def exchange(self, case: Case) -> list[Any]:
+        return self.collect(case, self.send(case))
+
+    def leftovers(self) -> list[Any]:
+        return self.pool.leftovers()
+
+    def read(self, uri: str) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": f"read-{uri}", "method": "resources/read", "params": {"uri": uri}}
+        case = Case("read", encode(message), [message["id"]])
         answers = self.exchange(case)
         assert answers, f"no answer to reading {uri}"
         return answers[0]

@@ -6,7 +6,8 @@ with id null only for what has no readable id), stdout carries only JSON-RPC, no
 1 KB of its input, no internal errors; every acknowledged memory is still there afterwards, also after a restart;
 the server's log shows no token and no memory content.
 
-`uv run pytest tests/fuzz --fuzz-calls 5000 --fuzz-seed 7` for a long run (default: 250 cases per transport).
+`uv run pytest tests/fuzz --fuzz-calls 5000 --fuzz-seed 7` for a long run (default: 250 cases over stdio and over
+stateful HTTP, half as many over stateless HTTP and over the legacy SSE endpoint).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.raw import RawHttp, encode, raw_stdio
+from tests.e2e.raw import INITIALIZE, RawHttp, RawSse, encode, raw_stdio
 from tests.e2e.servers import http_server
 from tests.fuzz.cases import HOSTILE_HEADERS, MARK, Case, CaseMaker
-from tests.fuzz.driver import LEAKS, Checker, HttpTarget, StdioTarget
+from tests.fuzz.driver import LEAKS, Checker, HttpTarget, SseTarget, StdioTarget
 
 ALICE = "fuzz-token-alice-4f1c9a0b7e"
 BOB = "fuzz-token-bob-77d03e5a19c"
@@ -122,3 +123,58 @@ def test_fuzz_http(tmp_path: Path, fuzz_calls: int, fuzz_seed: int) -> None:
         log = "".join(first_log + server.log)
     assert len(checker.ledger.stored) > 10, f"too few memories stored to prove anything: {dict(checker.codes)}"
     assert_log_is_clean(log, (ALICE, BOB, "fuzz-token-mallory"))
+
+
+def test_fuzz_http_stateless(tmp_path: Path, fuzz_calls: int, fuzz_seed: int) -> None:
+    """`memserver serve --http --stateless`: every POST stands alone, and every case is answered as over /mcp."""
+    maker = CaseMaker(fuzz_seed + 2)
+    with http_server(tmp_path / "data", "--stateless", MEMSERVER_TOKENS=f"alice:{ALICE}") as server:
+        conn = RawHttp(server.url, ALICE)
+        assert conn.post(encode(INITIALIZE))[0] == 200 and conn.session is None
+        target = HttpTarget(conn)
+        checker = Checker(output_schemas(conn.call({"jsonrpc": "2.0", "id": "tools", "method": "tools/list"})))
+        for _ in range(max(fuzz_calls // 2, 1)):
+            case = maker.case(http=True)
+            maker.known_ids += checker.check(case, target.exchange(case))
+        burst = [maker.case(http=True) for _ in range(BURST // 2)]
+        for case, answers in zip(burst, target.burst(burst), strict=True):
+            maker.known_ids += checker.check(case, answers)
+        more = checker.ledger.check(target.read)
+        assert server.process.poll() is None, "the server died"
+        assert not checker.findings.problems and not more, report(checker, more) + f"\n{dict(target.statuses)}"
+        log = "".join(server.log)
+        conn.close()
+    print(f"\n[fuzz stateless] answers {dict(checker.codes)}, HTTP {dict(target.statuses)}")
+    assert len(checker.ledger.stored) > 5, f"too few memories stored to prove anything: {dict(checker.codes)}"
+    assert_log_is_clean(log, (ALICE,))
+
+
+def test_fuzz_legacy_sse(tmp_path: Path, fuzz_calls: int, fuzz_seed: int) -> None:
+    """The legacy SSE endpoint (`--sse`): every case POSTed to one session is answered exactly once, on the
+    session's stream or (what cannot go there) in the POST's own answer; the session survives all of it."""
+    maker = CaseMaker(fuzz_seed + 3)
+    with (
+        http_server(tmp_path / "data", "--sse", MEMSERVER_TOKENS=f"alice:{ALICE}") as server,
+        RawSse(server.sse_url, ALICE) as conn,
+    ):
+        conn.initialize()
+        target = SseTarget(conn)
+        listed = target.exchange(
+            Case("tools/list", encode({"jsonrpc": "2.0", "id": "t", "method": "tools/list"}), ["t"])
+        )
+        checker = Checker(output_schemas(listed[0]))
+        for _ in range(max(fuzz_calls // 2, 1)):
+            case = maker.case(http=True)
+            maker.known_ids += checker.check(case, target.exchange(case))
+        burst = [maker.case(http=True) for _ in range(BURST // 2)]  # all POSTed, then all collected
+        in_posts = [target.send(case) for case in burst]
+        for case, in_post in zip(burst, in_posts, strict=True):
+            maker.known_ids += checker.check(case, target.collect(case, in_post))
+        more = [f"answer nobody asked for: {str(a)[:200]}" for a in target.leftovers()]
+        more += checker.ledger.check(target.read)
+        assert server.process.poll() is None, "the server died"
+        assert not checker.findings.problems and not more, report(checker, more) + f"\n{dict(target.statuses)}"
+        log = "".join(server.log)
+    print(f"\n[fuzz sse] answers {dict(checker.codes)}, HTTP {dict(target.statuses)}")
+    assert len(checker.ledger.stored) > 5, f"too few memories stored to prove anything: {dict(checker.codes)}"
+    assert_log_is_clean(log, (ALICE,))

@@ -1,12 +1,14 @@
 // memserver through the TypeScript SDK's client: a second, independent MCP client for the end-to-end tests.
 //
-//   node client.mjs '{"scenario": "surface" | "gated", "transport": "stdio" | "http", ...}'
+//   node client.mjs '{"scenario": "surface" | "gated", "transport": "stdio" | "http" | "sse", ...}'
 //
-// stdio: {"command", "args", "env", "cwd"} spawn the server; http: {"url", "token"}. "gated" (against
+// stdio: {"command", "args", "env", "cwd"} spawn the server; http: {"url", "token"} (streamable HTTP); sse:
+// {"url" of /sse, "token"} (the legacy HTTP+SSE transport, SSEClientTransport). "gated" (against
 // tests/e2e/gated_server.py) also takes {"gate": FIFO path}. Prints one JSON object of what it saw on stdout;
 // the pytest side (tests/e2e/test_e2e_ts.py) makes the assertions.
 import { writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -19,6 +21,9 @@ function transportFor(config) {
     return new StdioClientTransport({ command: config.command, args: config.args, env: config.env, cwd: config.cwd, stderr: "inherit" });
   }
   const headers = config.token ? { Authorization: `Bearer ${config.token}` } : {};
+  if (config.transport === "sse") {
+    return new SSEClientTransport(new URL(config.url), { requestInit: { headers } }); // headers go on GET and POST
+  }
   return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers } });
 }
 
@@ -53,7 +58,15 @@ async function surface(client) {
   seen.unknownTemplate = await errorCode(
     client.complete({ ref: { type: "ref/resource", uri: "memory://nothing/{x}" }, argument: { name: "x", value: "" } }, TIMEOUT),
   );
-  seen.setLevel = await client.setLoggingLevel("info", TIMEOUT);
+  seen.unknownTool = await errorCode(client.callTool({ name: "no-such-tool", arguments: {} }, undefined, TIMEOUT));
+  seen.badArguments = await client.callTool({ name: "recall", arguments: { query: 5 } }, undefined, TIMEOUT);
+  seen.unknownResource = await errorCode(client.readResource({ uri: "memory://memories/" + "0".repeat(32) }, TIMEOUT));
+  seen.stats = JSON.parse((await client.readResource({ uri: "memory://stats" }, TIMEOUT)).contents[0].text);
+  try {
+    seen.setLevel = await client.setLoggingLevel("info", TIMEOUT);
+  } catch (error) {
+    seen.setLevel = { error: { code: error.code ?? null, message: String(error.message) } };
+  }
   return seen;
 }
 
