@@ -299,10 +299,12 @@ class KeywordIndex:
             return []
         n = self._live
         avg_length = self._average_length()
+        total = sum(map(self._list_size, terms))  # the cheap test first: most small queries stop here
+        if len(terms) < 2 or total < PRUNE_MIN_POSTINGS or k * PRUNE_MAX_K_SHARE >= total or not self.prunable:
+            return self._exhaustive(terms, k, candidates)
         postings = [p for p in (self._term_postings(t, n, avg_length) for t in terms) if p is not None]
-        total = sum(p.size for p in postings)
-        if len(postings) < 2 or total < PRUNE_MIN_POSTINGS or k * PRUNE_MAX_K_SHARE >= total or not self.prunable:
-            return self.search_exhaustive(query, k, candidates)
+        if len(postings) < 2:
+            return self._exhaustive(terms, k, candidates)
         allowed = None
         if candidates is not None:
             allowed = self._candidate_slots(candidates)  # live slots only
@@ -310,6 +312,12 @@ class KeywordIndex:
             allowed = self._alive
         slots, scores = top_k(postings, k, allowed)
         return list(zip(self._keys[slots].tolist(), scores.tolist(), strict=True))
+
+    def _list_size(self, term: int) -> int:
+        """Postings of a term, dead ones included."""
+        frozen = int(self._indptr[term + 1] - self._indptr[term]) if term + 1 < len(self._indptr) else 0
+        extra = self._delta.get(term)
+        return frozen + (len(extra[0]) if extra else 0)
 
     def _average_length(self) -> float:
         return self._total_length / self._live if self._total_length > 0 else 1.0
@@ -368,8 +376,9 @@ class KeywordIndex:
     def search_exhaustive(self, query: str, k: int = 10, candidates: Ints | None = None) -> list[tuple[int, float]]:
         """`search` by scoring every posting of the query's terms: the reference the pruned search must equal."""
         terms = self.query_terms(query) if k > 0 and self._live else []
-        if not terms:
-            return []
+        return self._exhaustive(terms, k, candidates) if terms else []
+
+    def _exhaustive(self, terms: list[int], k: int, candidates: Ints | None) -> list[tuple[int, float]]:
         n = self._live
         avg_length = self._average_length()
         k1, b = self.k1, self.b
