@@ -52,7 +52,9 @@ def build(n: int, base: list[str], vecs: np.ndarray) -> tuple[KeywordIndex, floa
     return index, time.perf_counter() - started
 
 
-def alternate(old: Search, new: Search, queries: list[str], k: int, cand: np.ndarray | None, rounds: int) -> dict[str, Any]:
+def alternate(
+    old: Search, new: Search, queries: list[str], k: int, cand: np.ndarray | None, rounds: int
+) -> dict[str, Any]:
     """Time old and new on every query, alternately (which goes first alternates too); check they agree."""
     times: dict[str, list[float]] = {"old": [], "new": []}
     ratios = []
@@ -106,9 +108,9 @@ def store_view(n: int, cache: Path, queries: list[str], rounds: int) -> dict[str
         shutil.copytree(source, root)  # opening may checkpoint: never in the shared cache
         exhaustive, pruned = KeywordIndex.search_exhaustive, KeywordIndex.search
         out: dict[str, Any] = {"n": n}
+        vec = dict(zip(queries, qvecs, strict=True))
         with MemoryStore(root, C.COLLECTION, embedder=Embedder()) as store:
             for mode in ("keyword", "hybrid"):
-                vec = dict(zip(queries, qvecs, strict=True))
 
                 def run(query: str, k: int, cand: np.ndarray | None, mode: str = mode) -> list[tuple[int, float]]:
                     hits = store.search(query, limit=k, mode=mode, query_vector=vec[query])
