@@ -37,6 +37,7 @@ __all__ = ["BOUND_SLACK", "TermPostings", "ranked", "top_k"]
 Slots = npt.NDArray[np.int32]
 Weights = npt.NDArray[np.float32]
 Sums = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 
 # Bounds are inflated and θ deflated by this: the weights of a document are the same float32 numbers on every path,
@@ -124,23 +125,27 @@ def _union(slots: Slots, partial: Sums, new_slots: Slots, new_weights: Sums) -> 
 def _lookup(term: TermPostings, slots: Slots) -> Weights:
     """The term's weight for each of `slots` (sorted, distinct), 0 where it is absent."""
     out = np.zeros(len(slots), np.float32)
-    if not len(slots):
-        return out
     for part_slots, tfs in term.parts:
-        if not len(part_slots):
-            continue
-        if len(slots) * 8 <= len(part_slots):  # few: binary search (~70 ns a slot here)
-            at = np.searchsorted(part_slots, slots)
-            np.minimum(at, len(part_slots) - 1, out=at)
-            hit = part_slots[at] == slots
-            out[hit] = term.weigh(slots[hit], tfs[at[hit]])
-        else:  # many: merge the two sorted runs (a stable sort of two runs is linear, ~12 ns an element)
-            both = np.concatenate([part_slots, slots])
-            order = np.argsort(both, kind="stable")
-            same = np.flatnonzero(both[order[1:]] == both[order[:-1]])  # a list's slot, then the same candidate
-            mine, theirs = order[same], order[same + 1] - len(part_slots)
-            out[theirs] = term.weigh(part_slots[mine], tfs[mine])
+        mine, theirs = _matches(slots, part_slots)
+        if len(mine):
+            out[mine] = term.weigh(part_slots[theirs], tfs[theirs])
     return out
+
+
+def _matches(a: Slots, b: Slots) -> tuple[Ints, Ints]:
+    """Positions (in a, in b) of the slots in both of two sorted, distinct arrays."""
+    if not len(a) or not len(b):
+        return np.zeros(0, np.intp), np.zeros(0, np.intp)
+    if len(a) * 8 <= len(b) or len(b) * 8 <= len(a):  # one is short: binary search it in the other (~70 ns each)
+        short, long = (a, b) if len(a) <= len(b) else (b, a)
+        at = np.searchsorted(long, short)
+        np.minimum(at, len(long) - 1, out=at)
+        hit = np.flatnonzero(long[at] == short)
+        return (hit, at[hit]) if short is a else (at[hit], hit)
+    both = np.concatenate([a, b])  # else merge the two runs (a stable sort of two runs is linear, ~12 ns each)
+    order = np.argsort(both, kind="stable")
+    same = np.flatnonzero(both[order[1:]] == both[order[:-1]])  # a's slot, then the same one of b
+    return order[same], order[same + 1] - len(a)
 
 
 def _threshold(slots: Slots, partial: Sums, unread: Sequence[TermPostings], k: int) -> float:
