@@ -5,7 +5,8 @@ result compared (they must be equal, key for key and score for score):
 
 1. The keyword index alone at each `--sizes` (default 100k and 1M): a `KeywordIndex` fed the texts a benchmark
    store of that size holds (`_common.synthetic`: two real sentences per memory, plus the date words the store
-   indexes), searched for the 339 real queries at k = 20 (fusion.FUSION_DEPTH, what a hybrid recall asks for):
+   indexes), searched for the 339 real queries at k = 20 (fusion.FUSION_DEPTH, what a hybrid recall asks for;
+   `--k`, and `--k1`/`--b` for other BM25 parameters):
    unfiltered, with a 10% filter (the rows of one tag), and after 1% of the memories were deleted.
 2. The store's keyword and hybrid search (`MemoryStore.search(query_vector=...)`, limit 10, no filters, the query
    embedded beforehand) on the cached benchmark store of `--store-size` (default 100k; 0 skips it), old and new
@@ -43,10 +44,10 @@ from memserver.terms import date_text  # noqa: E402
 Search = Callable[[str, int, "np.ndarray | None"], list[tuple[int, float]]]
 
 
-def build(n: int, base: list[str], vecs: np.ndarray) -> tuple[KeywordIndex, float]:
+def build(n: int, base: list[str], vecs: np.ndarray, params: dict[str, float]) -> tuple[KeywordIndex, float]:
     """The keyword index of the benchmark store of n memories (same texts and dates), and its build time."""
     texts = [f"{r['content']} {date_text(r['created_at'])}" for r in C.synthetic(n, base, vecs)]
-    index = KeywordIndex()
+    index = KeywordIndex(**params)
     started = time.perf_counter()
     index.add_many(enumerate(texts))
     return index, time.perf_counter() - started
@@ -81,18 +82,20 @@ def alternate(
     return row
 
 
-def index_view(n: int, base: list[str], vecs: np.ndarray, queries: list[str], rounds: int) -> dict[str, Any]:
-    index, build_s = build(n, base, vecs)
+def index_view(
+    n: int, base: list[str], vecs: np.ndarray, queries: list[str], rounds: int, k: int, params: dict[str, float]
+) -> dict[str, Any]:
+    index, build_s = build(n, base, vecs, params)
     C.log(f"{n:,}: index built in {build_s:.1f} s")
     out: dict[str, Any] = {"n": n, "build_s": round(build_s, 1)}
     terms = [index.query_terms(q) for q in queries]
     out["query terms (mean)"] = round(sum(map(len, terms)) / len(queries), 2)
-    out["unfiltered"] = alternate(index.search_exhaustive, index.search, queries, FUSION_DEPTH, None, rounds)
+    out["unfiltered"] = alternate(index.search_exhaustive, index.search, queries, k, None, rounds)
     one_tag = np.arange(3, n, 10, dtype=np.int64)  # the rows of one of the ten tags
-    out["10% filter"] = alternate(index.search_exhaustive, index.search, queries, FUSION_DEPTH, one_tag, rounds)
+    out["10% filter"] = alternate(index.search_exhaustive, index.search, queries, k, one_tag, rounds)
     for key in random.Random(1).sample(range(n), n // 100):
         index.remove(key)
-    out["after 1% deleted"] = alternate(index.search_exhaustive, index.search, queries, FUSION_DEPTH, None, rounds)
+    out["after 1% deleted"] = alternate(index.search_exhaustive, index.search, queries, k, None, rounds)
     return out
 
 
@@ -134,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="keyword index sizes")
     parser.add_argument("--store-size", type=int, default=100_000, help="cached store for keyword/hybrid (0: none)")
     parser.add_argument("--rounds", type=int, default=3, help="passes over the queries per measurement")
+    parser.add_argument("--k", type=int, default=FUSION_DEPTH, help=f"keyword top k (default {FUSION_DEPTH})")
+    parser.add_argument("--k1", type=float, default=None, help="BM25 k1 of the index view (default: the index's)")
+    parser.add_argument("--b", type=float, default=None, help="BM25 b of the index view (default: the index's)")
     parser.add_argument("--cache", default=None, help="benchmark store cache (default: _common.cache_dir)")
     parser.add_argument("--quick", action="store_true", help="smoke run: a 5k index, one round, no store")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bm25_topk.json"))
@@ -143,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     cache = C.cache_dir(args.cache)
     base, queries = C.corpus()
     vecs = C.base_vectors(cache, base)
-    result: dict[str, Any] = {"machine": C.machine(), "python": platform.python_version(), "k": FUSION_DEPTH}
-    result["index"] = [index_view(n, base, vecs, queries, args.rounds) for n in args.sizes]
+    params = {name: v for name, v in (("k1", args.k1), ("b", args.b)) if v is not None}
+    result: dict[str, Any] = {"machine": C.machine(), "python": platform.python_version(), "k": args.k}
+    result["bm25"] = {"k1": KeywordIndex(**params).k1, "b": KeywordIndex(**params).b}
+    result["index"] = [index_view(n, base, vecs, queries, args.rounds, args.k, params) for n in args.sizes]
     if args.store_size:
         result["store"] = store_view(args.store_size, cache, queries, args.rounds)
     result["machine_end"] = C.machine()
