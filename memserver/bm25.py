@@ -14,6 +14,11 @@ postings are dropped at the next merge. Document frequency and the average lengt
 documents only, so scores do not drift. Keys map to slots through a table as large as the largest key (the
 store's keys are its vector rows: dense), so a filter is one vectorised lookup. Terms: see terms.py.
 
+Search: a query with enough postings is ranked by MaxScore (maxscore.py), exactly as `search_exhaustive` ranks it
+(scoring every posting) but reading the common terms' lists only for the candidates that can still win. For its
+bounds each term's list keeps its peaks (`_peaks`, cached until the next merge), and for live document
+frequencies the slots removed since the last merge (`_dead_slots`, checked once per term and removal).
+
 The index as plain arrays (`state` / `load_state`) is what the store checkpoints (keyword.py).
 
 Not thread-safe: callers serialise `add`/`remove` against `search` (the store's lock does).
