@@ -14,6 +14,11 @@ postings are dropped at the next merge. Document frequency and the average lengt
 documents only, so scores do not drift. Keys map to slots through a table as large as the largest key (the
 store's keys are its vector rows: dense), so a filter is one vectorised lookup. Terms: see terms.py.
 
+Search: a query with enough postings is ranked by MaxScore (maxscore.py), exactly as `search_exhaustive` ranks it
+(scoring every posting) but reading the common terms' lists only for the candidates that can still win. For its
+bounds each term's list keeps its peaks (`_peaks`, cached until the next merge), and for live document
+frequencies the slots removed since the last merge (`_dead_slots`, checked once per term and removal).
+
 The index as plain arrays (`state` / `load_state`) is what the store checkpoints (keyword.py).
 
 Not thread-safe: callers serialise `add`/`remove` against `search` (the store's lock does).
@@ -30,13 +35,27 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from memserver.maxscore import BOUND_SLACK, TermPostings, ranked, top_k
 from memserver.terms import date_terms, normalise, raw_tokens
 
-__all__ = ["KeywordIndex"]
+__all__ = ["KeywordIndex", "bm25_weights"]
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 _MAX_KEY = 1 << 40  # a checkpoint with a larger key is refused (the key table is as large as the largest key)
+# When `search` prunes (maxscore.py) rather than scores every posting; tests set them to 0 to prune everywhere.
+PRUNE_MIN_POSTINGS = 16_384  # fewer postings in the query's lists: scoring them all is as quick (bm25_topk.py)
+PRUNE_MAX_K_SHARE = 8  # k * this >= the postings: nothing to prune
+
+
+def bm25_weights(idf: float, tfs: Floats, lengths: Floats, avg_length: float, k1: float, b: float) -> Floats:
+    """BM25 weights of one term's postings (term frequencies, document lengths): the one place of the formula.
+
+    Both scorers (exhaustive and pruned) and the pruning bounds call this, so they round alike; the bounds need it
+    to grow with the term frequency and shrink with the length (KeywordIndex.prunable).
+    """
+    norm = k1 * (1.0 - b + b * lengths / avg_length)
+    return cast("Floats", (idf * (k1 + 1.0)) * tfs / (tfs + norm))
 
 
 def _weighted_bincount(
@@ -93,6 +112,13 @@ class KeywordIndex:
         self._tfs: Floats = np.zeros(0, np.float32)
         self._frozen_slots = 0  # slots below this are in the frozen arrays, the others in _delta
         self._delta: dict[int, tuple[array[int], array[float]]] = {}  # term id -> (slots, tfs) added since
+        self._reset_pruning()
+
+    def _reset_pruning(self) -> None:
+        """Forget what the pruned search caches per term (after a merge every posting is live and in the CSR)."""
+        self._dead_slots: list[int] = []  # slots removed since the last merge: their postings may still be listed
+        self._dead_seen: dict[int, tuple[int, int]] = {}  # term id -> (_dead_slots checked, dead postings found)
+        self._frozen_peaks: dict[int, tuple[Floats, Floats]] = {}  # term id -> its CSR list's peaks (_peaks)
 
     def __len__(self) -> int:
         return self._live
@@ -160,6 +186,7 @@ class KeywordIndex:
         self._alive[slot] = False
         self._live -= 1
         self._dead += 1
+        self._dead_slots.append(slot)
         self._total_length -= self._length.item(slot)
         return True
 
@@ -232,6 +259,7 @@ class KeywordIndex:
         np.cumsum(np.bincount(term, minlength=n_terms), out=self._indptr[1:])
         self._delta = {}
         self._frozen_slots = self._slots
+        self._reset_pruning()
 
     # -- reading -----------------------------------------------------------------------------------------------
 
@@ -259,19 +287,105 @@ class KeywordIndex:
             tfs = np.concatenate([tfs, np.frombuffer(extra[1], np.float32)])
         return docs, tfs
 
+    @property
+    def prunable(self) -> bool:
+        """Whether the pruned search's bounds hold: a weight that grows with tf and shrinks with the length."""
+        return 0.0 <= self.k1 < math.inf and 0.0 <= self.b <= 1.0
+
     def search(self, query: str, k: int = 10, candidates: Ints | None = None) -> list[tuple[int, float]]:
         """The `k` best keys for `query` by BM25 (OR semantics), best first, as (key, score).
 
         `candidates` (an int array of keys), when given, restricts the ranking to those keys *before* the top-k
-        is taken, so a filter never empties the result. Ties keep insertion order.
+        is taken, so a filter never empties the result. Ties keep insertion order, also at the k-th place.
+        Exactly `search_exhaustive`, without scoring every posting (maxscore.py) when there are enough of them.
         """
-        if k <= 0 or self._live == 0:
-            return []
-        terms = self.query_terms(query)
+        terms = self.query_terms(query) if k > 0 and self._live else []
         if not terms:
             return []
         n = self._live
-        avg_length = self._total_length / n if self._total_length > 0 else 1.0
+        avg_length = self._average_length()
+        total = sum(map(self._list_size, terms))  # the cheap test first: most small queries stop here
+        if len(terms) < 2 or total < PRUNE_MIN_POSTINGS or k * PRUNE_MAX_K_SHARE >= total or not self.prunable:
+            return self._exhaustive(terms, k, candidates)
+        postings = [p for p in (self._term_postings(t, n, avg_length) for t in terms) if p is not None]
+        if len(postings) < 2:
+            return self._exhaustive(terms, k, candidates)
+        allowed = None
+        if candidates is not None:
+            allowed = self._candidate_slots(candidates)  # live slots only
+        elif self._dead_slots:
+            allowed = self._alive
+        slots, scores = top_k(postings, k, allowed)
+        return list(zip(self._keys[slots].tolist(), scores.tolist(), strict=True))
+
+    def _list_size(self, term: int) -> int:
+        """Postings of a term, dead ones included."""
+        frozen = int(self._indptr[term + 1] - self._indptr[term]) if term + 1 < len(self._indptr) else 0
+        extra = self._delta.get(term)
+        return frozen + (len(extra[0]) if extra else 0)
+
+    def _average_length(self) -> float:
+        return self._total_length / self._live if self._total_length > 0 else 1.0
+
+    def _term_postings(self, term: int, n: int, avg_length: float) -> TermPostings | None:
+        """A term's postings for maxscore.top_k (None when no live document has it): live df, idf, bound."""
+        lo, hi = (int(self._indptr[term]), int(self._indptr[term + 1])) if term + 1 < len(self._indptr) else (0, 0)
+        parts = [(self._docs[lo:hi], self._tfs[lo:hi])]
+        extra = self._delta.get(term)
+        if extra:
+            parts.append((np.frombuffer(extra[0], np.int32), np.frombuffer(extra[1], np.float32)))
+        size = sum(len(p[0]) for p in parts)
+        if self._dead_slots:
+            checked, dead = self._dead_seen.get(term, (0, 0))
+            if checked < len(self._dead_slots):  # only the slots removed since this term was last looked at
+                news = np.asarray(self._dead_slots[checked:], np.int32)
+                for slots, _ in parts:
+                    if len(slots):
+                        at = np.minimum(np.searchsorted(slots, news), len(slots) - 1)
+                        dead += int(np.count_nonzero(slots[at] == news))
+                self._dead_seen[term] = (len(self._dead_slots), dead)
+            size_live = size - dead
+        else:
+            size_live = size
+        if size_live == 0:
+            return None
+        peaks = self._frozen_peaks.get(term)
+        if peaks is None:
+            peaks = self._frozen_peaks[term] = self._peaks(*parts[0])
+        if len(parts) > 1:
+            delta_peaks = self._peaks(*parts[1])
+            peaks = (np.concatenate([peaks[0], delta_peaks[0]]), np.concatenate([peaks[1], delta_peaks[1]]))
+        idf = math.log(1.0 + (n - size_live + 0.5) / (size_live + 0.5))
+        k1, b, length = self.k1, self.b, self._length
+        top = bm25_weights(idf, peaks[0], peaks[1], avg_length, k1, b).max()
+        return TermPostings(
+            parts=parts,
+            size=size,
+            bound=float(top) * (1.0 + BOUND_SLACK),
+            weigh=lambda slots, tfs: bm25_weights(idf, tfs, length[slots], avg_length, k1, b),
+        )
+
+    def _peaks(self, slots: npt.NDArray[np.int32], tfs: Floats) -> tuple[Floats, Floats]:
+        """(tf, shortest length with that tf) for each distinct tf of a list: the postings no other one outweighs.
+
+        A BM25 weight grows with tf and shrinks with length, so its largest value over the list is one of these,
+        whatever idf and the average length are when the list is searched: the bound is exact and stays valid.
+        """
+        if not len(slots):
+            return np.zeros(0, np.float32), np.zeros(0, np.float32)
+        values, which = np.unique(tfs, return_inverse=True)
+        shortest = np.full(len(values), np.inf, np.float32)
+        np.minimum.at(shortest, which, self._length[slots])
+        return values.astype(np.float32), shortest
+
+    def search_exhaustive(self, query: str, k: int = 10, candidates: Ints | None = None) -> list[tuple[int, float]]:
+        """`search` by scoring every posting of the query's terms: the reference the pruned search must equal."""
+        terms = self.query_terms(query) if k > 0 and self._live else []
+        return self._exhaustive(terms, k, candidates) if terms else []
+
+    def _exhaustive(self, terms: list[int], k: int, candidates: Ints | None) -> list[tuple[int, float]]:
+        n = self._live
+        avg_length = self._average_length()
         k1, b = self.k1, self.b
         all_docs: list[npt.NDArray[np.int32]] = []
         all_scores: list[npt.NDArray[np.floating[Any]]] = []
@@ -284,9 +398,8 @@ class KeywordIndex:
             if df == 0:
                 continue
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            norm = k1 * (1.0 - b + b * self._length[docs] / avg_length)
             all_docs.append(docs)
-            all_scores.append((idf * (k1 + 1.0)) * tfs / (tfs + norm))
+            all_scores.append(bm25_weights(idf, tfs, self._length[docs], avg_length, k1, b))
         if not all_docs:
             return []
         found: npt.NDArray[np.integer[Any]]
@@ -305,11 +418,8 @@ class KeywordIndex:
         if candidates is not None:
             keep = self._candidate_slots(candidates)[found]
             found, scores = found[keep], scores[keep]
-        if len(found) > k:
-            top = np.argpartition(-scores, k - 1)[:k]
-            found, scores = found[top], scores[top]
-        order = np.lexsort((found, -scores))  # best first; ties by slot, i.e. insertion order
-        return list(zip(self._keys[found[order]].tolist(), scores[order].tolist(), strict=True))
+        found, scores = ranked(found, scores, k)  # best first; ties by slot, i.e. insertion order
+        return list(zip(self._keys[found].tolist(), scores.tolist(), strict=True))
 
     def _candidate_slots(self, candidates: Ints) -> npt.NDArray[np.bool_]:
         """A mask over slots: True where the slot's key is one of `candidates`."""
@@ -391,3 +501,5 @@ class KeywordIndex:
         self._docs = docs.astype(np.int32)
         self._tfs = tfs.astype(np.float32)
         self._frozen_slots = n
+        if self._dead and not self._alive[self._docs].all():  # postings of removed documents: see _term_postings
+            self._dead_slots = np.flatnonzero(~alive).tolist()

@@ -120,6 +120,15 @@ def test_chroma_compare_quick(real_embedder, tmp_path):
     assert r["systems"]["chroma/ours"]["top5_agreement_with_memserver"] >= 0.8  # the same embedder
 
 
+def test_bm25_topk_quick(real_embedder, bench_cache, tmp_path):
+    """bm25_topk.py --quick times the pruned and the exhaustive BM25 alternately, and checks they agree."""
+    out = tmp_path / "bm25_topk.json"
+    run = _run_bench("bm25_topk.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    assert "new/old p50" in run.stdout
+    data = json.loads(out.read_text())
+    assert data["index"][0]["unfiltered"]["queries"] > 300
+
+
 @pytest.mark.skipif(not _have("matplotlib"), reason="matplotlib is in the bench group: uv run --group bench pytest")
 def test_plot(tmp_path):
     """plot.py draws the PNG from recall_mcp.json and scale.json."""
