@@ -627,7 +627,7 @@ class MemoryStore(Collection):
         with self._thread_lock:
             gen = self._refresh()
             before = folder_bytes(self.folder)
-            removed = gen.catalog.next_row - len(gen.catalog)
+            removed = len(gen.catalog.history.forgotten)
             live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
             job = Compaction(self.folder, gen.journal, gen.vectors, live, self._vindex)
         try:
