@@ -100,6 +100,7 @@ class Catalog:
         self.history = History()
         self.per_namespace: dict[str, int] = {}  # current memories per namespace (none: absent)
         self.live = 0  # current memories
+        self.plain = True  # no memory has a conversation label or a replace link yet: `memory` skips them
         self.next_row = 0  # one past the highest row ever added
         self._interned: dict[Any, Any] = {}  # one object per distinct tag tuple / source
 
@@ -128,6 +129,9 @@ class Catalog:
         if row >= len(self.tags) or row >= len(self.alive):
             self._grow(row)
         current = not r.replaced_by
+        if self.plain and (r.speaker or r.role or r.session or r.replaces or r.namespace != DEFAULT_NAMESPACE):
+            self.plain = False
+        self.plain = self.plain and current
         self.ids.insert(r.id, row, key)
         self.contents.set(row, r.content)
         self.created.set(row, r.created_at)
@@ -268,9 +272,20 @@ class Catalog:
 
     def memory(self, row: int, duplicate: bool = False) -> Memory:
         """The memory at `row` as the contract returns it (built directly: a search builds one per hit)."""
+        created = self.created.get(row) or ""
+        if self.plain:  # the common case: no labels or links to read (a forgotten row: its id is in the history)
+            return Memory(
+                self.ids.id_at(row) or self.history.forgotten.get(row, ("",))[0],
+                self.contents.get(row),
+                created,
+                self.tags[row] or (),
+                self.sources[row] or "",
+                duplicate,
+                (),
+                self.occurred.get(row) or created,
+            )
         history = self.history
         newer = history.replaced.get(row) if history.replaced else None
-        created = self.created.get(row) or ""
         return Memory(
             self.ids.id_at(row) or (history.forgotten[row][0] if row in history.forgotten else ""),
             self.contents.get(row),

@@ -146,6 +146,7 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
     c.tag_rows = columns.RowSets.from_payload(tag_names, tag_counts, tag_flat, n)
     c.source_rows = columns.RowSets.from_payload(src_names, src_counts, src_flat, n)
     c.tags, c.sources, c.alive, c.by_time, c.next_row, c.live = tags, sources, alive, order.tolist(), n, live
+    c.plain = all(len(labels.names) == 1 for labels in c.labels()) and not (c.history.replaces or c.history.replaced)
     spaces_of = np.bincount(c.namespaces.codes[:n][alive], minlength=len(c.namespaces.names))
     c.per_namespace = {c.namespaces.names[code]: int(k) for code, k in enumerate(spaces_of.tolist()) if k}
     return c, vcrc
