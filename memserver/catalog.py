@@ -29,7 +29,7 @@ import numpy as np
 from memserver import columns, inputs
 from memserver.backend import Memory
 from memserver.history import History
-from memserver.journal import AddRecord
+from memserver.replay import AddRecord
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +245,8 @@ class Catalog:
         return bool(self.alive[row])
 
     def created_at(self, row: int) -> str:
-        """created_at of the memory at `row`."""
-        return self.created.get(row) or ""
+        """created_at of the memory at `row` ("" for a row that holds none)."""
+        return (self.created.get(row) or "") if 0 <= row < len(self.created.a) else ""
 
     def occurred_at(self, row: int) -> str:
         return self.occurred.get(row) or ""

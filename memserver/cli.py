@@ -16,6 +16,7 @@ from memserver.errors import MemserverError
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
+    from memserver.http_limits import HttpLimits
 
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
@@ -55,10 +56,12 @@ def cmd_model(args: argparse.Namespace) -> int:
                 path.name: {"path": str(path), "bytes": path.stat().st_size, "sha256": model.sha256_file(path)}
                 for path in (files.model, files.tokenizer)
             },
+            "graph": describe_graph(embedder.graph),
             "dim": embedder.dim,
             "max_seq_length": embedder.max_seq_length,
             "hub_revision": model.HUB_REVISION,
             "threads": embedder.threads,
+            "query_cache_entries": embedder.query_cache.max_entries,
         }
         print(json.dumps(info, indent=2))
         return 0
@@ -82,6 +85,26 @@ def cmd_model(args: argparse.Namespace) -> int:
         f"over {len(items)} reference texts; threshold {FIDELITY_THRESHOLD}; model {files.model}"
     )
     return 0 if ok else 1
+
+
+def describe_graph(metadata: dict[str, str]) -> dict[str, object]:
+    """What `model info` says about the ONNX graph in use, from the metadata memserver.onnx_export stamps."""
+    from memserver.onnx_export import FUSED_OPS, GRAPH_KEY, GRAPH_VERSION, VERSION_KEY
+
+    if VERSION_KEY not in metadata:
+        return {
+            "name": "unstamped",
+            "version": None,
+            "note": "not stamped by memserver.onnx_export: the Hub's onnx/model.onnx, or graph version 1 converted "
+            "before the stamp existed; standard operators, which onnxruntime optimises on load",
+        }
+    name = metadata.get(GRAPH_KEY, "")
+    return {
+        "name": name,
+        "version": int(metadata[VERSION_KEY]),
+        "current_version": GRAPH_VERSION,
+        "fused_ops": [f"com.microsoft.{op}" for op in FUSED_OPS] if name == "fused" else [],
+    }
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
@@ -108,33 +131,73 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import logging
     import os
 
-    from memserver import transports
     from memserver.errors import ConfigError
 
     # Logs go to stderr only: in stdio mode stdout is the protocol stream.
     level = os.environ.get("MEMSERVER_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(stream=sys.stderr, level=level, format="memserver %(levelname)s %(name)s: %(message)s")
-    if not args.http and (args.host or args.port or args.allowed_host):
-        raise ConfigError("--host, --port and --allowed-host apply to --http only")
+    http_only = [flag for flag, value in _http_flags(args).items() if value is not None]
+    if not args.http and http_only:
+        raise ConfigError(f"{', '.join(http_only)} apply to --http only")
+    database = _database(args)
     if not args.http:
-        wire = transports.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
+        from memserver import stdio
+
+        fds = stdio.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
         from memserver.server import build_server
 
-        transports.serve_stdio(build_server(data_dir=args.data_dir), wire)
+        if database:
+            _check_database(database)
+        stdio.serve_stdio(build_server(data_dir=args.data_dir, database=database), fds)
         return 0
+    limits = _http_limits(args)
+    from memserver import http
     from memserver.server import build_server
+    from memserver.tokens import load_tokens
 
-    tokens = transports.load_tokens()
-    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True)
-    transports.serve_http(
+    tokens = load_tokens()
+    if database:
+        _check_database(database)
+    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True, database=database)
+    http.serve_http(
         server,
-        host=args.host or transports.DEFAULT_HOST,
-        port=transports.DEFAULT_PORT if args.port is None else args.port,
+        host=args.host or http.DEFAULT_HOST,
+        port=http.DEFAULT_PORT if args.port is None else args.port,
         tokens=tokens,
         allowed_hosts=args.allowed_host or (),
-        max_body_bytes=args.max_body_bytes,
+        limits=limits,
     )
     return 0
+
+
+# --serve's HTTP limits: flag -> HttpLimits field (see memserver/http_limits.py)
+_LIMIT_FLAGS = {
+    "--max-sessions": "max_sessions",
+    "--max-sessions-per-user": "max_sessions_per_user",
+    "--session-idle-timeout": "session_idle_timeout",
+    "--max-concurrent-requests": "max_concurrent_requests",
+    "--queue-timeout": "queue_timeout",
+    "--header-timeout": "header_timeout",
+    "--body-timeout": "body_timeout",
+    "--max-body-bytes": "max_body_bytes",
+    "--max-connections": "max_connections",
+}
+
+
+def _http_flags(args: argparse.Namespace) -> dict[str, object]:
+    flags = {"--host": args.host, "--port": args.port, "--allowed-host": args.allowed_host}
+    return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
+
+
+def _http_limits(args: argparse.Namespace) -> HttpLimits:
+    from memserver.errors import ConfigError
+    from memserver.http_limits import HttpLimits
+
+    given = {field: getattr(args, field) for field in _LIMIT_FLAGS.values() if getattr(args, field) is not None}
+    try:
+        return HttpLimits(**given)
+    except ValueError as exc:
+        raise ConfigError(f"invalid HTTP limit: {exc}") from None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -147,10 +210,37 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --- store commands: look after the memories on disk -------------------------------------------------------------
 
 
+def _database(args: argparse.Namespace) -> str | None:
+    """--database, else MEMSERVER_DATABASE_URL: a postgresql:// URL, or None for the local store."""
+    from memserver import config
+
+    return getattr(args, "database", None) or config.database_url()
+
+
+def _check_database(url: str) -> None:
+    """Fail at start, in one line naming the server, when the database cannot be reached."""
+    from memserver.engines import check_database
+
+    check_database(url)
+
+
 def _open_store(args: argparse.Namespace) -> MemoryBackend:
     from memserver.engines import open_backend  # lazily: an engine loads numpy, hnswlib, ...
 
-    return open_backend(args.data_dir, args.collection)
+    return open_backend(args.data_dir, args.collection, database=_database(args))
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    """memserver db migrate: create or upgrade memserver's schema in a PostgreSQL database."""
+    from memserver.engines import migrate_database
+    from memserver.errors import ConfigError
+
+    url = _database(args)
+    if not url:
+        raise ConfigError("memserver db migrate needs --database URL (or MEMSERVER_DATABASE_URL)")
+    applied, version = migrate_database(url)
+    print(f"schema version {version}" + (f" ({applied} migration(s) applied)" if applied else " (already current)"))
+    return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -271,10 +361,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="an extra Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0)",
     )
-    serve.add_argument(
-        "--max-body-bytes", type=int, default=1024 * 1024, help="largest HTTP request body (default 1 MiB)"
+    limits = serve.add_argument_group(
+        "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
     )
+    from memserver.http_limits import HttpLimits
+
+    defaults = HttpLimits()
+    for flag, kind, meta, text in [
+        ("--max-sessions", int, "N", "open sessions in total"),
+        ("--max-sessions-per-user", int, "N", "open sessions of one token's user (of the one user without tokens)"),
+        ("--session-idle-timeout", float, "SECONDS", "close a session after this long with no request in flight"),
+        ("--max-concurrent-requests", int, "N", "requests served at once; more wait for a free slot"),
+        ("--queue-timeout", float, "SECONDS", "how long a request waits for a free slot before a 503"),
+        ("--header-timeout", float, "SECONDS", "time a client has to send a request's headers"),
+        ("--body-timeout", float, "SECONDS", "time a client has to send a request's body (408 after)"),
+        ("--max-body-bytes", int, "N", "largest request body (413 above)"),
+        ("--max-connections", int, "N", "open connections (503 above)"),
+    ]:
+        field = _LIMIT_FLAGS[flag]
+        limits.add_argument(
+            flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {getattr(defaults, field):g})"
+        )
     serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
+    serve.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser(
@@ -296,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--data-dir", help="data directory (default: MCP_MEMORY_PATH or the platform's)")
         sub.add_argument("--collection", help="collection (default: MCP_MEMORY_COLLECTION or personal_memory)")
+        sub.add_argument("--database", metavar="URL", help=DATABASE_HELP)
         sub.set_defaults(func=func)
         return sub
 
@@ -318,7 +428,24 @@ def build_parser() -> argparse.ArgumentParser:
         "memserver compact",
     )
 
+    db = commands.add_parser(
+        "db",
+        help="manage memserver's schema in a PostgreSQL database",
+        description="Create or upgrade memserver's tables in a PostgreSQL database (pgvector >= 0.8). Servers also "
+        "do this on start; run it ahead, as the tables' owner, when memserver itself connects as a smaller role.",
+        epilog="Example: memserver db migrate --database postgresql://memserver@db.internal/memories",
+    )
+    db.add_argument("action", choices=["migrate"])
+    db.add_argument("--database", metavar="URL", help=DATABASE_HELP)
+    db.set_defaults(func=cmd_db)
+
     return parser
+
+
+DATABASE_HELP = (
+    "keep the memories in this PostgreSQL database (postgresql://user@host/db; default: MEMSERVER_DATABASE_URL; "
+    "needs memserver[postgres])"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

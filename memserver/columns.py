@@ -7,7 +7,7 @@ bytes per memory and load from a snapshot as raw buffers (2.5 GB, 3.2 s). See be
 Rows are never reused within a journal generation (the store hands them out upwards, in journal order), so a
 deleted row is masked out by the store's `alive` array rather than removed from every structure at once. 64-bit
 hashes stand in for ids and content keys; a match is always confirmed on the value itself, so a collision costs a
-comparison, never a wrong answer. The store serialises every call (its `_mu` lock); nothing here locks.
+comparison, never a wrong answer. The store serialises every call (its thread lock); nothing here locks.
 """
 
 from __future__ import annotations
@@ -246,6 +246,11 @@ class HashIndex:
         self.merge(alive)
         return self._h, self._r
 
+    def merged(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys sorted, their rows) with the recent additions folded in; dead rows too (no `alive` given)."""
+        self.merge(None)
+        return self._h, self._r
+
     @classmethod
     def from_payload(cls, h_b: bytes, r_b: bytes, next_row: int) -> HashIndex:
         """Inverse of `payload`; raises ValueError unless the keys are sorted and name distinct rows < `next_row`."""
@@ -465,7 +470,7 @@ class IdMap:
         out.index = HashIndex.from_payload(keys_b, rows_b, n)
         alive = out.ids.occupied(n)
         out.count = int(alive.sum())
-        h, r = out.index._h, out.index._r
+        h, r = out.index.merged()
         if len(h) != out.count or not alive[r].all():
             raise ValueError("record count mismatch")
         for i in np.flatnonzero(h[1:] == h[:-1]).tolist():

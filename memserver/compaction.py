@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import time
 import uuid
@@ -29,15 +30,19 @@ import numpy as np
 
 from memserver import inputs, replay, snapshot
 from memserver.catalog import Catalog
-from memserver.durable import FileLayer, write_all
+from memserver.durable import FileLayer, pwrite_all, write_all
+from memserver.errors import StoreLockedError
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, AddRecord, Journal, encode_line
+from memserver.journal import JOURNAL_NAME, FileLock, Journal, encode_line
+from memserver.replay import AddRecord
 from memserver.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
 
 log = logging.getLogger(__name__)
 
-# Files of a compaction in progress (compacting-*) are removed as leftovers of a dead one only when this old.
+# Files of a compaction (compacting-*) without a lock file (an older memserver's) are removed as leftovers of a dead
+# one only when this old; those with one, once no process holds it.
 COMPACTING_STALE_S = 6 * 3600
+_TEMP = re.compile(r"\.tmp-[0-9a-f]{8}$")  # durable.atomic_write's temp files
 _BATCH = 10_000
 
 
@@ -52,7 +57,7 @@ class Compaction:
         self.old_generation = journal.generation
         self.header = {k: v for k, v in journal.header.items() if k not in ("crc", "op", "format")}
         self.live = live
-        self.copied = {r.id for r in live}
+        self.copied = {r.id: r.row for r in live}  # id -> its row in the old generation
         self.copied_history = {r.id for r in live if r.replaced_by}
         self.dim = vectors.dim
         self.crcs = vectors.crcs.copy()
@@ -62,8 +67,13 @@ class Compaction:
             self.dim, M=vindex.M, ef_construction=vindex.ef_construction, ef=vindex.ef, files=self.files
         )
         self.generation = uuid.uuid4().hex
-        self.paths = {ext: folder / f"compacting-{self.generation}.{ext}" for ext in ("f32", "jsonl", "hnsw", "snap")}
+        exts = ("lock", "f32", "jsonl", "hnsw", "snap")
+        self.paths = {ext: folder / f"compacting-{self.generation}.{ext}" for ext in exts}
         self.graph: dict[str, Any] = {}  # the new index checkpoint, once written
+        # Held until `discard`: other processes remove the compacting-* files only of compactions not running.
+        self.running = FileLock(self.paths["lock"], timeout=0, files=self.files)
+        self._held = contextlib.ExitStack()
+        self._held.enter_context(self.running.hold(exclusive=True))
 
     def copy(self, embed: Embed) -> None:
         """The unlocked part: the live memories into the compacting-* files (damaged rows re-embedded)."""
@@ -123,31 +133,39 @@ class Compaction:
         history). Rare; the compaction is dropped, and the next one copies it as history."""
         for row in catalog.history.replaced_rows():
             memory_id = catalog.id_at(row)
-            fresh = memory_id in self.copied and memory_id not in self.copied_history  # copied as current
+            fresh = self.copied.get(memory_id or "") == row and memory_id not in self.copied_history  # as current
             if fresh and catalog.row_of(catalog.history.replaced[row][0]) is None:
                 return False
         return True
 
     def switch(self, catalog: Catalog, vectors: VectorFile, embed: Embed) -> None:
         """The locked part (exclusive lock, caught up on the old journal, whose live memories `catalog` holds):
-        append the changes since the copy, rename everything into place, switch journals."""
+        append the changes since the copy, rename everything into place, switch journals.
+
+        A memory is told by its row, not its id (rows are never reused within a generation): one deleted and
+        imported again under its id since the copy is gone (its delete line comes before its new add) and added
+        (its new record). Every other delete comes after the adds, so a memory replaced and then forgotten since
+        the copy reads back as history first, then forgotten (each tombstone keeps the time of its forget)."""
         copied = self.copied
-        added = [catalog.record(row) for row in catalog.stored_rows().tolist() if catalog.id_at(row) not in copied]
-        gone = [r for r in self.live if r.id not in catalog]
+        stored = catalog.stored_rows().tolist()
+        added = [catalog.record(row) for row in stored if copied.get(catalog.id_at(row) or "") != row]
+        gone = [r for r in self.live if catalog.row_of(r.id) != r.row]
+        again = {r.id for r in added}
         paths, fs = self.paths, self.files
         if added or gone:
             vfd = fs.open(paths["f32"], os.O_WRONLY)
             jfd = fs.open(paths["jsonl"], os.O_WRONLY | os.O_APPEND)
             try:
-                lines = []
+                now = inputs.now()
+                forgotten = catalog.history.forgotten
+                deletes = [(r.id in again, replay.delete_line(r.id, forgotten.get(r.row, ("", now))[1])) for r in gone]
+                lines = [encode_line(line) for first, line in deletes if first]
                 if added:
                     vecs = vectors.checked(added, embed)
-                    fs.pwrite(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes)
+                    pwrite_all(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes, fs)
                     for n, r in enumerate(added):
                         lines.append(encode_line(replay.add_line(r._replace(row=len(self.live) + n), row_crc(vecs[n]))))
-                now = inputs.now()  # (each tombstone keeps the time of its forget, for as_of)
-                forgotten = catalog.history.forgotten
-                lines += [encode_line(replay.delete_line(r.id, forgotten.get(r.row, ("", now))[1])) for r in gone]
+                lines += [encode_line(line) for first, line in deletes if not first]
                 write_all(jfd, b"".join(lines), fs)
                 fs.fsync(vfd)
                 fs.fsync(jfd)
@@ -168,24 +186,54 @@ class Compaction:
         for p in self.paths.values():
             with contextlib.suppress(OSError):
                 self.files.unlink(p)
+        self._held.close()
+        self.running.close()
 
 
 def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:
-    """Remove vector files, snapshots and temp files of other generations (left by a compaction), and the files of
-    a compaction that died; call with the exclusive lock held, on the journal that is current."""
+    """Remove vector files, snapshots and temp files of other generations (left by a compaction), the files of
+    a compaction that died, and the temp files of an atomic write or a checkpoint that a crash interrupted
+    (`*.tmp-<nonce>`, `*.tmp`: written under the exclusive lock only, so none is in progress now). Call with the
+    exclusive lock held, on the journal that is current."""
     keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
+    dead: dict[str, bool] = {}  # compaction (its new generation) -> no longer running
     for p in folder.iterdir():
         name = p.name
         if name in keep:
             continue
-        if (
-            name.startswith("vectors-")
-            or (name.startswith("meta-") and name.endswith(".snap"))
-            or name.endswith(".compact-tmp")
-            or (name.startswith("compacting-") and _age_s(p) > COMPACTING_STALE_S)
-        ):
+        if name.startswith("compacting-"):  # written without the lock: only when a dead compaction left them
+            nonce = name[len("compacting-") :].split(".", 1)[0]
+            if nonce not in dead:
+                dead[nonce] = _compaction_over(folder, nonce, generation, files)
+            stale = dead[nonce]
+        else:
+            stale = (
+                name.startswith("vectors-")
+                or (name.startswith("meta-") and name.endswith(".snap"))
+                or name.endswith((".compact-tmp", ".tmp"))
+                or _TEMP.search(name) is not None
+            )
+        if stale:
             with contextlib.suppress(OSError):
                 files.unlink(p)
+
+
+def _compaction_over(folder: Path, nonce: str, generation: str, files: FileLayer) -> bool:
+    """Whether the compaction making generation `nonce` is over: it made the generation in force (it died after
+    its switch), or no process holds its lock, or (no lock file: an older memserver's) its files are hours old."""
+    if nonce == generation:
+        return True
+    lock = folder / f"compacting-{nonce}.lock"
+    if not lock.exists():
+        return all(_age_s(p) > COMPACTING_STALE_S for p in folder.glob(f"compacting-{nonce}.*"))
+    probe = FileLock(lock, timeout=0, files=files)
+    try:
+        with probe.hold(exclusive=True):
+            return True
+    except StoreLockedError:
+        return False
+    finally:
+        probe.close()
 
 
 def _age_s(path: Path) -> float:

@@ -13,15 +13,19 @@ The rules this module keeps (journal.py tells the store's whole crash story):
   point leaves the previous checkpoint in force, or the new one, and whichever it is names a whole file.
 
 The file layer. Every change this module, journal.py, index.py and keyword.py make to a file (open/create,
-write, pwrite, fsync, fdatasync, ftruncate, rename, unlink, mkdir, directory sync, close) goes through one
+write, pwrite, fsync, fdatasync, ftruncate, rename, unlink, mkdir, chmod, directory sync, close) goes through one
 `FileLayer`; the default `OS` calls `os.*` and nothing else. The classes that write take one as an optional
 `files` argument, so a test passes a subclass that records the calls (to replay them into simulated power-loss
 states) or fails them (ENOSPC, EIO) instead of monkeypatching. Reads do not go through it. hnswlib writes its
 graph file in native code (`write_native`): the layer sees that file created, synced and renamed, not its
 writes, so a recorder reads the file's bytes when it is synced.
 
-Modes: every file is created with FILE_MODE and every folder with DIR_MODE (both still subject to the umask), so
-creating private files is a change to these two lines.
+Modes: the memories are private. Every file is created with exactly FILE_MODE (0600) and every folder with exactly
+DIR_MODE (0700), whatever the umask (a umask only removes bits, and one that removed the owner's would leave files the
+store cannot reopen, so the mode is set again after creation when the umask changed it). A store made before this
+(0644 files in a 0755 folder under umask 022) is tightened when it is opened: `make_private`, one log line naming the
+folder. The model cache (memserver/model.py) keeps the umask's modes: it holds public model files, and a cache shared
+between accounts (MEMSERVER_CACHE_DIR, the Hugging Face cache) must stay readable by them.
 
 This module knows nothing about journals, indexes or MCP.
 """
@@ -29,15 +33,20 @@ This module knows nothing about journals, indexes or MCP.
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import json
 import logging
 import os
+import stat
 import sys
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
+
+from memserver.errors import StoreWriteError
 
 __all__ = [
     "DIR_MODE",
@@ -49,24 +58,79 @@ __all__ = [
     "FileLayer",
     "StrPath",
     "atomic_write",
+    "disk_error",
+    "disk_errors_as",
     "fdatasync_fd",
     "fsync_dir",
     "fsync_fd",
     "make_dirs",
-    "read_snapshot",
+    "make_private",
+    "pwrite_all",
     "write_all",
     "write_native",
     "write_new_file",
-    "write_snapshot",
 ]
 
 log = logging.getLogger(__name__)
 
-FILE_MODE = 0o644  # every file the store creates (issue 13 will make it 0o600)
-DIR_MODE = 0o755  # every folder it creates (issue 13 will make it 0o700)
+FILE_MODE = 0o600  # every file the store creates: the owner's alone
+DIR_MODE = 0o700  # every folder it creates
+_OTHERS = 0o077  # group and other permission bits: what `make_private` removes
 
 Data: TypeAlias = bytes | bytearray | memoryview
 StrPath: TypeAlias = str | os.PathLike[str]
+
+
+# --- a disk that refuses ---------------------------------------------------------------------------------------
+
+_DISK_PROBLEMS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exhausted",
+    errno.EIO: "the disk reported an I/O error",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "memserver has no permission to write there",
+    errno.EPERM: "memserver has no permission to write there",
+}
+
+
+def disk_error(exc: OSError, doing: str, folder: StrPath) -> StoreWriteError:
+    """The StoreWriteError for an OSError met while `doing` (e.g. "remember: nothing was stored") in `folder`.
+
+    One line, naming the problem in words, the folder, and the system's own message; never a traceback.
+    """
+    problem = _DISK_PROBLEMS.get(exc.errno or 0, "writing to the disk failed")
+    fix = {
+        errno.ENOSPC: "free some space and retry",
+        errno.EDQUOT: "free some space and retry",
+        errno.EROFS: "set MCP_MEMORY_PATH to a writable folder",
+        errno.EACCES: "set MCP_MEMORY_PATH to a folder of yours, or fix its permissions",
+        errno.EPERM: "set MCP_MEMORY_PATH to a folder of yours, or fix its permissions",
+    }.get(exc.errno or 0, "check the disk (dmesg) and retry")
+    detail = exc.strerror or str(exc)
+    return StoreWriteError(f"{doing}: {problem} ({detail}) at {folder}; {fix}", exc.errno)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+
+
+def disk_errors_as(doing: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
+    """A public method (of an object with a `folder`) whose disk refuses a write raises StoreWriteError ("`doing`:
+    the disk is full ..."), one line a person (and the MCP client's model) can act on, instead of an OSError and
+    its traceback."""
+
+    def wrap(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(method)
+        def translated(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise disk_error(exc, doing, getattr(self, "folder", "the data directory")) from exc
+
+        return translated
+
+    return wrap
 
 
 # --- the raw syscalls ----------------------------------------------------------------------------------------------
@@ -120,7 +184,18 @@ class FileLayer:
     """
 
     def open(self, path: StrPath, flags: int, mode: int = FILE_MODE) -> int:
-        return os.open(path, flags, mode)
+        """With O_CREAT, a file this call creates gets exactly `mode`, whatever the umask.
+
+        (Created = empty and ours: a lock file of an old store is tightened here too; files with data that exist
+        already are `make_private`'s job.)
+        """
+        fd = os.open(path, flags, mode)
+        if flags & os.O_CREAT and os.name == "posix":
+            st = os.fstat(fd)
+            if stat.S_IMODE(st.st_mode) != mode and st.st_size == 0 and st.st_uid == os.geteuid():
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, mode)
+        return fd
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -130,6 +205,7 @@ class FileLayer:
         return os.write(fd, data)
 
     def pwrite(self, fd: int, data: Data, offset: int) -> int:
+        """May write fewer bytes than given (see `pwrite_all`)."""
         return os.pwrite(fd, data, offset)
 
     def fsync(self, fd: int) -> None:
@@ -148,7 +224,13 @@ class FileLayer:
         os.unlink(path)
 
     def mkdir(self, path: StrPath, mode: int = DIR_MODE) -> None:
+        """The folder gets exactly `mode`, whatever the umask."""
         os.mkdir(path, mode)
+        if os.name == "posix" and stat.S_IMODE(os.stat(path).st_mode) != mode:
+            os.chmod(path, mode)
+
+    def chmod(self, path: StrPath, mode: int) -> None:
+        os.chmod(path, mode)
 
     def fsync_dir(self, path: StrPath) -> None:
         fsync_dir(path)
@@ -165,6 +247,14 @@ def write_all(fd: int, data: Data, files: FileLayer = OS) -> None:
     view = memoryview(data)
     while view:
         view = view[files.write(fd, view) :]
+
+
+def pwrite_all(fd: int, data: Data, offset: int, files: FileLayer = OS) -> None:
+    """Write every byte of `data` at `offset` (a single pwrite may be short)."""
+    view = memoryview(data).cast("B")
+    while view:
+        written = files.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 @contextlib.contextmanager
@@ -234,41 +324,42 @@ def make_dirs(path: Path, files: FileLayer = OS) -> None:
         files.fsync_dir(folder.parent)
 
 
-# --- snapshot files ------------------------------------------------------------------------------------------------
+def make_private(folder: Path, files: FileLayer = OS) -> None:
+    """Remove group and other permissions from `folder` and the files in it (a store made before 0600/0700).
 
-_SNAP_MAGIC = b"memserver-meta-snapshot\n"
-
-
-def write_snapshot(path: Path, stamp: dict[str, Any], payload: bytes, files: FileLayer = OS) -> None:
-    """Atomically write a snapshot file: magic, one JSON line (`stamp` + payload length and CRC-32), payload."""
-    head = {**stamp, "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
-    # The payload goes as its own chunk: no copy of a large payload.
-    atomic_write(path, _SNAP_MAGIC + json.dumps(head).encode() + b"\n", payload, files=files)
-
-
-def read_snapshot(path: Path) -> tuple[dict[str, Any], memoryview] | None:
-    """(stamp, payload) of a snapshot file whose length and CRC-32 check out; None if absent or damaged (logged).
-
-    The payload is a view into the file's bytes, not a copy (a 1M-memory snapshot is ~0.3 GB)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("snapshot %s is unreadable (%s); replaying the journal instead", path, exc)
-        return None
-    nl = data.find(b"\n", len(_SNAP_MAGIC))
-    try:
-        if not data.startswith(_SNAP_MAGIC) or nl < 0:
-            raise ValueError("bad magic")
-        head = json.loads(data[len(_SNAP_MAGIC) : nl])
-        payload = memoryview(data)[nl + 1 :]
-        if len(payload) != head["payload_bytes"] or zlib.crc32(payload) != head["payload_crc32"]:
-            raise ValueError("length or CRC-32 mismatch")
-    except (ValueError, KeyError, TypeError) as exc:
-        log.warning("snapshot %s is damaged (%s); replaying the journal instead", path, exc)
-        return None
-    return head, payload
+    One log line names the folder when anything changed, and one when something could not be changed (a file of
+    another account, a read-only file system): the store still opens, and the warning says who may read what.
+    """
+    if os.name != "posix":
+        return
+    changed: list[str] = []
+    failed: list[str] = []
+    for path in [folder, *sorted(folder.iterdir())]:
+        try:
+            st = path.lstat()
+        except FileNotFoundError:  # removed by another process meanwhile
+            continue
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)) or not st.st_mode & _OTHERS:
+            continue
+        try:
+            files.chmod(path, stat.S_IMODE(st.st_mode) & ~_OTHERS)
+            changed.append(path.name)
+        except OSError as exc:
+            failed.append(f"{path.name} ({exc.strerror or exc})")
+    if changed:
+        log.info(
+            "made %s private: %d of its entries were readable by other accounts and are now the owner's alone",
+            folder,
+            len(changed),
+        )
+    if failed:
+        log.warning(
+            "could not make %d entr%s of %s private, so other accounts may read them: %s",
+            len(failed),
+            "y" if len(failed) == 1 else "ies",
+            folder,
+            ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else ""),
+        )
 
 
 # --- checkpoint files ----------------------------------------------------------------------------------------------

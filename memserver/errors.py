@@ -7,13 +7,15 @@
     ├── StoreError                  the store on disk cannot be used as it is
     │   ├── CorruptJournalError     the journal is damaged before its last line (a torn last line is repaired)
     │   ├── StoreLockedError        another process held the store's lock for too long
+    │   ├── StoreWriteError         the disk refused a write (full, I/O error, read-only, no permission)
     │   └── ModelMismatchError      the collection was built with another embedding model or dimension
     ├── ConfigError                 a setting (environment variable, flag, token file) is invalid
     └── NotAuthenticatedError       a per-user server got a request without an authenticated user
 
 The MCP server turns InvalidInputError into a tool result with isError: true, and NotAuthenticatedError into a
 protocol error; the CLI turns any MemserverError into one line on stderr and exit status 1. Nothing here knows
-about MCP.
+about MCP. The local store turns an OSError of the disk into StoreWriteError (durable.disk_error), so a full disk
+reaches the client as a tool error that says so, never as "internal error".
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ class CorruptJournalError(StoreError):
 
 class StoreLockedError(StoreError):
     """Another process held the store's lock for longer than the timeout."""
+
+
+class StoreWriteError(StoreError):
+    """The disk refused a write: full, an I/O error, a read-only file system or folder. What the call was writing
+    was not stored (and not acknowledged); what was stored before is untouched. `errno` is the OSError's."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class ConfigError(MemserverError):

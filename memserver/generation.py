@@ -6,14 +6,15 @@ index checkpoints and the metadata snapshot) and replays the journal past them; 
 through `catch_up` -> `apply`, the one replay path, used alike for this process's own writes (each write is
 appended, then read back), for catching up on other processes' writes, and for the journal tail on open.
 
-The store decides which lock each step runs under (`restore` under the shared lock, `catch_up(repair=True)` and
-`save_checkpoint` under the exclusive one); nothing here takes a lock.
+The store decides which lock each step runs under (construction, which opens the vector file, and `restore` under
+the shared lock, `catch_up(repair=True)` and `save_checkpoint` under the exclusive one); nothing here takes a lock.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,9 +27,9 @@ from memserver.catalog import Catalog
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
 from memserver.inputs import now
-from memserver.journal import AddRecord, DerivedIndex, Journal
+from memserver.journal import Journal
 from memserver.keyword import KeywordDerivedIndex
-from memserver.replay import Coverage, add_line, added, delete_line, vfix_line
+from memserver.replay import AddRecord, Coverage, DerivedIndex, add_line, added, delete_line, vfix_line
 from memserver.search import Searcher
 from memserver.vectors import Embed, VectorFile, row_crc, vector_path
 
@@ -61,6 +62,7 @@ class Generation:
         self.hooks = hooks
         self.searcher = Searcher(self.catalog, self.vectors, vindex, kindex, hooks)
         self.from_snapshot = False
+        self.rebuilt = False  # an index was rebuilt on open (its checkpoint missing or contradicted)
         self._stamps: dict[str, dict[str, Any] | None] = {}
 
     # --- opening -------------------------------------------------------------------------------------------------
@@ -111,7 +113,8 @@ class Generation:
         for d in self.derived:
             if d.name in untrusted:
                 self._rebuild(d)
-        return bool(untrusted)
+        self.rebuilt = bool(untrusted)
+        return self.rebuilt
 
     def _rebuild(self, d: DerivedIndex) -> None:
         """Bulk-rebuild one derived index from the live records and their stored vectors (no re-embedding)."""
@@ -123,6 +126,56 @@ class Generation:
             d.add(batch, self.vectors.checked(batch, self.embed))
         if live:
             log.info("rebuilt the %s index of %d memories in %.1f s", d.name, len(live), time.perf_counter() - t0)
+
+    # --- what the store asks -------------------------------------------------------------------------------------
+
+    def is_current(self) -> bool:
+        """Whether the journal's path still names this generation's journal (no other process compacted since)."""
+        return not self.journal.replaced()
+
+    def journal_change(self) -> str | None:
+        """One stat of the journal's path: "replaced" (another process compacted: load the new generation),
+        "grown" (catch up), or None (nothing new since the last catch-up)."""
+        try:
+            st = os.stat(self.journal.path)
+        except FileNotFoundError:
+            return "replaced"
+        ident = (st.st_dev, st.st_ino)
+        if ident != self.journal.identity:
+            return "replaced"
+        return None if (ident, st.st_size) == self.coverage.seen else "grown"
+
+    def needs_checkpoint(self, threshold: int) -> bool:
+        """Whether `threshold` or more of the records applied are past the checkpoints on disk."""
+        return self.coverage.uncovered >= threshold
+
+    def needs_checkpoint_after_open(self, threshold: int) -> bool:
+        """needs_checkpoint, or an open that did work a checkpoint saves the next one: an index rebuilt, vector
+        rows re-embedded, or a journal of `threshold` or more memories replayed without a snapshot."""
+        live = len(self.catalog)
+        return (
+            self.needs_checkpoint(threshold)
+            or (self.rebuilt and live > 0)
+            or bool(self.vectors.repaired)
+            or (not self.from_snapshot and live >= threshold)
+        )
+
+    def deleted_pending(self) -> int:
+        """Forgotten memories whose rows (tombstones, for as_of) are still in the files: what a compaction would
+        remove. Replaced memories are history, kept by compaction too."""
+        return len(self.catalog.history.forgotten)
+
+    def vectors_of(self, records: Sequence[AddRecord]) -> np.ndarray:
+        """The stored vectors of `records`, each checked against its CRC (a damaged one re-embedded)."""
+        return self.vectors.checked(records, self.embed)
+
+    def index_stats(self) -> dict[str, Any]:
+        """The derived indexes, for stats(): the vector index's parameters, the keyword index's documents."""
+        return {"index": self.vindex.params(), "keyword_index": {"documents": len(self.kindex.index)}}
+
+    def journal_bytes(self) -> int:
+        """The journal's length as applied."""
+        return self.coverage.offset
 
     # --- replay --------------------------------------------------------------------------------------------------
 
@@ -145,7 +198,8 @@ class Generation:
         if torn and repair:
             journal.set_aside_tail(cov.offset)
             size, torn = cov.offset, False
-        cov.seen = (journal.identity, size)
+        # With a torn tail left, the size says nothing: a writer may cut it off and append a line of that length.
+        cov.seen = (journal.identity, size) if not torn else ((0, 0), -1)
         return torn
 
     def apply(self, entries: Sequence[tuple[int, dict[str, Any]]]) -> None:
@@ -232,9 +286,9 @@ class Generation:
 
     # --- checkpoints ---------------------------------------------------------------------------------------------
 
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, strict: bool = False) -> None:
         """Save every derived index and the metadata snapshot at the journal position applied (exclusive lock
-        held). A failure is logged: it costs replay time on the next open, never data."""
+        held). A failure costs replay time on the next open, never data: it is logged, or with `strict` raised."""
         journal, vectors, cov = self.journal, self.vectors, self.coverage
         try:
             fixes = vectors.write_back_repairs(lambda row: self.catalog.id_at(row) is not None)
@@ -242,27 +296,23 @@ class Generation:
                 journal.append([vfix_line(row, crc) for row, crc in fixes])
                 self.catch_up(repair=False)
             vectors.sync()  # rows are written unsynced; those a checkpoint covers must be on disk
-        except OSError as exc:
-            log.warning("could not sync the vector file before a checkpoint: %s", exc)
-            return
-        count = len(self.catalog)
-        stamp = {"generation": journal.generation, "offset": cov.offset, "count": count}
-        for d in self.derived:
-            if cov.is_saved(d.name):
-                continue  # its checkpoint on disk already covers this position
-            try:
-                d.save(self.folder, stamp)
-                cov.saved(d.name)
-            except OSError as exc:
-                log.warning("could not save the %s index checkpoint: %s", d.name, exc)
-                return
-        try:
+            count = len(self.catalog)
+            stamp = {"generation": journal.generation, "offset": cov.offset, "count": count}
+            for d in self.derived:
+                if not cov.is_saved(d.name):  # (else its checkpoint on disk already covers this position)
+                    d.save(self.folder, stamp)
+                    cov.saved(d.name)
             crc = snapshot.line_crc(journal.path, cov.offset, journal.identity)
             path = snapshot.snapshot_path(self.folder, journal.generation)
             payload = snapshot.encode(self.catalog, vectors.crcs)
             snapshot.save(path, snapshot.stamp_for(journal.generation, cov.offset, count, crc), payload, journal.files)
         except OSError as exc:
-            log.warning("could not save the metadata snapshot: %s", exc)
+            if strict:
+                raise
+            log.warning(
+                "could not write a checkpoint of %s (the next open replays more of the journal): %s", self.folder, exc
+            )
+            return
         cov.checkpointed()
         self.hooks.checkpointed(count)
 

@@ -30,8 +30,8 @@ class StoreHooks:
         passing the filters (None: no filter). Thread lock held."""
 
     def taking_exclusive_lock(self) -> None:
-        """A write or a checkpoint is about to take the exclusive file lock (thread lock held). Once it has it,
-        it checks the journal was not replaced meanwhile (by another process's compaction)."""
+        """A write, a checkpoint or a compaction's switch is about to take the exclusive file lock (thread lock
+        held). Once it has it, it checks the journal was not replaced meanwhile (by another process's compaction)."""
 
     def checkpointed(self, count: int) -> None:
         """A checkpoint covering `count` live memories was written. Thread lock and exclusive file lock held."""

@@ -1,7 +1,7 @@
 """The vector index: an hnswlib cosine graph over the vector rows, checkpointed to disk, always rebuildable.
 
 Labels are vector-file rows, so the index needs no id map of its own: the store maps rows to memories.
-It is derived data (see journal.py for the crash story) and implements the journal's DerivedIndex hooks.
+It is derived data (see journal.py for the crash story) and implements replay.DerivedIndex.
 
 hnswlib facts this wrapper handles (see the hnswlib README's "Python bindings" for the full method list):
 
@@ -36,7 +36,7 @@ import hnswlib  # type: ignore[import-untyped, unused-ignore]
 import numpy as np
 
 from memserver.durable import OS, CheckpointError, CheckpointFiles, FileLayer
-from memserver.journal import AddRecord
+from memserver.replay import AddRecord
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,6 @@ class VectorIndex:
     """
 
     name = "vector"
-    persistent = True  # not part of journal.DerivedIndex any more; read by store.py until it drops it
 
     def __init__(
         self,
@@ -343,7 +342,3 @@ class VectorIndex:
         except (KeyError, TypeError, ValueError, OSError, struct.error) as exc:
             return f"malformed checkpoint ({exc!r})"
         return None
-
-    def get_vectors(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
-        """The stored (unit) vectors of live rows, as an (n, dim) float32 array."""
-        return np.asarray(self._index.get_items(list(map(int, rows)), return_type="numpy"), dtype=np.float32)

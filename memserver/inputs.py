@@ -35,19 +35,52 @@ MAX_RECALL = 50  # results of one recall (tool)
 MAX_LIST = 100  # results of one list_recent (tool)
 MEMORY_ID_PATTERN = r"^[0-9a-f]{32}$"  # uuid4 hex, as add() makes them
 SEARCH_MODES = ("hybrid", "semantic", "keyword")
-# What the tool schemas accept for since/until (parse_time accepts a little more: date and datetime objects).
-ISO_DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
 MAX_SPEAKER_CHARS = 100
 MAX_SESSION_CHARS = 200
 MAX_NAMESPACE_CHARS = 64
 MAX_CURSOR_CHARS = 512
 DEFAULT_NAMESPACE = "default"
-NAMESPACE_PATTERN = r"^[A-Za-z0-9_.:@-]{1,64}$"  # e.g. user:alice, project-x, team@example.com
 ROLES = ("user", "assistant", "participant", "system", "tool")
 # The conversation fields of a memory (issue 12), beside content, tags and source.
 CONVERSATION_FIELDS = ("occurred_at", "speaker", "role", "session", "namespace", "replaces")
 MEMORY_FIELDS = frozenset({"content", "tags", "source", *CONVERSATION_FIELDS})  # what add_many takes in an item dict
 RECORD_FIELDS = MEMORY_FIELDS | {"id", "created_at", "vector", "replaced_by"}  # what import_ reads of a record
+
+# --- patterns: the schemas promise exactly what the store accepts ----------------------------------------------------
+# JSON Schema patterns are ECMA-262 regular expressions that clients evaluate in JavaScript, while jsonschema here
+# uses Python's re; these read the same in both: classes spelled out ([0-9], not the Unicode-aware \d; the white
+# space of Python's str.strip(), not \s), and the end of the text written (?![\s\S]) ("no character follows"),
+# because Python's $ also matches before a final newline. tests/test_schemas_agree.py checks them against the store
+# on generated values, and against Node.js.
+_END = r"(?![\s\S])"
+
+# What str.strip() removes (str.isspace()): a tag, a query or a content must hold something else.
+_SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_CONTROL = r"\x00-\x1f\x7f"  # what the store refuses in tags and sources
+TEXT_PATTERN = f"[^{_SPACE}]"  # (unanchored) something other than white space
+TAG_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*{_END}"
+SOURCE_PATTERN = f"^[^{_CONTROL}]*{_END}"
+NAMESPACE_PATTERN = f"^[A-Za-z0-9_.:@-]{{1,64}}{_END}"  # e.g. user:alice, project-x, team@example.com
+
+# ISO 8601 date or date-time, offset optional (none means UTC): 2026-01-31, 2026-01-31T09:30:00Z, ... Years
+# 0001-9999, real calendar days (leap years included), seconds 00-59, fractions of 3 or 6 digits and offsets
+# +HH:MM (what datetime.fromisoformat reads on every Python we support). The first and last days are special:
+# the store takes every time to UTC, and a date-only time to the next midnight, which must stay in 0001-9999; on
+# those two days only offsets that cannot cross the edge are accepted (a few the store would take are refused).
+_MONTH_DAY = (
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"  # 31 days
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"  # 30 days
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"  # February; the 29th only in leap years, below
+)
+_LEAP = "(?:0[48]|[2468][048]|[13579][26])"
+_DATE = f"(?:(?!0000)[0-9]{{4}}-{_MONTH_DAY}|(?:[0-9]{{2}}{_LEAP}|{_LEAP}00)-02-29)"
+_HH_MM = "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
+_TIME = rf"[T ]{_HH_MM}(?::[0-5][0-9](?:\.(?:[0-9]{{6}}|[0-9]{{3}}))?)?"
+ISO_DATE_PATTERN = (
+    f"^(?:(?!0001-01-01|9999-12-31){_DATE}(?:{_TIME}(?:Z|[+-]{_HH_MM})?)?"
+    rf"|0001-01-01(?:{_TIME}(?:Z|-{_HH_MM}|\+00:00)?)?"  # no offset east of UTC: it would end before year 1
+    rf"|9999-12-31{_TIME}(?:Z|\+{_HH_MM}|-00:00)?){_END}"  # a time, no offset west of UTC: past year 9999
+)
 
 _ID_RE = re.compile(MEMORY_ID_PATTERN)
 _NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)

@@ -13,7 +13,8 @@ A collection is one folder::
     keyword-<nonce>.npz    the postings arrays it names (derived data, rebuildable)
     meta-<gen>.snap        snapshot of the in-memory metadata at a checkpoint (derived; open skips replaying the
                            journal up to its offset; ignored and replaced when stale, damaged or of another Python)
-    compacting-<gen>.*     files of a compaction in progress (renamed into place at its switch)
+    compacting-<gen>.*     files of a compaction in progress (renamed into place at its switch; its .lock is
+                           flock()ed while it runs)
     lock                   empty; flock()ed shared by readers catching up, exclusive by writers
     journal.jsonl.torn-*   bytes of a torn last line, set aside on repair (never silently dropped)
 
@@ -29,8 +30,13 @@ A collection is one folder::
 * Each line carries `"crc":"<crc32 hex>"` over the rest of the line, so a torn or garbled line is detected.
   Policy on reading: every good line up to the first bad one is kept. If no good line follows the bad one, the
   bad bytes are a torn tail: a writer (under the exclusive lock) copies them to `journal.jsonl.torn-<time>`,
-  logs a warning and truncates the journal to the last good line. If a good line follows a bad one, the damage
-  is in the middle: CorruptJournalError names the byte offset; nothing is repaired automatically.
+  logs a warning and truncates the journal to the last good line. A batch (several lines appended with one
+  sync) is written at once, and a power cut may keep its later pages and lose earlier ones (the page cache and
+  the drive write pages in any order; tests/powerloss/), so its lines carry `"batch":[k,n]` (line k of n): good
+  lines after a bad one that are the rest of one batch, up to the end of the file, are that batch torn, set
+  aside with the bad bytes (the batch was never acknowledged). Any other good line after a bad one means the
+  damage is in the middle (synced bytes changed): CorruptJournalError names the byte offset; nothing is
+  repaired automatically.
 * Everything else is derived. An index checkpoint is written to a new file and fsync()ed, the directory is
   fsync()ed, and only then is the file named by `index.json` / `keyword.json` (written to a temp file, fsync()ed,
   renamed, directory fsync()ed; see durable.py); a crash mid-save leaves the previous checkpoint in force. A
@@ -40,12 +46,16 @@ A collection is one folder::
   fails any check (generation, offset, that CRC, its own CRC, the index checkpoint being older) is ignored.
 * Compaction copies the live memories of a snapshot of the journal into `compacting-<newgen>.*` files (vectors,
   journal, vector index, metadata snapshot) without holding the lock, so other processes keep writing. Then,
-  under the exclusive lock, it appends what changed since (adds, then deletes) to the new files, fsyncs them,
+  under the exclusive lock, it appends what changed since (deletes, then adds) to the new files, fsyncs them,
   renames them to their final names (`vectors-<newgen>.f32` first) and renames the new journal over the old one:
   the single atomic switch. Before it, the old journal and its vectors are in force; after it, the new ones (and
   `index.json` is then pointed at the new graph; a crash just before that costs an index rebuild, never data).
-  Leftover files of the other generation are removed later (`compacting-*` ones only when hours old). Other
-  processes notice the new inode on their next call and reload.
+  Leftover files of the other generation are removed later (`compacting-*` ones once no process holds their
+  compaction's lock, at once if their generation is the one in force), and so are the temp files of an atomic
+  write or a checkpoint that a crash cut short. Other processes notice the new inode on their next call and
+  reload.
+* Power loss is simulated in tests/powerloss/ (its docstring has the model: what a crash may keep of unsynced
+  writes and renames); every crash state drawn there opens with every acknowledged write in place.
 
 Format of a line: a JSON object (UTF-8, no raw newlines) whose last member is `"crc"`; the CRC-32 is computed
 over the same line with that member removed, i.e. over `line[:-18] + b"}"`. The first line is the header
@@ -68,40 +78,20 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
-import numpy as np
-
-from memserver.durable import (
-    OS,
-    FileLayer,
-    atomic_write,
-    fsync_dir,
-    fsync_fd,
-    read_snapshot,
-    write_all,
-    write_new_file,
-    write_snapshot,
-)
+from memserver.durable import OS, FileLayer, atomic_write, write_all, write_new_file
 from memserver.errors import CorruptJournalError, StoreError, StoreLockedError
 
 __all__ = [
     "FORMAT",
     "JOURNAL_NAME",
     "LOCK_NAME",
-    "AddRecord",
-    "DerivedIndex",
     "FileLock",
     "Journal",
     "ReadResult",
     "decode_line",
     "encode_line",
-    # re-exported for store.py until it imports them from memserver.durable, where they now live
-    "fsync_dir",
-    "fsync_fd",
-    "read_snapshot",
-    "write_all",
-    "write_snapshot",
 ]
 
 log = logging.getLogger(__name__)
@@ -111,53 +101,13 @@ JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 _CRC_SUFFIX_LEN = len(b',"crc":"') + 8 + len(b'"}')  # 18
 _READ_CHUNK = 16 << 20
+# A lock held by another process is polled (flock has no timeout), first after 0.1 ms, then at most every 2 ms.
+# flock is not fair: with 8 processes writing, polling at up to 50 ms let some wait 4-6 s while others won the
+# lock again and again (write p99 2.1 s); at 2 ms the longest wait was 0.5-1.2 s and p99 0.4-0.6 s, at the same
+# throughput (benchmarks/multiprocess.py, 8 x 400 writes, runs alternated; benchmarks/README.md "Many processes").
+_POLL_FIRST_S = 0.0001
+_POLL_MAX_S = 0.002
 _decode = json.JSONDecoder().decode  # json.loads minus its per-call encoding sniffing: replay is per line
-
-
-# --- records -----------------------------------------------------------------------------------------------------
-
-
-class AddRecord(NamedTuple):
-    """One stored memory as the journal knows it; `row` is its row in the vector file (and its index label).
-
-    A NamedTuple (immutable, like the frozen dataclass it was) because opening a store builds one per memory
-    from the metadata snapshot, in C (`tuple.__new__`): 1M of them in ~0.2 s instead of ~2 s.
-    """
-
-    id: str
-    content: str
-    created_at: str
-    tags: tuple[str, ...]
-    source: str
-    row: int
-    # The conversation fields (replay.py has their line keys; absent from a line = these defaults).
-    occurred_at: str = ""  # "" only before the write path fills it in: replay gives created_at for a line without
-    speaker: str = ""
-    role: str = ""
-    session: str = ""
-    namespace: str = "default"
-    replaces: str = ""  # the id this memory replaced
-    replaced_by: str = ""  # set on a line only where the newer memory is gone (compaction, import): with its time
-    replaced_at: str = ""
-
-
-class DerivedIndex(Protocol):
-    """Data derived from the journal (the vector index, the keyword index), fed by one replay path.
-
-    The store calls `add`/`remove` for its own writes, for other processes' writes it catches up on, and for the
-    journal tail after `load`; `reset` + `add` is the bulk rebuild. `save`/`load` checkpoint the index together
-    with the journal position it covers (`stamp`: generation, offset, live count); `load` returns that stamp, or
-    None when there is no usable checkpoint (the store then resets and rebuilds it after replaying the journal).
-    Calls are serialised by the store; `vectors` rows match `records` (unit float32).
-    """
-
-    name: str
-
-    def reset(self) -> None: ...
-    def add(self, records: Sequence[AddRecord], vectors: np.ndarray) -> None: ...
-    def remove(self, records: Sequence[AddRecord]) -> None: ...
-    def save(self, folder: Path, stamp: dict[str, Any]) -> None: ...
-    def load(self, folder: Path, generation: str) -> dict[str, Any] | None: ...
 
 
 # --- line encoding -----------------------------------------------------------------------------------------------
@@ -237,7 +187,7 @@ class FileLock:
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[None]:
         deadline = time.monotonic() + self.timeout
-        delay = 0.0005
+        delay = _POLL_FIRST_S
         while not self._try(exclusive):
             if time.monotonic() > deadline:
                 raise StoreLockedError(
@@ -245,7 +195,7 @@ class FileLock:
                     "is a memserver process stuck? retry, or stop the other process"
                 )
             time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, _POLL_MAX_S)
         try:
             yield
         finally:
@@ -325,17 +275,21 @@ class Journal:
         while (nl := buf.find(b"\n", start)) >= 0:
             record = decode_line(buf[start:nl])
             if record is None:
-                self._check_nothing_good_after(offset + nl + 1, bad_at=offset + start)
+                self._check_torn_tail(offset + nl + 1, bad_at=offset + start)
                 return ReadResult(entries, offset + start, size, True)
+            record.pop("batch", None)  # framing, like the CRC: the record reads back as it was appended
             entries.append((offset + nl + 1, record))
             start = nl + 1
         end = offset + start
         return ReadResult(entries, end, size, start == 0 or end >= size)
 
-    def _check_nothing_good_after(self, pos: int, bad_at: int) -> None:
-        """A bad line is a torn tail only if no good line follows it; otherwise the damage is mid-file."""
+    def _check_torn_tail(self, pos: int, bad_at: int) -> None:
+        """A bad line is a torn tail if no good line follows it, or only the rest of one batch (lines k >= 2 of n,
+        ascending) up to the end of the file: that batch was being written when the power went, and its later
+        pages reached the disk before its earlier ones. Any other good line after it: CorruptJournalError."""
         size = self.size()
         rest = b""
+        batch: tuple[int, int] | None = None  # (n, k of the last line seen) of the torn batch
         while pos < size:
             chunk = os.pread(self._fd, min(_READ_CHUNK, size - pos), pos)
             if not chunk:
@@ -344,11 +298,21 @@ class Journal:
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
             for line in lines:
-                if decode_line(line) is not None:
+                record = decode_line(line)
+                if record is None:
+                    continue
+                mark = record.get("batch")
+                k, n = 1, 1  # a line of its own: a batch of one
+                if isinstance(mark, list) and len(mark) == 2 and all(type(x) is int for x in mark):
+                    k, n = mark
+                # the first good line must not start its batch (else the damage lies in an earlier, synced one)
+                rest_of_a_batch = k >= 2 if batch is None else n == batch[0] and k > batch[1]
+                if not rest_of_a_batch:
                     raise CorruptJournalError(
                         f"{self.path}: damaged line at byte {bad_at}, with good records after it; refusing to guess. "
                         "Restore a backup, or cut the damaged line out by hand and reopen"
                     )
+                batch = (n, k)
 
     def append(self, records: Sequence[dict[str, Any]]) -> int:
         """Append lines and fsync once for the batch (group commit); returns the new end offset.
@@ -357,7 +321,11 @@ class Journal:
         fsync fails (disk full, I/O error), the file is cut back to where it was: nothing half-written stays, and
         the OSError (with its errno: ENOSPC, EIO, ...) reaches the caller.
         """
-        data = b"".join(encode_line(r) for r in records)
+        if len(records) == 1:
+            data = encode_line(records[0])
+        else:  # each line says where it stands in its batch (see the crash story)
+            n = len(records)
+            data = b"".join(encode_line({**r, "batch": [k, n]}) for k, r in enumerate(records, 1))
         before = self.size()
         try:
             write_all(self._fd, data, self.files)

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from memserver.bm25 import KeywordIndex
 from memserver.durable import OS, CheckpointError, CheckpointFiles, FileLayer
-from memserver.journal import AddRecord
+from memserver.replay import AddRecord
 from memserver.terms import date_text
 
 __all__ = ["KEYWORD_META", "KeywordDerivedIndex", "indexed_text"]
@@ -44,14 +44,13 @@ def indexed_text(record: AddRecord) -> str:
 
 
 class KeywordDerivedIndex:
-    """The store's keyword index: a `KeywordIndex` keyed by vector row, fed like every journal.DerivedIndex.
+    """The store's keyword index: a `KeywordIndex` keyed by vector row, fed like every replay.DerivedIndex.
 
     `load` returns None for a missing, foreign or damaged checkpoint, and the store then rebuilds it from the
     journal. Checkpoint files are written through `files` (a durable.FileLayer; the real file system by default).
     """
 
     name = "keyword"
-    persistent = True  # not part of journal.DerivedIndex any more; read by store.py until it drops it
 
     def __init__(self, files: FileLayer = OS) -> None:
         self.index = KeywordIndex()

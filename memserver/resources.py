@@ -13,6 +13,7 @@ what reading one returns. No other module parses these URIs.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
@@ -27,6 +28,8 @@ JSON = "application/json"
 RECENT_LIMIT = 20
 TAG_LIMIT = 50
 TAGS_LIMIT = 500
+MAX_URI_CHARS = 1024  # the longest URI of ours, a 64-character tag percent-encoded, is under 800
+_MEMORY_ID = re.compile(r"[0-9a-f]{32}")
 
 STATS = types.Resource(
     uri="memory://stats",
@@ -95,6 +98,8 @@ def parse(uri: str) -> Target:
     Raises:
         UnknownResourceError: the URI matches none of the resources or templates.
     """
+    if len(uri) > MAX_URI_CHARS:
+        raise UnknownResourceError(f"Unknown resource: a URI of {len(uri)} characters; ours are under {MAX_URI_CHARS}")
     if not uri.startswith(SCHEME):
         raise UnknownResourceError(f"Unknown resource: {uri} (this server serves memory:// URIs only)")
     rest = uri[len(SCHEME) :]
@@ -104,7 +109,10 @@ def parse(uri: str) -> Target:
     if head == "tags" and tail:
         return Target("tag", unquote(tail))
     if head == "memories" and tail and "/" not in tail:
-        return Target("memory", unquote(tail))
+        memory_id = unquote(tail)
+        if not _MEMORY_ID.fullmatch(memory_id.strip().lower()):
+            raise UnknownResourceError("Unknown resource: a memory id is 32 hexadecimal characters (see recall)")
+        return Target("memory", memory_id)
     raise UnknownResourceError(f"Unknown resource: {uri}")
 
 

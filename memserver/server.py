@@ -99,7 +99,7 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     tool = tools.TOOLS_BY_NAME.get(params.name)
     if tool is None:
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_shown(params.name)}")
     try:
         args = tools.validate_arguments(tool, params.arguments)
     except tools.ArgumentError as exc:
@@ -151,14 +151,16 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
         store = await _store(ctx)
         text = await anyio.to_thread.run_sync(resources.read, store, target)
     except (resources.UnknownResourceError, InvalidInputError) as exc:
-        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data.
-        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"uri": uri}) from None
+        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
+        # (unless it is longer than any of ours: no answer repeats large input).
+        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
     except NotAuthenticatedError as exc:
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
     except Exception:
-        logger.exception("reading %s failed", uri)
+        logger.exception("reading %s failed", "/".join(uri.split("/")[:3]))  # not the tag or id: user data
         raise MCPError(
-            code=types.INTERNAL_ERROR, message=f"Reading {uri} failed; the server log has the details"
+            code=types.INTERNAL_ERROR, message=f"Reading {_shown(uri)} failed; the server log has the details"
         ) from None
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=resources.JSON, text=text)])
 
@@ -337,6 +339,11 @@ def _protocol_errors(what: str) -> Iterator[None]:
         raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed; the server log has the details") from None
 
 
+def _shown(text: str, limit: int = 100) -> str:
+    """Client input as it may appear in an answer: cut short, so no answer repeats large input."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -357,6 +364,7 @@ def build_server(
     per_user: bool = False,
     data_dir: str | Path | None = None,
     load_at_start: bool = False,
+    database: str | None = None,
 ) -> Server[Lifespan]:
     """The memserver MCP server.
 
@@ -367,8 +375,9 @@ def build_server(
         data_dir: where the default factory keeps the memories (default: MCP_MEMORY_PATH or the platform's).
         load_at_start: start loading when the server starts (HTTP: clients come later) rather than when a client
             has finished the handshake (stdio: the client's `initialize` is already waiting on stdin).
+        database: a postgresql:// URL: the default factory keeps the memories there instead of in data_dir.
     """
-    stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
+    stores = Stores(store_factory or DefaultStoreFactory(data_dir, database=database), per_user=per_user)
 
     @asynccontextmanager
     async def lifespan(server: Server[Lifespan]) -> AsyncIterator[Lifespan]:

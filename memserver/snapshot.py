@@ -1,7 +1,7 @@
 """The metadata snapshot `meta-<generation>.snap`: the catalog and the vector CRCs as of a journal offset.
 
 Opening a store restores it instead of re-decoding the whole journal up to that offset (1M memories: ~3 s instead
-of ~10 s). It is derived data, written at each checkpoint after the index checkpoints (journal.write_snapshot:
+of ~10 s). It is derived data, written at each checkpoint after the index checkpoints (`save`, atomically:
 magic, a JSON stamp, the payload, with its length and CRC-32), and trusted only if its stamp matches: this
 generation, this Python (marshal's format), SNAPSHOT_FORMAT, an offset no later than the oldest loaded index
 checkpoint, and the CRC of the journal line ending at that offset. Anything else is replayed over, never trusted.
@@ -20,10 +20,12 @@ created_at and every label its default, and its rows are all current; the next c
 
 from __future__ import annotations
 
+import json
 import logging
 import marshal
 import os
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +33,14 @@ import numpy as np
 
 from memserver import columns
 from memserver.catalog import DEFAULT_NAMESPACE, Catalog
-from memserver.durable import OS, FileLayer, read_snapshot, write_snapshot
+from memserver.durable import OS, FileLayer, atomic_write
 from memserver.history import History
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FORMAT = 5  # written; READABLE formats are decoded, any other is replayed over
 READABLE = (4, 5)
+_MAGIC = b"memserver-meta-snapshot\n"
 
 
 def snapshot_path(folder: Path, generation: str) -> Path:
@@ -152,9 +155,40 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
     return c, vcrc
 
 
+# --- the file --------------------------------------------------------------------------------------------------
+
+
 def save(path: Path, stamp: dict[str, Any], payload: bytes, files: FileLayer = OS) -> None:
-    """Write the snapshot file (atomically: a crash leaves the old one or the new one)."""
-    write_snapshot(path, stamp, payload, files)
+    """Write the snapshot file atomically (a crash leaves the old one or the new one): magic, one JSON line
+    (`stamp` + payload length and CRC-32), payload."""
+    head = {**stamp, "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
+    # The payload goes as its own chunk: no copy of a large payload.
+    atomic_write(path, _MAGIC + json.dumps(head).encode() + b"\n", payload, files=files)
+
+
+def read_file(path: Path) -> tuple[dict[str, Any], memoryview] | None:
+    """(stamp, payload) of a snapshot file whose length and CRC-32 check out; None if absent or damaged (logged).
+
+    The payload is a view into the file's bytes, not a copy (a 1M-memory snapshot is ~0.3 GB)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("snapshot %s is unreadable (%s); replaying the journal instead", path, exc)
+        return None
+    nl = data.find(b"\n", len(_MAGIC))
+    try:
+        if not data.startswith(_MAGIC) or nl < 0:
+            raise ValueError("bad magic")
+        head = json.loads(data[len(_MAGIC) : nl])
+        payload = memoryview(data)[nl + 1 :]
+        if len(payload) != head["payload_bytes"] or zlib.crc32(payload) != head["payload_crc32"]:
+            raise ValueError("length or CRC-32 mismatch")
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("snapshot %s is damaged (%s); replaying the journal instead", path, exc)
+        return None
+    return head, payload
 
 
 def load(
@@ -162,7 +196,7 @@ def load(
 ) -> tuple[Catalog, np.ndarray, int] | None:
     """(catalog, CRCs, offset) from the snapshot at `path` if it is usable for this journal (`journal`, the file
     `identity` names, of `generation`) and covers an offset in [lowest, floor]; else None (the caller replays)."""
-    got = read_snapshot(path)
+    got = read_file(path)
     if got is None:
         return None
     stamp, payload = got

@@ -4,7 +4,8 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
 
     journal.py     the record of truth (append-only lines, the crash story) and the cross-process lock
     generation.py  one journal generation in memory: restored from its checkpoints, fed by the one replay path
-    replay.py      the journal's record shapes, and how far replay and the checkpoints on disk stand (Coverage)
+    replay.py      the journal's record shapes, what they feed (DerivedIndex), and how far replay and the
+                   checkpoints on disk stand (Coverage)
     catalog.py     the memories' metadata by row (current, history, tombstones), and the lookups on it
     history.py     replace links and the tombstones of forgotten memories, for get() and as_of
     listing.py     pages newest first with their cursors, bulk selections, counts per session
@@ -46,7 +47,7 @@ from memserver import config, inputs, listing, writes
 from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.catalog import memory_of
 from memserver.compaction import Compaction, remove_other_generations
-from memserver.durable import OS, FileLayer, make_dirs
+from memserver.durable import OS, FileLayer, disk_errors_as, make_dirs, make_private
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
 from memserver.generation import Generation
 from memserver.hooks import StoreHooks
@@ -110,6 +111,7 @@ class Collection:
     before every call; `_writing` for every write.
     """
 
+    @disk_errors_as("cannot open the store")
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -135,12 +137,12 @@ class Collection:
         self.collection = config.validate_collection(collection) if collection else config.collection_name()
         self.folder = root / self.collection
         make_dirs(self.folder, self.files)
+        make_private(self.folder, self.files)  # a store made before 0600/0700 (durable.py), tightened once
         self._thread_lock = threading.RLock()
         self._file_lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout, files=self.files)
         params = {"M": M, "ef_construction": ef_construction, "ef": ef}
-        self._vindex = VectorIndex(self.dim, **{k: v for k, v in params.items() if v is not None}, files=self.files)
-        self._kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
-        self._gen: Generation | None = None  # the generation open now (None: closed, or not opened yet)
+        self._index_params = {k: v for k, v in params.items() if v is not None}  # each generation's VectorIndex
+        self._gen: Generation | None = None  # the generation open now (None: closed, or its load failed)
         self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
         self._closed = False
         with self._thread_lock:
@@ -157,6 +159,9 @@ class Collection:
     def _load(self) -> None:
         """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them.
 
+        The new generation goes into service only once it is whole: if the load fails (the lock timed out, a
+        damaged journal), the store holds none, and its next call loads again.
+
         The cyclic garbage collector is paused meanwhile: a load creates millions of objects, none of them in a
         cycle, and the collector would rescan them again and again (1M memories: 10.6 s -> 7.3 s to open).
         """
@@ -164,43 +169,62 @@ class Collection:
         gc.disable()
         try:
             self._close_files()
-            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
-            gen = self._gen = Generation(self.folder, journal, self._vindex, self._kindex, self._embed, self.hooks)
-            with self._file_lock.hold(exclusive=False):
-                torn = gen.restore()
-            rebuilt = gen.rebuild_untrusted()
-            with self._file_lock.hold(exclusive=True):
-                if torn:
-                    gen.catch_up(repair=True)
-                if not gen.journal.replaced():
-                    remove_other_generations(self.folder, gen.journal.generation, self.files)
+            gen = self._gen = self._restored()
             self.hooks.opened(gen.coverage.replayed, gen.from_snapshot)
-            live = len(gen.catalog)
-            if (
-                gen.coverage.uncovered >= CHECKPOINT_RECORDS
-                or (rebuilt and live)
-                or gen.vectors.repaired
-                or (not gen.from_snapshot and live >= CHECKPOINT_RECORDS)
-            ):
+            if gen.needs_checkpoint_after_open(CHECKPOINT_RECORDS):
                 self._checkpoint()
         finally:
             if paused:
                 gc.enable()
 
+    def _restored(self) -> Generation:
+        """The current journal's generation, restored, with indexes of its own; on failure whatever it opened is
+        closed again.
+
+        The journal is opened without a lock, so another process may compact (switch journals, remove the old
+        vector file) before the shared lock is ours: each time the lock is taken, check the journal is still the
+        current one, and if not, start again on the new one (as `_exclusive` does).
+        """
+        while True:
+            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
+            gen: Generation | None = None
+            try:
+                with self._file_lock.hold(exclusive=False):
+                    if not journal.replaced():  # current: no one removes its vector file while we hold the lock
+                        vindex = VectorIndex(self.dim, **self._index_params, files=self.files)
+                        kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
+                        gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks)
+                        torn = gen.restore()
+                if gen is not None:
+                    gen.rebuild_untrusted()
+                    with self._file_lock.hold(exclusive=True):
+                        if not journal.replaced():
+                            if torn:
+                                gen.catch_up(repair=True)
+                            remove_other_generations(self.folder, journal.generation, self.files)
+                            return gen
+            except BaseException:
+                (journal if gen is None else gen).close()
+                raise
+            (journal if gen is None else gen).close()
+            log.info(
+                "journal %s was replaced while opening it (compacted by another process); opening the new one",
+                journal.path,
+            )
+
     def _refresh(self) -> Generation:
         """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""
-        gen = self._gen
-        if self._closed or gen is None:
+        if self._closed:
             raise StoreError("the store is closed")
-        try:
-            st = os.stat(gen.journal.path)
-            ident, size = (st.st_dev, st.st_ino), st.st_size
-        except FileNotFoundError:
-            ident, size = (0, 0), -1
-        if ident != gen.journal.identity:
+        gen = self._gen
+        if gen is None:  # the last load failed (say the lock timed out): load again
+            self._load()
+            return self._current()
+        change = gen.journal_change()
+        if change == "replaced":
             log.info("journal %s was replaced (compacted by another process); reloading", gen.journal.path)
             self._load()
-        elif (ident, size) != gen.coverage.seen:
+        elif change == "grown":
             with self._file_lock.hold(exclusive=False):
                 gen.catch_up(repair=False)
         return self._current()
@@ -226,7 +250,7 @@ class Collection:
                 every = WRITE_CHECKPOINT_RECORDS
                 if self._importing:
                     every = max(every, len(gen.catalog) // 2)
-                if gen.coverage.uncovered >= every:
+                if gen.needs_checkpoint(every):
                     gen.save_checkpoint()
 
     @contextlib.contextmanager
@@ -241,7 +265,7 @@ class Collection:
             self.hooks.taking_exclusive_lock()
             with self._file_lock.hold(exclusive=True):
                 gen = self._current()
-                if not gen.journal.replaced():
+                if gen.is_current():
                     gen.catch_up(repair=True)
                     yield gen
                     return
@@ -250,17 +274,19 @@ class Collection:
 
     # --- checkpoints and closing ---------------------------------------------------------------------------------
 
+    @disk_errors_as("the checkpoint was not written (the journal still has every memory)")
     def checkpoint(self) -> None:
         """Save every derived index and the metadata snapshot at the journal's current end, so the next open
         replays nothing. The store checkpoints by itself (on open, close, imports, and every
-        WRITE_CHECKPOINT_RECORDS writes); a failed checkpoint costs replay time on the next open, never data."""
+        WRITE_CHECKPOINT_RECORDS writes) and logs a failure there (it costs replay time on the next open, never
+        data); asked for here, a failure raises StoreWriteError."""
         with self._thread_lock:
             self._refresh()
-            self._checkpoint()
+            self._checkpoint(strict=True)
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, strict: bool = False) -> None:
         with self._exclusive() as gen:
-            gen.save_checkpoint()
+            gen.save_checkpoint(strict)
 
     def _close_files(self) -> None:
         if self._gen is not None:
@@ -273,7 +299,7 @@ class Collection:
             if self._closed:
                 return
             try:
-                if self._gen is not None and self._gen.coverage.uncovered >= CHECKPOINT_RECORDS:
+                if self._gen is not None and self._gen.needs_checkpoint(CHECKPOINT_RECORDS):
                     self._refresh()
                     self._checkpoint()
             except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
@@ -306,31 +332,35 @@ class MemoryStore(Collection):
 
     def _write_adds(self, items: list[Pending], importing: bool = False) -> tuple[list[Memory], list[Pending]]:
         """Write the non-duplicate items (vectors already set) in one group commit; results in item order. Returns
-        also the items held back (an import's, replacing a memory not there yet: see writes.check_links)."""
-        with self._writing() as gen:
-            catalog = gen.catalog
-            fresh, out = writes.without_duplicates(catalog, items)
-            held = writes.check_links(catalog, fresh, defer=importing)
-            if held:
-                fresh = [it for it in fresh if it not in held]
-            if fresh:
+        also the items held back (an import's, replacing a memory not there yet: see writes.check_links).
+
+        An item without a vector (a duplicate when embedding began, whose memory has been deleted since: rare) is
+        embedded with the locks released, and the write tried again."""
+        while True:
+            with self._writing() as gen:
+                catalog = gen.catalog
+                fresh, out = writes.without_duplicates(catalog, items)
+                held = writes.check_links(catalog, fresh, defer=importing)
+                if held:
+                    fresh = [it for it in fresh if it not in held]
                 missing = [it for it in fresh if it.vector is None]
-                if missing:  # was a duplicate when embedding began, and has been deleted since: rare
-                    for it, v in zip(missing, self._embed([it.m.content for it in missing]), strict=True):
-                        it.vector = v
-                for it in fresh:
-                    it.id = it.id or uuid.uuid4().hex
-                records = writes.records(fresh, catalog.next_row, inputs.now())
-                gen.write_adds(records, np.stack([writes.vector_of(it) for it in fresh]))
-            result = []
-            for it, memory in zip(items, out, strict=True):
-                if it in held:
-                    continue
-                if memory is None:  # written now, or a duplicate of an earlier item written now
-                    own = items[it.dup_of] if it.dup_of >= 0 else it
-                    memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
-                result.append(memory)
-            return result, held
+                if not missing:
+                    if fresh:
+                        for it in fresh:
+                            it.id = it.id or uuid.uuid4().hex
+                        records = writes.records(fresh, catalog.next_row, inputs.now())
+                        gen.write_adds(records, np.stack([writes.vector_of(it) for it in fresh]))
+                    result = []
+                    for it, memory in zip(items, out, strict=True):
+                        if it in held:
+                            continue
+                        if memory is None:  # written now, or a duplicate of an earlier item written now
+                            own = items[it.dup_of] if it.dup_of >= 0 else it
+                            memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
+                        result.append(memory)
+                    return result, held
+            for it, v in zip(missing, self._embed([it.m.content for it in missing]), strict=True):
+                it.vector = v
 
     def _embed_missing(self, items: list[Pending], check: bool = False) -> None:
         """Embed (outside every lock) the items that are not already known duplicates and have no vector; with
@@ -348,6 +378,7 @@ class MemoryStore(Collection):
             for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
                 it.vector = v
 
+    @disk_errors_as("nothing was stored")
     def add(
         self,
         content: str,
@@ -382,6 +413,7 @@ class MemoryStore(Collection):
             similar = self._refresh().searcher.similar(item.vector, memory.id, memory.namespace)
         return replace(memory, similar=similar) if similar else memory
 
+    @disk_errors_as("nothing was stored")
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
         one = isinstance(items, list) and len(items) == 1  # (named like add's arguments, as inputs.py does)
@@ -391,10 +423,12 @@ class MemoryStore(Collection):
         self._embed_missing(new, check=True)
         return self._write_adds(new)[0]
 
+    @disk_errors_as("the memory was not deleted")
     def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
         """See backend.MemoryBackend.delete."""
         return self.delete_many([inputs.check_id(memory_id)], namespace=namespace) == 1
 
+    @disk_errors_as("nothing was deleted")
     def delete_many(self, ids: Iterable[str], *, namespace: str | None = None) -> int:
         """See backend.MemoryBackend.delete_many."""
         wanted = inputs.check_ids(ids)
@@ -502,13 +536,20 @@ class MemoryStore(Collection):
         *,
         namespace: str | None = None,
     ) -> list[Hit]:
-        """A semantic search with a ready query vector and no query text (see `search(query_vector=...)`)."""
-        q = inputs.check_vector(vector, self.dim, "vector")
-        n = inputs.check_limit(limit)
-        filters = inputs.search_filter(tags, source, since, until, namespace=namespace)
-        floor = inputs.check_min_score(min_score)
-        with self._thread_lock:
-            return self._refresh().searcher.search(q, "", "semantic", n, filters, floor)
+        """A semantic search with a ready query vector and no query text: `search(mode="semantic",
+        query_vector=vector)`, which then never reads its query text."""
+        return self.search(
+            "(by vector)",
+            limit,
+            tags,
+            source,
+            since,
+            until,
+            min_score,
+            "semantic",
+            namespace=namespace,
+            query_vector=vector,
+        )
 
     def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
         """See backend.MemoryBackend.tag_counts."""
@@ -542,11 +583,10 @@ class MemoryStore(Collection):
                 "dim": self.dim,
                 "namespaces": len(catalog.per_namespace),
                 "replaced": replaced,
-                "index": self._vindex.params(),
-                "keyword_index": {"documents": len(self._kindex.index)},
+                **gen.index_stats(),
                 "bytes_on_disk": folder_bytes(self.folder),
-                "journal_bytes": gen.coverage.offset,
-                "deleted_pending_compaction": len(catalog.history.forgotten),
+                "journal_bytes": gen.journal_bytes(),
+                "deleted_pending_compaction": gen.deleted_pending(),
             }
 
     # --- bulk: export / import / compact ----------------------------------------------------------------------
@@ -563,15 +603,16 @@ class MemoryStore(Collection):
             vecs = None
             if include_vectors:
                 with self._thread_lock:
-                    if self._current() is not gen or gen.journal.replaced():
+                    if self._current() is not gen or not gen.is_current():
                         raise StoreError("the store was compacted during export; run the export again")
-                    vecs = gen.vectors.checked(batch, self._embed)
+                    vecs = gen.vectors_of(batch)
             for n, r in enumerate(batch):
                 d = memory_of(r).to_dict()
                 if vecs is not None:
                     d["vector"] = vecs[n].tolist()
                 yield d
 
+    @disk_errors_as("the import stopped (the records before this batch were stored)")
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_. Records with a "vector" are not re-embedded: the bulk-load path.
         Batches of IMPORT_BATCH; a record replacing one not there yet waits for the end of the import."""
@@ -603,7 +644,7 @@ class MemoryStore(Collection):
             with self._thread_lock:
                 self._importing -= 1
         with self._thread_lock:
-            if self._current().coverage.uncovered >= CHECKPOINT_RECORDS:
+            if self._current().needs_checkpoint(CHECKPOINT_RECORDS):
                 self._checkpoint()
         return added
 
@@ -620,6 +661,7 @@ class MemoryStore(Collection):
         held += waiting
         return sum(1 for m in written if not m.duplicate)
 
+    @disk_errors_as("compaction failed and the store is unchanged")
     def compact(self) -> dict[str, Any]:
         """See backend.MemoryBackend.compact: journal and vectors rewritten without the deleted memories (see
         compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
@@ -627,18 +669,16 @@ class MemoryStore(Collection):
         with self._thread_lock:
             gen = self._refresh()
             before = folder_bytes(self.folder)
-            removed = len(gen.catalog.history.forgotten)
+            removed = gen.deleted_pending()
             live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
-            job = Compaction(self.folder, gen.journal, gen.vectors, live, self._vindex)
+            job = Compaction(self.folder, gen.journal, gen.vectors, live, gen.vindex)
         try:
             job.copy(self._embed)
             self.hooks.compaction_copied()
             with self._thread_lock:
                 self._refresh()
-                with self._file_lock.hold(exclusive=True):
-                    gen = self._current()
-                    gen.catch_up(repair=True)
-                    if gen.journal.replaced() or gen.journal.generation != job.old_generation:
+                with self._exclusive() as gen:  # the current journal (checked before a torn tail is repaired)
+                    if gen.journal.generation != job.old_generation:
                         log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
                     elif not job.can_switch(gen.catalog):
                         log.info("a memory of %s changed state during compaction; dropping it", self.folder)

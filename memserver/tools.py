@@ -28,6 +28,9 @@ from memserver.inputs import (
     MAX_TAG_CHARS,
     MAX_TAGS,
     SEARCH_MODES,
+    SOURCE_PATTERN,
+    TAG_PATTERN,
+    TEXT_PATTERN,
 )
 
 if TYPE_CHECKING:
@@ -40,10 +43,10 @@ WEAK_MATCH_SCORE = 0.35
 
 _TAGS = {
     "type": "array",
-    "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS},
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS, "pattern": TAG_PATTERN},
     "maxItems": MAX_TAGS,
 }
-_SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS}
+_SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS, "pattern": SOURCE_PATTERN}
 
 MEMORY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -87,6 +90,7 @@ REMEMBER = types.Tool(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_CONTENT_CHARS,
+                "pattern": TEXT_PATTERN,
                 "description": "The fact to remember, self-contained.",
             },
             "tags": {
@@ -149,6 +153,7 @@ RECALL = types.Tool(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_QUERY_CHARS,
+                "pattern": TEXT_PATTERN,
                 "description": "What to look for, in natural language.",
             },
             "limit": {
@@ -287,8 +292,9 @@ def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) ->
     schema = tool.input_schema
     args = dict(arguments or {})
     problems = sorted(_validator(tool.name).iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
-    if problems:
-        messages: list[str] = []
+    not_unicode = _lone_surrogates(args)
+    if problems or not_unicode:
+        messages: list[str] = list(not_unicode)
         for problem in problems:
             for message in _describe(problem, schema):
                 if message not in messages:
@@ -300,6 +306,34 @@ def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) ->
         elif prop.get("type") == "integer" and isinstance(args.get(name), float):
             args[name] = int(args[name])  # JSON Schema counts 5.0 as an integer; the store wants an int
     return args
+
+
+def _lone_surrogates(args: dict[str, Any]) -> list[str]:
+    """'field: ...' lines for strings holding a lone surrogate (which JSON can carry, and which is not text). The
+    wire refuses such messages before they get here; in-process callers are checked here."""
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [(_shown(str(k)), v) for k, v in args.items()]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str) and not _is_unicode(value):
+            found.append(f"{where}: Input should be valid Unicode text, not a lone surrogate")
+        elif isinstance(value, list):
+            stack.extend((f"{where}.{i}", item) for i, item in enumerate(value))
+    return sorted(found)
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(text: str, limit: int = 64) -> str:
+    """Client input as it may appear in a message: cut short (no answer repeats large input), surrogates escaped."""
+    shown = text if len(text) <= limit else f"{text[:limit]}..."
+    return shown.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @cache
@@ -322,13 +356,17 @@ _TYPE_NAMES = {
 }
 
 _PATTERN_HINTS = {
-    ISO_DATE_PATTERN: "Input should be an ISO 8601 date or date-time, e.g. 2026-01-31 or 2026-01-31T09:30:00Z",
+    ISO_DATE_PATTERN: "Input should be an ISO 8601 date or date-time between 0001-01-01 and 9999-12-31, "
+    "e.g. 2026-01-31 or 2026-01-31T09:30:00Z",
+    TEXT_PATTERN: "String should contain more than white space",
+    TAG_PATTERN: "String should contain more than white space, and no control characters (newlines, tabs, ...)",
+    SOURCE_PATTERN: "String should contain no control characters (newlines, tabs, ...)",
 }
 
 
 def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
     """One jsonschema error -> 'field: rule' lines in pydantic's wording."""
-    where = ".".join(str(part) for part in error.absolute_path)
+    where = ".".join(_shown(str(part)) for part in error.absolute_path)
     rule = error.validator
     value: Any = error.validator_value  # the schema's value for that rule (jsonschema types it loosely)
     instance: Any = error.instance
@@ -344,9 +382,10 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
         known = list(schema.get("properties", {}))
         lines = []
         for extra in sorted(set(instance) - set(known)):
-            close = difflib.get_close_matches(extra, known, n=1)
+            close = difflib.get_close_matches(extra[:100], known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(known)})"
-            lines.append(at("Extra inputs are not permitted" + hint, f"{where}.{extra}" if where else extra))
+            name = _shown(extra)
+            lines.append(at("Extra inputs are not permitted" + hint, f"{where}.{name}" if where else name))
         return lines
     if rule == "type":
         wanted = value if isinstance(value, str) else value[0]
@@ -367,4 +406,4 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
         return [at(f"Input should be {listed}")]
     if rule == "pattern":
         return [at(_PATTERN_HINTS.get(value, f"String should match pattern {value!r}"))]
-    return [at(error.message)]
+    return [at(_shown(error.message, 200))]

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memserver.durable import OS, FileLayer, write_all
-from memserver.journal import AddRecord
+from memserver.durable import OS, FileLayer, pwrite_all
+from memserver.replay import AddRecord
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,11 @@ class VectorFile:
         self.dim = dim
         self.rowbytes = dim * 4
         self.files = files
-        self.fd = files.open(path, os.O_RDWR | os.O_CREAT)
+        try:
+            self.fd = files.open(path, os.O_RDWR)
+        except FileNotFoundError:  # a new generation: its name is made durable before any row is acknowledged
+            self.fd = files.open(path, os.O_RDWR | os.O_CREAT)
+            files.fsync_dir(path.parent)
         self.crcs = np.full(0, -1, dtype=np.int64)  # by row: CRC-32 from the journal, -1 when unknown
         self.repaired: dict[int, np.ndarray] = {}  # row -> re-embedded vector, not yet written back
         self._map: mmap.mmap | None = None
@@ -108,8 +112,8 @@ class VectorFile:
 
     def write(self, first_row: int, vecs: np.ndarray) -> None:
         """Write rows from `first_row` on, unsynced (the journal lines that reference them are synced after)."""
-        os.lseek(self.fd, first_row * self.rowbytes, os.SEEK_SET)
-        write_all(self.fd, np.ascontiguousarray(vecs, dtype=np.float32).tobytes(), self.files)
+        data = np.ascontiguousarray(vecs, dtype=np.float32).tobytes()
+        pwrite_all(self.fd, data, first_row * self.rowbytes, self.files)
 
     def sync(self) -> None:
         self.files.fsync(self.fd)
@@ -123,7 +127,7 @@ class VectorFile:
         out = []
         for row, v in fixes:
             data = np.asarray(v, dtype=np.float32).tobytes()
-            self.files.pwrite(self.fd, data, row * self.rowbytes)
+            pwrite_all(self.fd, data, row * self.rowbytes, self.files)
             out.append((row, zlib.crc32(data)))
         self.files.fsync(self.fd)
         log.warning("rewrote %d re-embedded vector row(s) in %s", len(fixes), self.path)

@@ -17,7 +17,7 @@ from memserver import inputs
 from memserver.backend import Memory
 from memserver.catalog import Catalog
 from memserver.errors import StoreError
-from memserver.journal import AddRecord
+from memserver.replay import AddRecord
 
 __all__ = ["Pending", "check_links", "records", "vector_of", "without_duplicates"]
 

@@ -118,3 +118,14 @@ class FailingFiles(RecordingFiles):
         if self.armed and self.when("write", name) and len(data) > 1:
             FileLayer.write(self, fd, memoryview(data)[: len(data) // 2])  # the bytes that made it
         return super().write(fd, data)
+
+
+class ShortWrites(RecordingFiles):
+    """A recorder whose every write and pwrite writes at most half the bytes it is given (at least one), as a
+    write cut short by a signal or a nearly full disk may; callers must loop until every byte is written."""
+
+    def write(self, fd: int, data: Data) -> int:
+        return super().write(fd, memoryview(data)[: max(1, len(data) // 2)])
+
+    def pwrite(self, fd: int, data: Data, offset: int) -> int:
+        return super().pwrite(fd, memoryview(data)[: max(1, len(data) // 2)], offset)

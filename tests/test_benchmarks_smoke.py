@@ -27,6 +27,11 @@ def test_embed_benchmark_quick(real_embedder, tmp_path):
     result = json.loads(output.read_text())
     assert set(result["query"]) == {"bare", "embedder"}
     assert result["load"]["process_start_to_first_embedding_s"] > 0
+    graphs = result["graphs"]  # the graph in use against the fused candidate, built from the weights
+    assert {"query_10", "query_31", "batch_32"} <= set(graphs) and graphs["query_10"]["speedup"] > 0
+    assert graphs["candidate"]["graph"]["memserver.graph"] == "fused"
+    assert min(graphs["in_use"]["min_cosine"], graphs["candidate"]["min_cosine"]) >= 0.99999
+    assert result["query_cache_hit"]["median_us"] > 0 and "candidate" in run.stdout
 
 
 # --- end-to-end benchmarks (recall over MCP, ingest, start-up, scale, Chroma, plot): tiny sizes ----------------------
@@ -59,7 +64,7 @@ def _run_bench(script: str, *args: str, timeout: int = 180) -> subprocess.Comple
 def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
     """recall_mcp.py --quick times recall over MCP stdio with the server's timing breakdown and the floor."""
     out = tmp_path / "recall_mcp.json"
-    run = _run_bench("recall_mcp.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    run = _run_bench("recall_mcp.py", "--quick", "--repeat-queries", "--cache", str(bench_cache), "--out", str(out))
     assert "p50/floor" in run.stdout
     r = json.loads(out.read_text())["sizes"]["300"]
     assert r["recall_ms"]["n"] == 20 and r["hits_per_recall"] == 5
@@ -68,6 +73,9 @@ def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
     raw = r["raw_client"]  # the same server timed by a JSON-RPC client without the SDK
     assert raw["recall_ms"]["n"] == 20 and raw["floor_bare_ms"]["n"] == 20 and raw["outside_handler_p50_ms"] > 0
     assert "raw JSON-RPC client" in run.stdout
+    repeated = r["raw_client_repeated"]  # a server with its query cache on, every query asked once before
+    assert repeated["recall_ms"]["n"] == 20 and repeated["query_cache"].startswith("on") and raw["query_cache"] == "off"
+    assert "repeated queries" in run.stdout
 
 
 def test_ingest_quick(real_embedder, tmp_path):
@@ -169,6 +177,24 @@ def test_conversations_quick(real_embedder, tmp_path):
     assert data["variants"]["hybrid+fields"]["available"] is bool(r["fields_supported"])
 
 
+def test_postgres_benchmark_quick(real_embedder, tmp_path):
+    """benchmarks/postgres.py --quick: every section on small sizes, against its own throwaway PostgreSQL."""
+    output = tmp_path / "postgres.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "postgres.py"), "--quick", "--out", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(output.read_text())
+    assert set(result["vectors"]["variants"]) == {"vector", "halfvec", "vector + halfvec index"}
+    assert result["quality"]["engines"]["postgresql"]["hybrid"]["recall@10"] > 0.5
+    assert all(r == {"min": 10, "max": 10} for r in result["mcp"]["2000"]["rows_returned"].values())
+    assert result["fleet"]["lost"] == 0 and result["fleet"]["acknowledged_writes"] > 0
+
+
 def test_retrieval_lab_quick(real_embedder, tmp_path):
     """retrieval_lab.py --quick rebuilds the store's hybrid ranking and scores a few variants on part of a chat."""
     out = tmp_path / "retrieval_lab.json"
@@ -185,3 +211,22 @@ def test_retrieval_lab_quick(real_embedder, tmp_path):
     assert mine.keys() == store.keys()
     for q, (first, r10) in store.items():
         assert mine[q][1] == r10 and (first > 20 or mine[q][0] == first), q
+
+
+def test_http_load_quick(real_embedder, tmp_path):
+    """http_load.py --quick runs sessions of two users over HTTP and reports no errors, losses or cross-user reads."""
+    output = tmp_path / "http_load.json"
+    run = _run_bench("http_load.py", "--quick", "--output", str(output))
+    assert "calls/s" in run.stdout and "cross-user reads" in run.stdout
+    result = json.loads(output.read_text())
+    assert result["calls"] == 40 and (result["errors"], result["lost"], result["cross_user_reads"]) == (0, 0, 0)
+
+
+def test_multiprocess_quick(tmp_path):
+    """multiprocess.py --quick: 3 processes on one store, its table, and a JSON with nothing lost or stale."""
+    out = tmp_path / "multiprocess.json"
+    run = _run_bench("multiprocess.py", "--quick", "--out", str(out), "--dir", str(tmp_path))
+    assert "lost / resurrected" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["procs"] == 3 and r["writes"] == 90 and r["lost"] == r["stale_reads"] == 0
+    assert r["write_ms"]["n"] == 90 and r["lock_wait_ms"]["exclusive"]["n"] >= 90

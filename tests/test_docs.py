@@ -78,3 +78,11 @@ def test_the_protocol_tour_shows_what_the_server_sends(tour: dict[str, str]) -> 
     assert not stale, (
         f"README.md's Protocol tour is out of date in {stale}: run uv run python docs/protocol_tour.py --write"
     )
+
+
+def test_every_serve_flag_is_in_the_readme() -> None:
+    """Each option of `memserver serve` (the HTTP limits included) is documented."""
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    flags = [flag for action in subparsers.choices["serve"]._actions for flag in action.option_strings]
+    missing = sorted(flag for flag in flags if flag.startswith("--") and flag not in ("--help",) and flag not in README)
+    assert not missing, f"undocumented serve flags: {missing}"

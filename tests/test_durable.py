@@ -15,19 +15,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memserver import snapshot
 from memserver.durable import (
     FILE_MODE,
     CheckpointError,
     CheckpointFiles,
     atomic_write,
     make_dirs,
-    read_snapshot,
-    write_snapshot,
+    pwrite_all,
 )
 from memserver.index import META_NAME, VectorIndex
-from memserver.journal import AddRecord, FileLock, Journal
+from memserver.journal import FileLock, Journal
 from memserver.keyword import KEYWORD_META, KeywordDerivedIndex
-from tests.file_layers import FailingFiles, RecordingFiles, SimulatedCrash, recorded_name
+from memserver.replay import AddRecord
+from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash, recorded_name
 
 DIM = 16
 OLD = {"generation": "g", "offset": 1, "count": 40}
@@ -237,7 +238,7 @@ def test_every_file_is_created_with_FILE_MODE(tmp_path: Path) -> None:
     journal.set_aside_tail(end)
     journal.close()
     FileLock(tmp_path / "lock", files=files).close()
-    write_snapshot(tmp_path / "meta-g.snap", {"generation": "g"}, b"payload", files=files)
+    snapshot.save(tmp_path / "meta-g.snap", {"generation": "g"}, b"payload", files=files)
     keyword = _keyword(range(10))
     keyword.files = files
     keyword.save(tmp_path, OLD)
@@ -265,12 +266,26 @@ def test_make_dirs_makes_each_new_folder_durable_in_its_parent(tmp_path: Path) -
 def test_snapshot_round_trip_and_damage(tmp_path: Path) -> None:
     """A snapshot reads back its stamp and payload; a flipped payload byte or a cut file reads as None."""
     path = tmp_path / "meta-g.snap"
-    write_snapshot(path, {"generation": "g", "offset": 9}, b"\x00payload\xff")
-    got = read_snapshot(path)
+    snapshot.save(path, {"generation": "g", "offset": 9}, b"\x00payload\xff")
+    got = snapshot.read_file(path)
     assert got is not None and got[0]["offset"] == 9 and bytes(got[1]) == b"\x00payload\xff"
     data = path.read_bytes()
     path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
-    assert read_snapshot(path) is None
+    assert snapshot.read_file(path) is None
     path.write_bytes(data[:-3])
-    assert read_snapshot(path) is None
-    assert read_snapshot(tmp_path / "absent.snap") is None
+    assert snapshot.read_file(path) is None
+    assert snapshot.read_file(tmp_path / "absent.snap") is None
+
+
+def test_pwrite_all_completes_short_pwrites_at_their_offsets(tmp_path: Path) -> None:
+    """A pwrite may write fewer bytes than given; pwrite_all goes on from where it stopped, at the right offset."""
+    files = ShortWrites()
+    path = tmp_path / "rows.f32"
+    path.write_bytes(b"." * 4)
+    fd = files.open(path, os.O_RDWR)
+    try:
+        pwrite_all(fd, b"0123456789", 2, files)
+    finally:
+        files.close(fd)
+    assert path.read_bytes() == b"..0123456789"
+    assert files.calls.count(("pwrite", "rows.f32")) == 5  # 5, 2, 1, 1 and 1 of the 10 bytes

@@ -12,7 +12,8 @@ import pytest
 
 import memserver.store
 from memserver.index import META_NAME, VectorIndex
-from memserver.journal import JOURNAL_NAME, AddRecord, Journal
+from memserver.journal import JOURNAL_NAME, Journal
+from memserver.replay import AddRecord
 from memserver.store import MemoryStore
 from tests.fakes import FakeEmbedder
 from tests.file_layers import FailingFiles, RecordingFiles, SimulatedCrash

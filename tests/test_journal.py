@@ -82,6 +82,67 @@ def test_damage_in_the_middle_is_an_error(tmp_path: Path) -> None:
         _read_all(j)
 
 
+def _with_batch(tmp_path: Path, then_single: bool) -> tuple[Path, int, list[int]]:
+    """A journal of one line, a batch of three ~2 kB lines (one append, one sync), maybe one more single line.
+
+    Returns the path, the batch's start offset and the offsets where its lines end."""
+    path, ends = _journal(tmp_path, 1)
+    j = Journal(path)
+    j.append([{"op": "add", "id": f"b{k}", "content": "x" * 2000} for k in range(3)])
+    if then_single:
+        j.append([{"op": "del", "id": "b0"}])
+    j.close()
+    data = path.read_bytes()
+    line_ends = [data.index(b"\n", data.index(f'"id":"b{k}"'.encode())) + 1 for k in range(3)]
+    return path, ends[0], line_ends
+
+
+def test_a_batch_whose_first_page_was_lost_is_a_torn_tail(tmp_path: Path) -> None:
+    """Power loss can keep a batch's later page and lose its first (zeros there): the good lines after the
+    damage are the rest of that one batch, so the whole batch is set aside and every earlier record is kept."""
+    path, start, _ = _with_batch(tmp_path, then_single=False)
+    data = bytearray(path.read_bytes())
+    data[start : start + 100] = bytes(100)  # the first line's start never reached the disk
+    path.write_bytes(bytes(data))
+    j = Journal(path)
+    entries, end, size = _read_all(j)
+    assert [e["id"] for e in entries] == [f"{0:032x}"] and end == start and size == len(data)
+    aside = j.set_aside_tail(end)
+    assert aside is not None and aside.read_bytes() == bytes(data[start:])
+    assert _read_all(Journal(path))[0] == entries
+
+
+def test_records_of_a_batch_read_back_without_their_batch_mark(tmp_path: Path) -> None:
+    """Lines of a batch carry "batch":[k,n] on disk; the records read back are the ones appended."""
+    path, _, _ = _with_batch(tmp_path, then_single=False)
+    assert b'"batch":[2,3]' in path.read_bytes()
+    entries, _, _ = _read_all(Journal(path))
+    assert entries[1:] == [{"op": "add", "id": f"b{k}", "content": "x" * 2000} for k in range(3)]
+
+
+@pytest.mark.parametrize("damaged_line", [0, 1])
+def test_damage_inside_a_batch_with_a_later_append_is_an_error(tmp_path: Path, damaged_line: int) -> None:
+    """A later append was synced after the batch, so damage in the batch was on disk already: refused."""
+    path, start, line_ends = _with_batch(tmp_path, then_single=True)
+    data = bytearray(path.read_bytes())
+    at = start if damaged_line == 0 else line_ends[0]
+    data[at + 10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptJournalError, match=f"byte {at}"):
+        _read_all(Journal(path))
+
+
+def test_damage_before_a_whole_batch_is_an_error(tmp_path: Path) -> None:
+    """Good lines after the damage that start a batch (line 1 of n) belong to a later append: refused."""
+    path, _, _ = _with_batch(tmp_path, then_single=False)
+    data = bytearray(path.read_bytes())
+    header_end = data.index(b"\n") + 1
+    data[header_end + 10] ^= 0xFF  # the single line before the batch
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptJournalError, match=f"byte {header_end}"):
+        _read_all(Journal(path))
+
+
 def test_bad_header_is_an_error(tmp_path: Path) -> None:
     """A journal whose first line is not a header is refused."""
     path = tmp_path / "journal.jsonl"

@@ -16,8 +16,8 @@ import pytest
 
 from memserver.bm25 import KeywordIndex
 from memserver.fusion import reciprocal_rank_fusion
-from memserver.journal import AddRecord
 from memserver.keyword import KEYWORD_META, KeywordDerivedIndex
+from memserver.replay import AddRecord
 from memserver.terms import date_text, tokenize
 
 FIXTURE = Path(__file__).parent / "data" / "checkpoints-bc911d9"

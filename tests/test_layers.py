@@ -10,7 +10,23 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "memserver"
 # The modules that face clients (protocol, loading, CLI) and what they may import from memserver: the contract
 # (backend, inputs, errors), engines.open_backend, and each other, never a storage engine or its parts.
-FRONT = ("server", "loader", "resources", "tools", "prompts", "completions", "client_log", "cli", "transports", "demo")
+FRONT = (
+    "server",
+    "loader",
+    "resources",
+    "tools",
+    "prompts",
+    "completions",
+    "client_log",
+    "cli",
+    "wire",
+    "stdio",
+    "http",
+    "http_guard",
+    "http_limits",
+    "tokens",
+    "demo",
+)
 MAY_IMPORT = {
     "memserver",
     "__version__",
@@ -22,6 +38,7 @@ MAY_IMPORT = {
     "embedder",
     "model",
     "onnx_export",
+    "query_cache",
     *FRONT,
 }
 

@@ -254,6 +254,14 @@ VALIDATION_CASES = [
     ("remember", {"content": "x", "source": ["a"]}, "source: Input should be a valid string"),
     ("forget", {}, "memory_id: Field required"),
     ("forget", {"id": "abc"}, "memory_id: Field required"),
+    ("recall", {"query": "q", "since": "2024-02-30"}, "since: Input should be an ISO 8601 date or date-time"),
+    ("recall", {"query": "q", "until": "9999-12-31T23:00:00-05:00"}, "until: Input should be an ISO 8601 date"),
+    ("recall", {"query": "q", "since": "２０２６-01-31"}, "since: Input should be an ISO 8601 date or date-time"),
+    ("recall", {"query": " \u3000 "}, "query: String should contain more than white space"),
+    ("remember", {"content": "x", "tags": ["a\nb"]}, "tags.0: String should contain more than white space, and no"),
+    ("remember", {"content": "x", "source": "a\tb"}, "source: String should contain no control characters"),
+    ("remember", {"content": "\ud83d"}, "content: Input should be valid Unicode text, not a lone surrogate"),
+    ("recall", {"query": "q", "x" * 5000: 1}, "x" * 64 + "...: Extra inputs are not permitted (allowed: "),
 ]
 
 
@@ -296,9 +304,9 @@ async def test_unknown_tool_is_a_protocol_error(client: Client) -> None:
 @pytest.mark.anyio
 async def test_store_invalid_input_is_a_tool_error(client: Client, store: StubStore) -> None:
     """An InvalidInputError from the store reaches the model as isError with the store's message."""
-    store.fail = InvalidInputError("content: must not be blank")
-    result = await call(client, "remember", {"content": "   "})
-    assert result.is_error and text_of(result) == "content: must not be blank"
+    store.fail = InvalidInputError("content: the store refuses it")
+    result = await call(client, "remember", {"content": "x"})
+    assert result.is_error and text_of(result) == "content: the store refuses it"
 
 
 @pytest.mark.anyio
@@ -437,7 +445,7 @@ def test_tools_module_does_not_import_the_store() -> None:
     import sys
 
     code = (
-        "import sys, memserver.server, memserver.transports, memserver.cli; "
+        "import sys, memserver.server, memserver.stdio, memserver.http, memserver.cli; "
         "print(sorted(m for m in ('memserver.store', 'memserver.embedder', 'onnxruntime', 'hnswlib', 'numpy') "
         "if m in sys.modules))"
     )
@@ -456,7 +464,7 @@ async def test_forget_of_an_id_that_cannot_exist_is_deleted_false(client: Client
 NOISY_SERVER = """
 import os, sys
 from memserver.server import build_server
-from memserver.transports import serve_stdio
+from memserver.stdio import serve_stdio
 
 def factory(user):
     os.write(1, b"native library noise on fd 1\\n")  # what a C library printing to stdout does
@@ -514,22 +522,21 @@ def test_stdout_carries_only_protocol_even_when_a_library_prints(tmp_path) -> No
 
 
 EDGE_SERVER = """
-from memserver import transports
+from memserver import stdio
 from memserver.server import build_server
 
 class Empty:
     def list_recent(self, limit, tags=None): return []
     def close(self): pass
 
-transports.MAX_LINE_BYTES = 100_000
-transports.serve_stdio(build_server(lambda user: Empty()))
+stdio.serve_stdio(build_server(lambda user: Empty()), max_line_bytes=100_000)
 """
 
 
 def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answers_everything_before_eof() -> None:
-    """memserver's own stdio transport: a message split across writes is reassembled, a malformed line is logged
-    and skipped, an over-long one is answered with an error naming its id, and requests received before stdin
-    closes are all answered (the SDK's helper drops them), including a last line without its newline."""
+    """memserver's own stdio transport: a message split across writes is reassembled, a malformed line is answered
+    with a parse error, an over-long one with an error naming its id, and requests received before stdin closes
+    are all answered (the SDK's helper drops them), including a last line without its newline."""
     import subprocess
     import sys
     import time
@@ -555,7 +562,8 @@ def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answer
     rest = first[25:] + b"\n".join(rest) + b"\n" + json.dumps(last).encode()
     out, err = process.communicate(rest, timeout=TIMEOUT * 3)  # then EOF right away
     answers = {m["id"]: m for m in map(json.loads, out.decode().splitlines())}
-    assert set(answers) == {1, "big", "last", *(100 + i for i in range(20))}
+    assert set(answers) == {None, 1, "big", "last", *(100 + i for i in range(20))}
+    assert answers[None]["error"]["code"] == types.PARSE_ERROR  # "not json"
     assert answers["big"]["error"]["code"] == types.INVALID_REQUEST
     assert answers["last"]["result"]["structuredContent"] == {"memories": []}
-    assert b"malformed" in err and b"longer than" in err
+    assert b"refused a message of 8 bytes" in err and b"longer than 100000 bytes" in err

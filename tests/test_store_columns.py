@@ -10,7 +10,9 @@ import pytest
 
 import memserver.store as ms
 from memserver import columns, inputs
+from memserver.catalog import Catalog
 from memserver.journal import Journal
+from memserver.replay import AddRecord
 from memserver.store import Memory, MemoryStore
 from tests.fakes import FakeEmbedder, RecordingHooks
 from tests.readback import readback
@@ -207,3 +209,13 @@ def test_a_checkpoint_after_every_memory_was_deleted(tmp_path: Path) -> None:
         s.checkpoint()
     with _open(tmp_path) as s:
         assert [m.id for m in s.list_recent()] == [kept.id] and s.get(kept.id).content == "a fact after the purge"  # type: ignore[union-attr]
+
+
+def test_created_at_of_a_row_the_catalog_does_not_hold_is_empty() -> None:
+    """The hybrid ranking asks created_at of every row a ranking returns; a row past the catalog's columns is
+    "" (like id_at's None), not an IndexError."""
+    catalog = Catalog()
+    assert catalog.created_at(0) == "" and catalog.created_at(-1) == ""
+    catalog.add(AddRecord("a" * 32, "one fact", "2024-01-01T00:00:00.000000+00:00", (), "", 0))
+    assert catalog.created_at(0) == "2024-01-01T00:00:00.000000+00:00"
+    assert catalog.created_at(1 << 20) == ""

@@ -213,3 +213,61 @@ def test_a_replace_and_forget_during_a_compaction_keep_the_old_memory_history(tm
         assert s.compact()["removed"] == 1
         assert [m.content for m in s.list_recent()] == ["something else"]
         assert s.get(old.id).replaced_by  # type: ignore[union-attr]
+
+
+class ChangesDuringCopy(RecordingHooks):
+    """At compaction_copied (no lock held), another store runs `action` (acknowledged changes the switch must keep)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+        self.action: Any = None
+
+    def compaction_copied(self) -> None:
+        with _open(self.root) as other:
+            self.action(other)
+
+
+def test_changes_during_a_compaction_are_kept_by_record_and_in_order(tmp_path: Path) -> None:
+    """Between the copy and the switch another store (1) forgets X and imports X again under its id with new
+    content, and (2) replaces the copied A with B and then forgets A. After the switch X has its new content, B is
+    current, A is gone, and `as_of` between B and A's forget still sees B and not A (A read back as history first,
+    then forgotten), exactly as before the compaction."""
+    with _open(tmp_path) as s:
+        x = s.add("version A of the note", tags=["t1"])
+        s.import_([{"content": "the plan is to meet on Monday", "created_at": "2020-01-01T00:00:00Z"}])
+        a = next(m for m in s.list_recent() if m.content.endswith("Monday"))
+        s.add_many([f"fact {i} about item{i}" for i in range(5)])
+    hooks = ChangesDuringCopy(tmp_path)
+
+    def change(other: MemoryStore) -> None:
+        assert other.delete(x.id)
+        assert other.import_([{"id": x.id, "content": "version B of the note", "tags": ["t2"]}]) == 1
+        newer = {"content": "the plan is to meet on Tuesday", "created_at": "2021-01-01T00:00:00Z", "replaces": a.id}
+        assert other.import_([newer]) == 1
+        assert other.delete(a.id)
+
+    def state(s: MemoryStore) -> dict[str, Any]:
+        return {
+            "x": s.get(x.id),
+            "a": s.get(a.id),
+            "recent": [m.to_dict() for m in s.list_recent(limit=20)],
+            "then": [m.content for m in s.list_page(limit=20, as_of="2022-01-01").memories],
+            "export": list(s.export()),
+        }
+
+    hooks.action = change
+    with MemoryStore(tmp_path, COLLECTION, embedder=FakeEmbedder(), hooks=hooks) as s:
+        s.compact()
+        got = state(s)
+    assert got["x"] is not None and (got["x"].content, got["x"].tags) == ("version B of the note", ("t2",))
+    assert got["a"] is None
+    assert got["then"] == ["the plan is to meet on Tuesday"]
+    lines = _lines(tmp_path)
+    assert not any("replaced_by" in line for line in lines)  # A's state came from B's line, then A's tombstone
+    with _open(tmp_path) as fresh:
+        assert state(fresh) == got
+        assert fresh.compact()["removed"] == 2  # the tombstones of X (its first version) and A, purged now
+        assert [m.content for m in fresh.list_page(limit=20, as_of="2022-01-01").memories] == [
+            "the plan is to meet on Tuesday"
+        ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from pathlib import Path
@@ -10,10 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+import memserver.compaction
 import memserver.store
 from memserver.store import Memory, MemoryStore, StoreHooks
 from tests.fakes import FakeEmbedder, RecordingHooks
-from tests.file_layers import RecordingFiles
+from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash
 from tests.readback import readback
 
 ROW = 384 * 4
@@ -158,6 +160,23 @@ def test_damaged_or_stale_snapshot_falls_back_to_replay(tmp_path: Path, damage: 
         assert readback(s) == state
 
 
+def test_a_checkpoint_whose_snapshot_failed_is_taken_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write-path checkpoint whose metadata snapshot cannot be written (disk full) is not counted as done: the
+    store checkpoints again on close, and the next open restores that snapshot instead of replaying."""
+    monkeypatch.setattr(memserver.store, "WRITE_CHECKPOINT_RECORDS", 200)
+    files = FailingFiles(lambda op, name: op == "create" and name.startswith("meta-"), errno.ENOSPC)
+    hooks = RecordingHooks()
+    s = _open(tmp_path, files=files, hooks=hooks)
+    s.add_many([f"fact {i} about item{i}" for i in range(250)])  # the write path checkpoints: its snapshot fails
+    assert files.failures == 1 and hooks.checkpoints == []
+    files.armed = False
+    s.close()
+    assert hooks.checkpoints == [250]
+    reopened = RecordingHooks()
+    with _open(tmp_path, hooks=reopened):
+        assert reopened.opens == [(0, True)]
+
+
 # --- compaction does not hold the lock while it copies and rebuilds -------------------------------------------------
 
 
@@ -217,6 +236,53 @@ def test_compaction_lets_other_writers_proceed(tmp_path: Path) -> None:
         assert np.allclose(stored, own, atol=1e-6)  # the copied rows are the memories' own vectors
 
 
+def test_a_compaction_running_for_hours_keeps_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another store's open removes the files of dead compactions; those of one still running (held after its
+    copy, as if it had run for longer than COMPACTING_STALE_S) stay, and it switches in."""
+    monkeypatch.setattr(memserver.compaction, "COMPACTING_STALE_S", 0)
+    ms = _fill(tmp_path)
+    held = _HeldAfterCopy()
+    a = _open(tmp_path, hooks=held)
+    result: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: result.update(a.compact()))
+    t.start()
+    try:
+        assert held.copied.wait(10)
+        with _open(tmp_path) as b:  # its open removes what other generations and dead compactions left
+            b.delete(ms[5].id)
+    finally:
+        held.proceed.set()
+    t.join(30)
+    assert result["count"] == 298
+    a.close()
+    folder = tmp_path / "test"
+    assert len(list(folder.glob("vectors-*.f32"))) == 1 and not list(folder.glob("compacting-*"))
+
+
+def test_files_of_a_compaction_that_died_after_its_switch_go_at_the_next_open(tmp_path: Path) -> None:
+    """A crash after the journals were switched but before the new index was named leaves a compacting-* graph
+    file; it belongs to the generation in force, so the next open removes it (not hours later)."""
+    _fill(tmp_path)
+    crashed: list[str] = []
+
+    def crash(op: str, name: str) -> bool:
+        if op == "replace" and name == "compacting-*.hnsw -> index-*.hnsw":
+            crashed.append(name)
+        return bool(crashed)  # the process is dead from then on: nothing it would do next happens
+
+    files = FailingFiles(crash, error=None)
+    a = _open(tmp_path, files=files)
+    with pytest.raises(SimulatedCrash):
+        a.compact()
+    folder = tmp_path / "test"
+    assert crashed and list(folder.glob("compacting-*.hnsw"))
+    with _open(tmp_path) as s:
+        assert s.stats()["count"] == 299
+    assert not list(folder.glob("compacting-*"))
+    files.armed = False
+    a.close()
+
+
 # --- bulk import ---------------------------------------------------------------------------------------------------
 
 
@@ -239,3 +305,57 @@ def test_import_spaces_checkpoints_geometrically(tmp_path: Path, monkeypatch: py
         assert sizes == [6800, 7000]  # every 200 records again
     with _open(tmp_path) as s:
         assert s.stats()["count"] == 6400 + 400 + 200
+
+
+# --- vector rows are written through the file layer, every byte of them ------------------------------------------
+
+
+def test_vector_rows_are_written_with_pwrite_through_the_file_layer(tmp_path: Path) -> None:
+    """The file layer sees where each vector write lands (pwrite at its offset), as a power-loss recorder must."""
+    files = RecordingFiles()
+    with _open(tmp_path, files=files) as s:
+        files.calls.clear()
+        s.add_many([f"x {i} words" for i in range(3)])
+        assert ("pwrite", "vectors-*.f32") in files.calls
+        assert ("write", "vectors-*.f32") not in files.calls
+
+
+def _rows_are_whole(tmp_path: Path, count: int) -> None:
+    """A fresh open re-embeds nothing (every row's CRC good), and the stored vectors are the memories' own."""
+    counting = FakeEmbedder()
+    with _open(tmp_path, counting) as s:
+        exported = list(s.export(include_vectors=True))
+        assert counting.texts == 0 and len(exported) == count
+        stored = np.asarray([m["vector"] for m in exported], dtype=np.float32)
+        assert np.allclose(stored, FakeEmbedder().embed([m["content"] for m in exported]), atol=1e-6)
+
+
+def test_short_writes_of_vector_rows_are_completed(tmp_path: Path) -> None:
+    """With every write and pwrite cut short, each vector row still reaches the file whole: rows re-embedded
+    after power loss and written back by a checkpoint, and rows added while a compaction copies."""
+    _fill(tmp_path)
+    with _open(tmp_path) as s:  # 5 rows past the checkpoint, then lost to power loss (the file cut short)
+        for i in range(5):
+            s.add(f"late note {i} on zebras")
+    vec = next((tmp_path / "test").glob("vectors-*.f32"))
+    with open(vec, "r+b") as f:
+        f.truncate(302 * ROW)
+    with _open(tmp_path, files=ShortWrites()):  # re-embeds rows 302-304 and writes them back (vfix)
+        pass
+    _rows_are_whole(tmp_path, 299 + 5)
+    hooks = _HeldAfterCopy()
+    compacting = FakeEmbedder()
+    with _open(tmp_path, compacting, files=ShortWrites(), hooks=hooks) as s:
+        other = _open(tmp_path)
+        t = threading.Thread(target=s.compact)
+        t.start()
+        assert hooks.copied.wait(10)
+        try:  # rows the compaction's switch writes into the new generation
+            other.add_many([f"written during compaction {i}" for i in range(4)])
+        finally:
+            hooks.proceed.set()
+        t.join(30)
+        assert not t.is_alive()
+        other.close()
+        assert compacting.texts == 0  # (a row found short after the switch would be re-embedded on reload)
+    _rows_are_whole(tmp_path, 299 + 5 + 4)

@@ -115,6 +115,18 @@ def test_min_score_applies_to_the_cosine_in_every_mode(store: MemoryStore) -> No
         assert store.search("green tea morning", mode=mode, min_score=0.99) == []
 
 
+def test_search_by_vector_is_a_semantic_search_with_that_vector(store: MemoryStore) -> None:
+    """search_by_vector(v, ...) answers what search(mode="semantic", query_vector=v, ...) does, filters and all."""
+    for i, fact in enumerate(FACTS):
+        store.add(fact, tags=["even" if i % 2 == 0 else "odd"])
+    v = store.embedder.embed_query("tea or chocolate")
+    for kw in ({}, {"tags": ["even"]}, {"min_score": 0.1}):
+        expected = store.search("ignored", limit=3, mode="semantic", query_vector=v, **kw)
+        assert store.search_by_vector(v, limit=3, **kw) == expected
+    with pytest.raises(memserver.errors.InvalidInputError, match="384"):
+        store.search_by_vector([0.5, 0.5])
+
+
 def test_bad_mode_is_refused(store: MemoryStore) -> None:
     with pytest.raises(memserver.errors.InvalidInputError, match="mode must be one of"):
         store.search("x", mode="fuzzy")

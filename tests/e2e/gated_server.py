@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from memserver import transports
+from memserver import http, stdio
+from memserver.tokens import load_tokens
 
 GATE_STAGE = "waiting for the test to open the gate"
 
@@ -43,7 +44,7 @@ class GatedFactory:
 
 def main() -> None:
     mode = sys.argv[1]
-    wire = transports.claim_stdio() if mode == "stdio" else None
+    wire = stdio.claim_stdio() if mode == "stdio" else None
     import logging
 
     from memserver.server import build_server
@@ -51,10 +52,10 @@ def main() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="gated %(levelname)s %(name)s: %(message)s")
     factory = GatedFactory(Path(os.environ["GATE_DIR"]))
     if mode == "stdio":
-        transports.serve_stdio(build_server(factory), wire)  # type: ignore[arg-type]
+        stdio.serve_stdio(build_server(factory), wire)  # type: ignore[arg-type]
     else:
-        tokens = transports.load_tokens()
-        transports.serve_http(build_server(factory, per_user=True), port=0, tokens=tokens)  # type: ignore[arg-type]
+        tokens = load_tokens()
+        http.serve_http(build_server(factory, per_user=True), port=0, tokens=tokens)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

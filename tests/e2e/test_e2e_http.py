@@ -117,3 +117,18 @@ def test_non_loopback_without_tokens_is_refused(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "without authentication" in done.stderr and "MEMSERVER_TOKENS" in done.stderr
+
+
+def test_a_token_file_others_can_read_stops_the_server(tmp_path: Path) -> None:
+    """MEMSERVER_TOKEN_FILE with mode 0644: `serve --http` exits 1 naming the file, its mode and the fix, and
+    never prints the token; with 0600 it serves."""
+    token_file = tmp_path / "tokens"
+    token_file.write_text(f"alice {ALICE}\n", encoding="utf-8")
+    token_file.chmod(0o644)
+    env = server_env(tmp_path / "data", MEMSERVER_TOKEN_FILE=str(token_file))
+    done = subprocess.run([*SERVE, "--http", "--port", "0"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "0644" in done.stderr and "chmod 600" in done.stderr and ALICE not in done.stderr + done.stdout
+    token_file.chmod(0o600)
+    with http_server(tmp_path / "data", MEMSERVER_TOKEN_FILE=str(token_file)) as running:
+        assert post(running.url).status_code == 200
