@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memserver import config, inputs
-from memserver.backend import Hit, Memory
+from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.catalog import Catalog
 from memserver.compaction import Compaction, remove_other_generations
 from memserver.durable import OS, FileLayer, make_dirs
@@ -298,9 +298,34 @@ class MemoryStore:
             for it, v in zip(todo, self._embed([it.content for it in todo]), strict=True):
                 it.vector = v
 
-    def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
+    def add(
+        self,
+        content: str,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        *,
+        occurred_at: str | date | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        replaces: str | None = None,
+    ) -> Memory:
         """See backend.MemoryBackend.add. (add_many and import_ skip `similar`: one index query per item.)"""
-        item = _Pending.of(inputs.new_memory(content, tags, source))
+        checked = inputs.new_memory(
+            content,
+            tags,
+            source,
+            occurred_at=occurred_at,
+            speaker=speaker,
+            role=role,
+            session=session,
+            namespace=namespace,
+            replaces=replaces,
+        )
+        if checked != inputs.NewMemory(checked.content, checked.tags, checked.source):
+            raise NotImplementedError("conversation fields: coming in the next commit")
+        item = _Pending.of(checked)
         self._embed_missing([item])
         memory = self._write_adds([item])[0]
         if memory.duplicate or item.vector is None:
@@ -317,7 +342,7 @@ class MemoryStore:
         self._embed_missing(new)
         return self._write_adds(new)
 
-    def delete(self, memory_id: str) -> bool:
+    def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
         """See backend.MemoryBackend.delete."""
         mid = inputs.check_id(memory_id)
         with self._writing() as gen:
@@ -328,14 +353,22 @@ class MemoryStore:
 
     # --- reading -------------------------------------------------------------------------------------------------
 
-    def get(self, memory_id: str) -> Memory | None:
+    def get(self, memory_id: str, *, namespace: str | None = None) -> Memory | None:
         mid = inputs.check_id(memory_id)
         with self._thread_lock:
             catalog = self._refresh().catalog
             row = catalog.row_of(mid)
             return None if row is None else catalog.memory(row)
 
-    def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
+    def list_recent(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+    ) -> list[Memory]:
         """See backend.MemoryBackend.list_recent."""
         limit = inputs.check_limit(limit)
         wanted = inputs.check_tags(tags)
@@ -354,6 +387,11 @@ class MemoryStore:
         min_score: float | None = None,
         mode: str = "hybrid",
         *,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
@@ -385,7 +423,38 @@ class MemoryStore:
         with self._thread_lock:
             return self._refresh().searcher.search(q, "", "semantic", n, filters, floor)
 
-    def tag_counts(self) -> dict[str, int]:
+    def list_page(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        cursor: str | None = None,
+        as_of: str | date | None = None,
+    ) -> Page:
+        """See backend.MemoryBackend.list_page."""
+        raise NotImplementedError("list_page: coming in the next commit")
+
+    def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
+        """See backend.MemoryBackend.select."""
+        raise NotImplementedError("select: coming in the next commit")
+
+    def delete_many(self, ids: Iterable[str], *, namespace: str | None = None) -> int:
+        """See backend.MemoryBackend.delete_many."""
+        raise NotImplementedError("delete_many: coming in the next commit")
+
+    def namespaces(self) -> dict[str, int]:
+        """See backend.MemoryBackend.namespaces."""
+        raise NotImplementedError("namespaces: coming in the next commit")
+
+    def sessions(self, *, namespace: str | None = None) -> dict[str, int]:
+        """See backend.MemoryBackend.sessions."""
+        raise NotImplementedError("sessions: coming in the next commit")
+
+    def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
         """See backend.MemoryBackend.tag_counts."""
         with self._thread_lock:
             return self._refresh().catalog.tag_counts()
@@ -410,7 +479,7 @@ class MemoryStore:
 
     # --- bulk: export / import / compact ----------------------------------------------------------------------
 
-    def export(self, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+    def export(self, include_vectors: bool = False, *, namespace: str | None = None) -> Iterator[dict[str, Any]]:
         """See backend.MemoryBackend.export. A vector export raises StoreError if the store is compacted meanwhile
         (its rows are renumbered); run it again."""
         with self._thread_lock:
@@ -439,7 +508,7 @@ class MemoryStore:
         with self._thread_lock:
             self._importing += 1
         try:
-            for n, rec in enumerate(records):
+            for n, rec in enumerate(inputs.check_items(records, "records")):
                 item = _Pending.of(inputs.imported_memory(rec, n, self.dim))
                 if item.id:
                     if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
