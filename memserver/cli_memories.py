@@ -185,7 +185,7 @@ def _listing(store: MemoryBackend, args: argparse.Namespace) -> tuple[Iterator[M
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from memserver.history import history
+    from memserver.versions import history
 
     with _store(args) as store:
         memory = store.get(args.memory_id, namespace=args.namespace)

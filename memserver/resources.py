@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote
 
 import mcp_types as types
 
-from memserver import history, inputs
+from memserver import inputs, versions
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
@@ -200,7 +200,7 @@ def read(store: MemoryBackend, target: Target) -> str:
             where = " in that namespace" if namespace is not None else ""
             raise UnknownResourceError(f"No memory with that id{where}; use recall or list_recent to find ids")
         payload = memory.to_dict()
-        chain = history.history(store, memory)
+        chain = versions.history(store, memory)
         if chain is not None:
             payload["history"] = chain
     return json.dumps(payload, ensure_ascii=False, default=str)

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memserver"
 FRONT = (
     "server",
     "chat",
-    "history",
+    "versions",
     "cli_memories",
     "loader",
     "resources",
