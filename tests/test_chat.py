@@ -6,6 +6,8 @@ through MCP sampling. The store is tests/conversation_fake.py; tests/e2e/test_e2
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +19,9 @@ from memserver import chat
 from memserver.chat import ChatMemory, ChatOptions
 from memserver.cli import build_parser
 from memserver.server import build_server, chat_tools
+from memserver.store import MemoryStore
 from tests.conversation_fake import ConversationFake
+from tests.fakes import FakeEmbedder
 
 TIMEOUT = 10
 LINE = re.compile(r"- \[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] [^:]+: .+")
@@ -27,6 +31,16 @@ HERE: chat.Conversation = (None, None)
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(params=["fake", "local"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The contract's fake, and the local store itself (with the fake embedder)."""
+    if request.param == "fake":
+        yield ConversationFake()
+        return
+    with MemoryStore(path=tmp_path, embedder=FakeEmbedder()) as opened:
+        yield opened
 
 
 class Clock:
@@ -39,6 +53,11 @@ class Clock:
         return self.now
 
 
+def everything(store: Any) -> list[dict[str, Any]]:
+    """Every stored memory, oldest first (the contract's export)."""
+    return list(store.export())
+
+
 def text(result: types.CallToolResult) -> str:
     assert not result.is_error, result.content
     assert result.structured_content is None
@@ -47,11 +66,11 @@ def text(result: types.CallToolResult) -> str:
     return block.text
 
 
-def say(memory: ChatMemory, store: ConversationFake, role: str, message: str, who: chat.Conversation = HERE) -> None:
+def say(memory: ChatMemory, store: Any, role: str, message: str, who: chat.Conversation = HERE) -> None:
     assert memory.remember(who, store, {"role": role, "message": message}) == "ok"
 
 
-def recall(memory: ChatMemory, store: ConversationFake, who: chat.Conversation = HERE) -> str:
+def recall(memory: ChatMemory, store: Any, who: chat.Conversation = HERE) -> str:
     block = memory.recall(who, store, {})
     assert isinstance(block, str)
     return block
@@ -61,9 +80,8 @@ def recall(memory: ChatMemory, store: ConversationFake, who: chat.Conversation =
 
 
 @pytest.mark.anyio
-async def test_the_chat_tool_set_is_exactly_the_interface() -> None:
+async def test_the_chat_tool_set_is_exactly_the_interface(store: Any) -> None:
     """tools/list: remember(role, message), recall(), search_in_memory(data), as in CleverChatty's interface."""
-    store = ConversationFake()
     async with Client(build_server(lambda user: store, tool_set=chat_tools()), mode="legacy") as client:
         with anyio.fail_after(TIMEOUT):
             listed = (await client.list_tools()).tools
@@ -77,8 +95,7 @@ async def test_the_chat_tool_set_is_exactly_the_interface() -> None:
 
 
 @pytest.mark.anyio
-async def test_remember_recall_and_search_answer_plain_text() -> None:
-    store = ConversationFake()
+async def test_remember_recall_and_search_answer_plain_text(store: Any) -> None:
     async with Client(build_server(lambda user: store, tool_set=chat_tools()), mode="legacy") as client:
         with anyio.fail_after(TIMEOUT):
             assert text(await client.call_tool("recall", {})) == "none"  # nothing yet: CleverChatty's "no memory"
@@ -89,17 +106,17 @@ async def test_remember_recall_and_search_answer_plain_text() -> None:
             block = text(await client.call_tool("recall", {}))
             found = text(await client.call_tool("search_in_memory", {"data": "dog Pixel"}))
             nothing = text(await client.call_tool("search_in_memory", {"data": "zebra"}))
+            stored = everything(store)  # (the server closes the store when the client goes)
     assert "This conversation so far:" in block and "User: My dog is called Pixel." in block
     assert "Assistant: What a nice name!" in block
     assert found.startswith("1. [") and "User: My dog is called Pixel." in found.splitlines()[0]
     assert nothing.startswith("No strong match")
-    stored = [m for m in store.memories.values()]
-    assert [(m.role, m.speaker, m.source) for m in stored] == [
+    assert [(m["role"], m["speaker"], m["source"]) for m in stored] == [
         ("user", "User", "chat"),
         ("assistant", "Assistant", "chat"),
     ]
-    assert stored[0].session == stored[1].session != ""
-    assert stored[0].tags == ("profile",) and stored[1].tags == ()
+    assert stored[0]["session"] == stored[1]["session"] != ""
+    assert stored[0]["tags"] == ["profile"] and stored[1]["tags"] == []
 
 
 @pytest.mark.anyio
@@ -116,33 +133,32 @@ async def test_remember_recall_and_search_answer_plain_text() -> None:
     ],
 )
 async def test_bad_arguments_are_tool_errors_naming_the_field(
-    name: str, arguments: dict[str, Any], starts: str
+    store: Any, name: str, arguments: dict[str, Any], starts: str
 ) -> None:
-    store = ConversationFake()
     async with Client(build_server(lambda user: store, tool_set=chat_tools()), mode="legacy") as client:
         with anyio.fail_after(TIMEOUT):
             result = await client.call_tool(name, arguments)
+            assert everything(store) == []
     assert result.is_error and isinstance(result.content[0], types.TextContent)
     assert result.content[0].text.startswith(starts), result.content[0].text
-    assert not store.memories
 
 
-def test_a_blank_message_stores_nothing_and_a_long_one_is_stored_in_pieces() -> None:
-    memory, store = ChatMemory(), ConversationFake()
+def test_a_blank_message_stores_nothing_and_a_long_one_is_stored_in_pieces(store: Any) -> None:
+    memory = ChatMemory()
     say(memory, store, "assistant", "   ")
-    assert not store.memories
+    assert everything(store) == []
     long = " ".join(f"word{i}" for i in range(9000))  # ~80,000 characters
     say(memory, store, "assistant", long)
-    pieces = [m.content for m in store.memories.values()]
+    pieces = [m["content"] for m in everything(store)]
     assert len(pieces) == 4 and all(len(p) <= 20_000 for p in pieces) and " ".join(pieces) == long
-    assert len({m.session for m in store.memories.values()}) == 1
+    assert len({m["session"] for m in everything(store)}) == 1
 
 
 # --- sessions -------------------------------------------------------------------------------------------------------
 
 
-def test_a_message_after_the_idle_gap_starts_a_new_session() -> None:
-    clock, store = Clock(), ConversationFake()
+def test_a_message_after_the_idle_gap_starts_a_new_session(store: Any) -> None:
+    clock = Clock()
     memory = ChatMemory(ChatOptions(idle_minutes=30), clock=clock)
     assert memory.session_id(HERE) is None
     say(memory, store, "user", "Let's plan the trip to Kyoto.")
@@ -158,13 +174,13 @@ def test_a_message_after_the_idle_gap_starts_a_new_session() -> None:
     say(memory, store, "user", "Back again.")
     second = memory.session_id(HERE)
     assert second is not None and second != first
-    sessions = [m.session for m in store.memories.values()]
+    sessions = [m["session"] for m in everything(store)]
     assert sessions == [first, first, second]
 
 
-def test_each_connection_has_its_own_conversation() -> None:
+def test_each_connection_has_its_own_conversation(store: Any) -> None:
     """Two HTTP sessions (or users) do not share the current session or its turns."""
-    store, memory = ConversationFake(), ChatMemory()
+    memory = ChatMemory()
     one, two = ("alice", "session-1"), ("alice", "session-2")
     say(memory, store, "user", "Conversation one is about gardening tomatoes.", one)
     say(memory, store, "user", "Conversation two is about tax forms.", two)
@@ -178,7 +194,7 @@ def test_each_connection_has_its_own_conversation() -> None:
 # --- the block --------------------------------------------------------------------------------------------------------
 
 
-def scripted_chat(memory: ChatMemory, store: ConversationFake, clock: Clock) -> list[str]:
+def scripted_chat(memory: ChatMemory, store: Any, clock: Clock) -> list[str]:
     """Three sessions an hour apart; returns recall() before each of session 3's prompts."""
     session_1 = [
         ("user", "Hi! My name is Priya and I live in Leeds."),
@@ -209,8 +225,8 @@ def scripted_chat(memory: ChatMemory, store: ConversationFake, clock: Clock) -> 
     return blocks
 
 
-def test_a_fact_of_session_1_is_recalled_in_session_3_when_the_latest_message_is_about_it() -> None:
-    clock, store = Clock(), ConversationFake()
+def test_a_fact_of_session_1_is_recalled_in_session_3_when_the_latest_message_is_about_it(store: Any) -> None:
+    clock = Clock()
     memory = ChatMemory(ChatOptions(idle_minutes=30), clock=clock)
     first, second = scripted_chat(memory, store, clock)
     about, _, now = (section(first, heading) for heading in chat.HEADINGS.values())
@@ -234,9 +250,9 @@ def section(block: str, heading: str) -> str:
 
 
 @pytest.mark.parametrize("budget", [200, 350, 1000, 4000, 12000])
-def test_the_block_stays_within_the_budget(budget: int) -> None:
+def test_the_block_stays_within_the_budget(store: Any, budget: int) -> None:
     """However much there is to show, the block is at most the budget, and each section has a share of it."""
-    clock, store = Clock(), ConversationFake()
+    clock = Clock()
     memory = ChatMemory(ChatOptions(budget=budget), clock=clock)
     for i in range(40):
         store.add(f"I like hiking trail number {i} " + "with long views " * 30, tags=["profile"], source="chat",
@@ -251,9 +267,8 @@ def test_the_block_stays_within_the_budget(budget: int) -> None:
     assert block.splitlines()[0] == chat.HEADER and block.count("…") >= 1
 
 
-def test_unused_shares_go_to_the_other_sections() -> None:
+def test_unused_shares_go_to_the_other_sections(store: Any) -> None:
     """With no standing facts and no current session, earlier conversations may use the whole budget."""
-    store = ConversationFake()
     for i in range(60):
         store.add(f"Meeting note {i}: the budget review for the garden project moved again.")
     memory = ChatMemory(ChatOptions(budget=2000))
@@ -262,9 +277,9 @@ def test_unused_shares_go_to_the_other_sections() -> None:
     assert list(chat.HEADINGS.values())[1] in block and len(block) > 2000 * 0.8  # well over its 40% share
 
 
-def test_nothing_is_shown_twice() -> None:
+def test_nothing_is_shown_twice(store: Any) -> None:
     """A profile fact said in this session appears once (in the session); a relevant one of a past session too."""
-    clock, store = Clock(), ConversationFake()
+    clock = Clock()
     memory = ChatMemory(clock=clock)
     say(memory, store, "user", "I work as a nurse at St James hospital.")
     clock.now += 7200
@@ -292,14 +307,13 @@ def test_first_person_sentences(message: str, facts: list[str]) -> None:
     assert chat.first_person_sentences(message) == facts
 
 
-def test_profile_memories_not_from_chat_show_whole_and_the_store_is_asked_within_the_namespace() -> None:
-    store = ConversationFake()
+def test_profile_memories_not_from_chat_show_whole_and_the_store_is_asked_within_the_namespace(store: Any) -> None:
     store.add("The user's daughter starts school in September.", tags=["profile"], namespace="family")
     memory = ChatMemory(ChatOptions(namespace="family"))
     block = recall(memory, store)
     assert "Note: The user's daughter starts school in September." in section(block, chat.HEADINGS["profile"])
     say(memory, store, "user", "I live in Ghent.")
-    assert {m.namespace for m in store.memories.values()} == {"family"}
+    assert {m["namespace"] for m in everything(store)} == {"family"}
 
 
 def test_options_are_checked() -> None:

@@ -6,6 +6,8 @@ memory:// URIs take ?namespace=, and a memory shows its history. tests/e2e drive
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +19,9 @@ from mcp.shared.exceptions import MCPError
 
 from memserver import resources, tools
 from memserver.server import build_server
+from memserver.store import MemoryStore
 from tests.conversation_fake import ConversationFake
+from tests.fakes import FakeEmbedder
 
 TIMEOUT = 10
 
@@ -27,13 +31,18 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def store() -> ConversationFake:
-    return ConversationFake()
+@pytest.fixture(params=["fake", "local"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The contract's fake, and the local store itself (with the fake embedder)."""
+    if request.param == "fake":
+        yield ConversationFake()
+        return
+    with MemoryStore(path=tmp_path, embedder=FakeEmbedder()) as opened:
+        yield opened
 
 
 @pytest.fixture
-async def client(store: ConversationFake):
+async def client(store: Any):
     async with Client(build_server(lambda user: store), mode="legacy") as client:
         yield client
 
@@ -79,7 +88,7 @@ def test_every_schema_is_valid_and_advertises_the_conversation_fields() -> None:
 
 
 @pytest.mark.anyio
-async def test_remember_stores_the_fields_and_recall_returns_them(client: Client, store: ConversationFake) -> None:
+async def test_remember_stores_the_fields_and_recall_returns_them(client: Client, store: Any) -> None:
     """What remember was given comes back from recall, with occurred_at as given and the storage time apart."""
     stored = await call(
         client,
@@ -101,8 +110,10 @@ async def test_remember_stores_the_fields_and_recall_returns_them(client: Client
 
 
 @pytest.mark.anyio
-async def test_recall_passes_the_new_filters_to_the_store(client: Client, store: ConversationFake) -> None:
+async def test_recall_passes_the_new_filters_to_the_store(client: Client, store: Any) -> None:
     """speaker, role, session, namespace and as_of reach the store's search unchanged."""
+    if not isinstance(store, ConversationFake):
+        pytest.skip("the fake records its calls")
     arguments = {"speaker": "Bob", "role": "user", "session": "s1", "namespace": "user:bob", "as_of": "2026-05-02"}
     await call(client, "recall", {"query": "anything", **arguments})
     search = next(kwargs for name, kwargs in store.calls if name == "search")
@@ -227,7 +238,7 @@ async def test_list_recent_filters_by_session_speaker_and_role(client: Client) -
 
 
 @pytest.mark.anyio
-async def test_without_the_new_arguments_the_answers_keep_their_shape(client: Client, store: ConversationFake) -> None:
+async def test_without_the_new_arguments_the_answers_keep_their_shape(client: Client, store: Any) -> None:
     """remember answers {id, status}; recall results and list_recent memories are the old fields plus occurred_at."""
     stored = await call(client, "remember", {"content": "The deploy key rotates monthly.", "tags": ["ops"]})
     assert set(stored) == {"id", "status"}
