@@ -18,7 +18,8 @@ What `recall()` returns, within `budget` characters, built in this order:
       sentences ("I live in Porto."), else the whole memory; not those already in (a);
   (b) earlier conversations: the memories most relevant to the latest user message (recall's `query` when the
       client passes one): hybrid search in the namespace, those scoring at least tools.WEAK_MATCH_SCORE, best
-      first, without memories of the current session or already shown in (a) or (c).
+      first, without memories of the current session or already shown whole in (a) or (c) (a message of which (c)
+      showed only its first-person sentences may be shown whole here).
 Each section first takes up to its share of the budget (SHARES: (a) 35%, (c) 25%, (b) 40%); what a section leaves
 unused goes to the others, in the order (b), (a), (c). A line is cut at `line_cap` characters with an ellipsis.
 The block lists (c), (b), (a), (a) oldest first; every line is `- [YYYY-MM-DD HH:MM] Speaker: text` (UTC). With
@@ -36,7 +37,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -389,12 +390,20 @@ HEADINGS = {
 }
 
 
+@dataclass(frozen=True)
+class _Line:
+    memory_id: str
+    text: str
+    occurred_at: str
+    whole: bool = True  # False: a profile memory's first-person sentences only
+
+
 @dataclass
 class _Section:
     name: str
-    candidates: list[tuple[str, str, str]]  # (memory id, line, occurred_at), in the order they are taken
+    candidates: list[_Line]  # in the order they are taken
     share: int
-    taken: list[tuple[str, str, str]] = field(default_factory=list)
+    taken: list[_Line] = field(default_factory=list)
     next: int = 0
 
 
@@ -405,23 +414,25 @@ def assemble(turns: Sequence[Turn], profile: Sequence[Memory], relevant: Sequenc
     recent = _Section(
         "recent",
         [
-            (t.memory_id, f"- [{_when(t.occurred_at)}] {t.speaker}: {' '.join(t.text.split())}", t.occurred_at)
+            _Line(t.memory_id, f"- [{_when(t.occurred_at)}] {t.speaker}: {' '.join(t.text.split())}", t.occurred_at)
             for t in reversed(turns)
         ],
         int(room * SHARES["recent"]),
     )
     facts = []
     for memory in profile:
-        sentences = first_person_sentences(memory.content) if memory.source == SOURCE else []
-        facts.append((memory.id, "- " + label(memory, options, " ".join(sentences) or None), memory.occurred_at))
+        sentences = " ".join(first_person_sentences(memory.content)) if memory.source == SOURCE else ""
+        whole = not sentences or sentences == " ".join(memory.content.split())
+        facts.append(_Line(memory.id, "- " + label(memory, options, sentences or None), memory.occurred_at, whole))
     about = _Section("profile", facts, int(room * SHARES["profile"]))
     earlier = _Section(
         "relevant",
-        [(m.id, "- " + label(m, options), m.occurred_at) for m in relevant],
+        [_Line(m.id, "- " + label(m, options), m.occurred_at) for m in relevant],
         int(room * SHARES["relevant"]),
     )
     sections = {s.name: s for s in (recent, about, earlier)}
-    shown: set[str] = set()
+    shown: set[str] = set()  # memories shown whole
+    extracted: set[str] = set()  # profile memories shown as their first-person sentences
     used = 0
 
     def fill(section: _Section, limit: int) -> None:
@@ -429,22 +440,22 @@ def assemble(turns: Sequence[Turn], profile: Sequence[Memory], relevant: Sequenc
         nonlocal used
         spent = 0
         while section.next < len(section.candidates):
-            memory_id, line, when = section.candidates[section.next]
-            if memory_id in shown:
-                section.next += 1
+            candidate = section.candidates[section.next]
+            if candidate.memory_id in shown or (not candidate.whole and candidate.memory_id in extracted):
+                section.next += 1  # shown already (an extract does not stop the whole memory being shown)
                 continue
-            cost_extra = 0 if section.taken else len(HEADINGS[section.name]) + 2  # blank line + heading
-            line = _cut(line, cap)
-            free = min(limit - spent, room - used) - cost_extra - 1
+            heading = 0 if section.taken else len(HEADINGS[section.name]) + 2  # blank line + heading
+            line = _cut(candidate.text, cap)
+            free = min(limit - spent, room - used) - heading - 1
             if free < len(line):
                 if free < 60:
                     return
                 line = _cut(line, free)
-            section.taken.append((memory_id, line, when))
+            section.taken.append(replace(candidate, text=line))
             section.next += 1
-            shown.add(memory_id)
-            spent += cost_extra + len(line) + 1
-            used += cost_extra + len(line) + 1
+            (shown if candidate.whole else extracted).add(candidate.memory_id)
+            spent += heading + len(line) + 1
+            used += heading + len(line) + 1
 
     for section in (recent, about, earlier):  # first pass: each within its share, in dedup order
         fill(section, section.share)
@@ -456,8 +467,8 @@ def assemble(turns: Sequence[Turn], profile: Sequence[Memory], relevant: Sequenc
     lines = [HEADER]
     for section in (about, earlier, recent):
         if section.taken:
-            taken = sorted(section.taken, key=lambda item: item[2]) if section is recent else section.taken
-            lines += ["", HEADINGS[section.name], *(line for _, line, _ in taken)]
+            taken = sorted(section.taken, key=lambda line: line.occurred_at) if section is recent else section.taken
+            lines += ["", HEADINGS[section.name], *(line.text for line in taken)]
     return "\n".join(lines)
 
 
