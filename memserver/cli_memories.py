@@ -7,7 +7,8 @@
     memserver forget ID...      forget these; or --tag/--session/--speaker/--namespace: forget what matches,
                                 after showing the count and a sample and asking (--yes: without asking)
 
-Output is aligned text for people (as wide as the terminal, long contents cut with …) or, with --json, JSON lines:
+Output is aligned text for people (as wide as the terminal: id, when it happened, who, then #tags and the content, cut
+with …) or, with --json, JSON lines:
 one JSON object per line (one per memory for recall and list; one in all for show and remember; one per id, or
 one for a bulk forget), so a script reads it line by line or with `jq`. Knows the storage contract only; the
 store comes from cli.open_store, the one place the CLI opens one.
@@ -33,8 +34,7 @@ DEFAULT_LIST = 20
 PAGE = 200  # memories per store call when listing everything
 SAMPLE = 5  # memories shown before a bulk forget
 MIN_CONTENT_WIDTH = 20
-WHO_WIDTH = 14
-TAGS_WIDTH = 18
+WHO_WIDTH = 12
 
 
 def add_commands(store_command: StoreCommand) -> None:
@@ -344,7 +344,8 @@ def _lines(records: Iterable[dict[str, Any]], out: TextIO | None = None) -> None
 
 
 class Table:
-    """Memories as aligned columns, as wide as the terminal: ID, [SCORE,] WHEN, WHO, TAGS, CONTENT (cut with …)."""
+    """Memories as aligned columns, as wide as the terminal: ID, [SCORE,] WHEN, WHO, then the tags (#tag) and the
+    content, cut with … at the terminal's edge."""
 
     def __init__(self, *, with_score: bool = False, width: int | None = None) -> None:
         self.with_score = with_score
@@ -354,20 +355,20 @@ class Table:
         return "\n".join([self.header(), *(self.row(item) for item in items)])
 
     def header(self) -> str:
-        return self._line("ID", "SCORE", "WHEN", "WHO", "TAGS", "CONTENT")
+        return self._line("ID", "SCORE", "WHEN", "WHO", "TAGS, CONTENT")
 
     def row(self, item: Memory | Hit) -> str:
         from memserver.backend import Hit
 
         memory, score = (item.memory, f"{item.score:.3f}") if isinstance(item, Hit) else (item, "")
-        who, tags = memory.speaker or memory.role or "-", ", ".join(memory.tags) or "-"
-        return self._line(memory.id, score, _when(memory.occurred_at), who, tags, memory.content)
+        text = " ".join([*(f"#{tag}" for tag in memory.tags), *memory.content.split()])
+        return self._line(memory.id, score, _when(memory.occurred_at), memory.speaker or memory.role or "-", text)
 
-    def _line(self, memory_id: str, score: str, when: str, who: str, tags: str, content: str) -> str:
+    def _line(self, memory_id: str, score: str, when: str, who: str, text: str) -> str:
         cells = [f"{memory_id:<32}"] + ([f"{score:>5}"] if self.with_score else [])
-        cells += [f"{when:<16}", f"{_cut(who, WHO_WIDTH):<{WHO_WIDTH}}", f"{_cut(tags, TAGS_WIDTH):<{TAGS_WIDTH}}"]
+        cells += [f"{when:<16}", f"{_cut(who, WHO_WIDTH):<{WHO_WIDTH}}"]
         fixed = sum(len(cell) + 2 for cell in cells)
-        cells.append(_cut(" ".join(content.split()), max(MIN_CONTENT_WIDTH, self.width - fixed)))
+        cells.append(_cut(text, max(MIN_CONTENT_WIDTH, self.width - fixed)))
         return "  ".join(cells).rstrip()
 
 
