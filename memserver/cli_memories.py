@@ -200,13 +200,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     fields.setdefault("namespace", "default")
     fields["tags"] = ", ".join(memory.tags) or "-"
     content = fields.pop("content")
+    if chain:
+        for direction in ("older", "newer"):
+            fields[f"{direction} versions"] = ", ".join(_version(v) for v in chain[direction])
     width = max(len(name) for name in fields)
     for name, value in fields.items():
         print(f"{name:<{width}}  {value if value != '' else '-'}")
-    if chain:
-        for direction in ("older", "newer"):
-            versions = [_version(v) for v in chain[direction]]
-            print(f"{direction + ' versions':<{width}}  {', '.join(versions) if versions else '-'}")
     print()
     print(content)
     return 0

@@ -7,6 +7,12 @@ answers and passed to the `Server` constructor as `on_<name>=`. `forward_logs` w
 The capabilities in the `initialize` result follow from which handlers are passed: tools, resources, prompts,
 completions, logging.
 
+Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
+is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, answering structuredContent); `memserver serve
+--tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory, answering plain
+text), whose work knows the connection a call comes from. With --chat-condense, a chat recall asks the client's
+model to condense its block (`_condensed`: sampling/createMessage, a request from the server to the client).
+
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
      -> `CallToolResult(is_error=True)` with a message naming the field and the rule;

@@ -56,7 +56,7 @@ def test_remember_show_and_the_history_of_a_correction(data_dir: Path, capsys: p
     fields = dict(line.split(None, 1) for line in lines if line and not line.startswith(("older", "newer")))
     assert fields["occurred_at"] == "2024-03-05T10:00:00.000000+00:00" and fields["speaker"] == "Sam"
     assert fields["replaced_by"] == new and fields["namespace"] == "default" and fields["tags"] == "family"
-    assert f"newer versions  {new} (" in out
+    assert f"newer versions  {new} (" in out and "older versions  -" in out
     out, _ = run(capsys, "show", new, "--json")
     (record,) = jsonl(out)
     assert record["replaces"] == old and record["history"]["older"][0]["id"] == old
