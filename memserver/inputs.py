@@ -40,7 +40,7 @@ MAX_SESSION_CHARS = 200
 MAX_NAMESPACE_CHARS = 64
 MAX_CURSOR_CHARS = 512
 DEFAULT_NAMESPACE = "default"
-NAMESPACE_PATTERN = r"^[A-Za-z0-9_.:@-]{1,64}$"  # e.g. user:alice, project-x, team@example.com
+NAMESPACE_PATTERN = r"^[A-Za-z0-9_.:@-]{1,64}(?![\s\S])"  # e.g. user:alice, project-x; the end as in _END below
 ROLES = ("user", "assistant", "participant", "system", "tool")
 # The conversation fields of a memory (issue 12), beside content, tags and source.
 CONVERSATION_FIELDS = ("occurred_at", "speaker", "role", "session", "namespace", "replaces")
