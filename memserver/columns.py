@@ -136,7 +136,7 @@ class Labels:
             self.sets.add(value, row)
 
     def get(self, row: int) -> str:
-        return self.names[int(self.codes[row])]
+        return self.names[self.codes.item(row)]
 
     def rows(self, value: str, alive: np.ndarray) -> np.ndarray:
         """The rows of `value` that `alive` marks (sorted; a new array)."""

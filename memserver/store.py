@@ -384,8 +384,8 @@ class MemoryStore(Collection):
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
-        checked = inputs.new_memories(items)
-        new = [Pending.of(m, f"items[{n}]." if len(checked) > 1 else "") for n, m in enumerate(checked)]
+        one = isinstance(items, list) and len(items) == 1  # (named like add's arguments, as inputs.py does)
+        new = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(inputs.new_memories(items))]
         if not new:
             return []
         self._embed_missing(new, check=True)
@@ -640,6 +640,8 @@ class MemoryStore(Collection):
                     gen.catch_up(repair=True)
                     if gen.journal.replaced() or gen.journal.generation != job.old_generation:
                         log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
+                    elif not job.can_switch(gen.catalog):
+                        log.info("a memory of %s changed state during compaction; dropping it", self.folder)
                     else:
                         self.hooks.compaction_switching()
                         job.switch(gen.catalog, gen.vectors, self._embed)

@@ -183,3 +183,33 @@ def test_the_format_4_fixture_opens_from_its_snapshot(tmp_path: Path) -> None:
         assert hooks.opens == [(13, True)]
     else:
         assert hooks.opens[0][1] is False
+
+
+class ReplaceDuringCopy(RecordingHooks):
+    """At compaction_copied (no lock held), another store replaces a copied memory and forgets the newer one."""
+
+    def __init__(self, root: Path, target: str) -> None:
+        super().__init__()
+        self.root, self.target = root, target
+
+    def compaction_copied(self) -> None:
+        with _open(self.root) as other:
+            newer = other.add("the newer version, soon forgotten", replaces=self.target)
+            assert other.delete(newer.id)
+
+
+def test_a_replace_and_forget_during_a_compaction_keep_the_old_memory_history(tmp_path: Path) -> None:
+    """A memory copied as current, then replaced by a memory forgotten before the switch: the compaction is
+    dropped rather than bring the old memory back; the next one keeps it as history."""
+    with _open(tmp_path) as s:
+        old = s.add("the old version")
+        s.add("something else")
+    hooks = ReplaceDuringCopy(tmp_path, old.id)
+    with MemoryStore(tmp_path, COLLECTION, embedder=FakeEmbedder(), hooks=hooks) as s:
+        s.compact()
+        assert s.get(old.id) is not None and s.get(old.id).replaced_by  # type: ignore[union-attr]
+        assert [m.content for m in s.list_recent()] == ["something else"]
+    with _open(tmp_path) as s:
+        assert s.compact()["removed"] == 1
+        assert [m.content for m in s.list_recent()] == ["something else"]
+        assert s.get(old.id).replaced_by  # type: ignore[union-attr]
