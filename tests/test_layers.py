@@ -41,6 +41,7 @@ MAY_IMPORT = {
     "embedder",
     "model",
     "onnx_export",
+    "query_cache",
     *FRONT,
 }
 
