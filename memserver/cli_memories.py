@@ -86,7 +86,7 @@ def add_commands(store_command: StoreCommand) -> None:
         "forget",
         cmd_forget,
         "forget memories by id, or every memory with a tag, of a session, of a speaker or of a namespace",
-        "memserver forget --session chat-20260501-0930-1a2b3c",
+        "memserver forget --session chat-20260501-093000-1a2b3c",
     )
     forget.add_argument("ids", nargs="*", metavar="ID")
     forget.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="memories with this tag")
