@@ -8,11 +8,14 @@ no as_of), on a shared machine where single timings swing by ±30%: every measur
 each side in turn (old, new, new, old, ...), each importing its own checkout's `memserver` (`--old`, `--new`; the
 new one defaults to this one), and the table gives the medians of the rounds and their ratio.
 
-- build: `import_` of N memories with precomputed clustered unit vectors (store.py's data) and a checkpoint, once
-  per side (the stores the rounds search);
+- build: `import_` of N memories with precomputed clustered unit vectors (store.py's data) and a checkpoint, once,
+  by the old side: both sides then open and search the same files (the same HNSW graph, whose build is not
+  deterministic, and the same keyword index), so the rounds compare the code alone (the new side must read what
+  the old one wrote);
 - import: `import_` of `--import-n` memories into an empty store, `--rounds` times per side (bulk import rate);
 - search: open (fresh process), then `--queries` searches of limit 10 with a query vector (no embedding), in
-  "semantic" and in the default "hybrid" mode, p50 per round;
+  "semantic" and in the default "hybrid" mode, p50 per round of the wall time and of the process's CPU time (less
+  disturbed by other work on a shared machine);
 - add: `--adds` single `add` calls into a fresh 1,000-memory store (fsync included, embedding a constant), p50.
 
 Public API only, common to both sides. Writes benchmarks/results/store_ab.json.
@@ -85,13 +88,15 @@ def worker(job: str, folder: str, n: int, count: int) -> dict[str, Any]:
         qs = clustered(2, count)
         out: dict[str, Any] = {"open_s": opened}
         for mode in ("semantic", "hybrid"):
-            times = []
+            times, cpu = [], []
             for i, q in enumerate(qs):
                 words = f"topic{(i * 7) % 1000} word{i % 337} memory"
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 store.search(words, limit=10, mode=mode, query_vector=q)
+                cpu.append((time.process_time() - c) * 1000)
                 times.append((time.perf_counter() - t) * 1000)
             out[f"{mode}_p50_ms"] = statistics.median(times)
+            out[f"{mode}_cpu_p50_ms"] = statistics.median(cpu)
         store.close()
         return out
     if job == "add":
@@ -151,16 +156,15 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         load = os.getloadavg()[0]
-        for side in order(0):
-            got = run(sides[side], "build", root / f"store-{side}", n=args.n)
-            note(side, {"build_s": got["seconds"]})
-            print(f"built {side}: {args.n} memories in {got['seconds']:.1f} s", file=sys.stderr)
+        shared = root / "store"
+        got = run(sides["old"], "build", shared, n=args.n)
+        print(f"built by old: {args.n} memories in {got['seconds']:.1f} s", file=sys.stderr)
         for r in range(args.rounds):
             for side in order(r):
                 fresh = root / f"import-{side}-{r}"
                 note(side, {"import_rate": run(sides[side], "import", fresh, n=args.import_n)["rate"]})
                 shutil.rmtree(fresh, ignore_errors=True)
-                note(side, run(sides[side], "search", root / f"store-{side}", count=args.queries))
+                note(side, run(sides[side], "search", shared, count=args.queries))
                 fresh = root / f"add-{side}-{r}"
                 note(side, run(sides[side], "add", fresh, count=args.adds))
                 shutil.rmtree(fresh, ignore_errors=True)

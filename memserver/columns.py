@@ -136,7 +136,8 @@ class Labels:
             self.sets.add(value, row)
 
     def get(self, row: int) -> str:
-        return self.names[self.codes.item(row)]
+        names = self.names
+        return names[0] if len(names) == 1 else names[self.codes.item(row)]  # (most stores: the default only)
 
     def rows(self, value: str, alive: np.ndarray) -> np.ndarray:
         """The rows of `value` that `alive` marks (sorted; a new array)."""
