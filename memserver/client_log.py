@@ -55,7 +55,7 @@ DEFAULT_LEVEL = "warning"
 FORWARDED_LOGGERS = frozenset(
     f"memserver.{name}"
     for name in (
-        *("server", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
+        *("server", "chat", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
         *("generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend", "postgres.pool"),
     )
 )

@@ -7,6 +7,12 @@ answers and passed to the `Server` constructor as `on_<name>=`. `forward_logs` w
 The capabilities in the `initialize` result follow from which handlers are passed: tools, resources, prompts,
 completions, logging.
 
+Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
+is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, answering structuredContent); `memserver serve
+--tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory, answering plain
+text), whose work knows the connection a call comes from. With --chat-condense, a chat recall asks the client's
+model to condense its block (`_condensed`: sampling/createMessage, a request from the server to the client).
+
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
      -> `CallToolResult(is_error=True)` with a message naming the field and the rule;
@@ -46,7 +52,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from memserver import __version__, client_log, completions, inputs, prompts, resources, tools
+from memserver import __version__, chat, client_log, completions, inputs, prompts, resources, tools
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
@@ -54,6 +60,7 @@ if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
+CONDENSE_SECONDS = 60.0  # how long a chat recall waits for the client's model to condense its block
 
 INSTRUCTIONS = (
     "memserver is the user's long-term memory, kept on their own machine. Call recall before answering when "
@@ -65,15 +72,39 @@ INSTRUCTIONS = (
 # --- the handlers, in protocol order --------------------------------------------------------------------------------
 
 
+Payload = dict[str, Any] | str | chat.ContextBlock  # structured JSON, plain text, or a block to condense
+Work = Callable[["MemoryBackend", dict[str, Any]], Payload]
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """The tools a server serves: the Tool constants `tools/list` shows, and the work each `tools/call` runs.
+
+    `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget); `--tools chat` serves
+    the chat-memory interface (chat.py: remember, recall, search_in_memory), whose work depends on the connection
+    the call comes from (its conversation).
+    """
+
+    name: str
+    tools: tuple[types.Tool, ...]
+    work: Callable[[str, chat.Conversation], Work]
+    instructions: str
+
+    def find(self, name: str) -> types.Tool | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+
 @dataclass
 class Lifespan:
     """What every handler reaches as `ctx.lifespan_context`: entered once per HTTP server, once per stdio connection.
 
-    Per-session state lives here, keyed by session: the log levels (`logs`); resource subscriptions will too.
+    Per-session state lives here, keyed by session: the log levels (`logs`), the chat tool set's conversations (in
+    its ToolSet); resource subscriptions will too.
     """
 
     stores: Stores
     logs: client_log.ClientLog
+    tool_set: ToolSet
 
 
 Context = ServerRequestContext[Lifespan]
@@ -90,13 +121,15 @@ async def initialized(ctx: Context, params: types.NotificationParams) -> None:
 
 
 async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    """tools/list: the four tools, with the schemas `call_tool` validates against."""
-    return types.ListToolsResult(tools=list(tools.TOOLS))
+    """tools/list: the tool set's tools (by default the four memory tools), with the schemas `call_tool` validates
+    against."""
+    return types.ListToolsResult(tools=list(ctx.lifespan_context.tool_set.tools))
 
 
 async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
     """tools/call: validate the arguments against the advertised schema, then run the tool in a worker thread."""
-    tool = tools.TOOLS_BY_NAME.get(params.name)
+    tool_set = ctx.lifespan_context.tool_set
+    tool = tool_set.find(params.name)
     if tool is None:
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_shown(params.name)}")
@@ -109,7 +142,10 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     timing: dict[str, float] = {}
     try:
         store = await _store(ctx)
-        payload = await anyio.to_thread.run_sync(partial(_timed, _TOOL_WORK[tool.name], store, args, timing))
+        work = tool_set.work(tool.name, _conversation(ctx))
+        payload = await anyio.to_thread.run_sync(partial(_timed, work, store, args, timing))
+        if isinstance(payload, chat.ContextBlock):  # --tools chat --chat-condense
+            payload = await _condensed(ctx, payload)
     except InvalidInputError as exc:
         return _tool_error(str(exc))
     except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
@@ -120,11 +156,14 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     except Exception:
         logger.exception("%s failed", tool.name)
         return _tool_error(f"{tool.name} failed because of an internal error in memserver; its log has the details")
-    # Spec: structuredContent must match outputSchema; for older clients, the same JSON also goes in a text block.
-    result = types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-        structured_content=payload,
-    )
+    if isinstance(payload, str):  # the chat tools answer plain text (and have no outputSchema)
+        result = types.CallToolResult(content=[types.TextContent(type="text", text=payload)])
+    else:
+        # Spec: structuredContent must match outputSchema; for older clients, the same JSON also goes in a text block.
+        result = types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+            structured_content=payload,
+        )
     if TIMING:  # spec: _meta keys may carry a prefix ending in "/"
         timing["handler_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result.meta = {"memserver/timing": timing}
@@ -139,7 +178,7 @@ async def list_resources(ctx: Context, params: types.PaginatedRequestParams | No
 async def list_resource_templates(
     ctx: Context, params: types.PaginatedRequestParams | None
 ) -> types.ListResourceTemplatesResult:
-    """resources/templates/list: memory://tags/{tag} and memory://memories/{id}."""
+    """resources/templates/list: memory://tags/{tag} and memory://memories/{id} (every URI takes ?namespace=)."""
     return types.ListResourceTemplatesResult(resource_templates=list(resources.TEMPLATES))
 
 
@@ -158,7 +197,7 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
     except NotAuthenticatedError as exc:
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
     except Exception:
-        logger.exception("reading %s failed", "/".join(uri.split("/")[:3]))  # not the tag or id: user data
+        logger.exception("reading %s failed", "/".join(uri.partition("?")[0].split("/")[:3]))  # not tag, id, namespace
         raise MCPError(
             code=types.INTERNAL_ERROR, message=f"Reading {_shown(uri)} failed; the server log has the details"
         ) from None
@@ -217,11 +256,28 @@ async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
 
 
 def _remember(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    memory = store.add(args["content"], tags=args.get("tags"), source=args.get("source"))
+    memory = store.add(
+        args["content"],
+        tags=args.get("tags"),
+        source=args.get("source"),
+        occurred_at=args.get("occurred_at"),
+        speaker=args.get("speaker"),
+        role=args.get("role"),
+        session=args.get("session"),
+        namespace=args.get("namespace"),
+        replaces=args.get("replaces"),
+    )
     payload: dict[str, Any] = {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
+    if memory.duplicate and args.get("replaces"):
+        payload["note"] = (
+            "Nothing was stored, so nothing was replaced: this content is already stored under this id. To retire "
+            f"{args['replaces']}, forget it."
+        )
+    elif memory.replaces:
+        payload["replaces"] = memory.replaces
     similar = []
     for memory_id, score in memory.similar:
-        other = store.get(memory_id)
+        other = store.get(memory_id, namespace=args.get("namespace"))
         if other is not None:  # may have been forgotten meanwhile
             similar.append({"id": memory_id, "score": round(float(score), 4), "content": other.content})
     if similar:  # only when there is something to decide: the common answer stays two fields
@@ -239,6 +295,11 @@ def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         until=args.get("until"),
         min_score=args.get("min_score"),
         mode=args["mode"],
+        speaker=args.get("speaker"),
+        role=args.get("role"),
+        session=args.get("session"),
+        namespace=args.get("namespace"),
+        as_of=args.get("as_of"),
     )
     payload: dict[str, Any] = {
         "results": [{**hit.memory.to_dict(), "score": round(float(hit.score), 4)} for hit in hits]
@@ -249,17 +310,26 @@ def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+_RECALL_FILTERS = ("tags", "source", "speaker", "role", "session", "since", "until")
+
+
 def _recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
     """Say plainly when recall found nothing relevant, rather than let weak results pass for answers."""
     if not scores:
         if args["mode"] == "keyword":
             return "Nothing found: no memory shares a word with the query. Try mode 'hybrid' to search by meaning."
         why = []
-        if any(args.get(name) is not None for name in ("tags", "source", "since", "until")):
-            why.append("the filters (tags, source, since, until)")
+        given = [name for name in _RECALL_FILTERS if args.get(name) is not None]
+        if given and not {"speaker", "role", "session"} & set(given):
+            why.append("the filters (tags, source, since, until)")  # as before the conversation filters came
+        elif given:
+            why.append(f"the filters ({', '.join(given)})")
         if args.get("min_score") is not None:
             why.append(f"min_score {args['min_score']}")
-        return "Nothing found" + (": no memory passed " + " and ".join(why) if why else ": the memory is empty") + "."
+        if why:
+            return "Nothing found: no memory passed " + " and ".join(why) + "."
+        where = f"namespace {args['namespace']!r}" if args.get("namespace") else "the memory"
+        return f"Nothing found: {where} {'held nothing then' if args.get('as_of') else 'is empty'}."
     best = max(scores)
     if best < tools.WEAK_MATCH_SCORE:
         return (
@@ -270,31 +340,41 @@ def _recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
 
 
 def _list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    memories = store.list_recent(limit=args["limit"], tags=args.get("tags"))
-    return {"memories": [m.to_dict() for m in memories]}
+    page = store.list_page(
+        limit=args["limit"],
+        tags=args.get("tags"),
+        namespace=args.get("namespace"),
+        session=args.get("session"),
+        speaker=args.get("speaker"),
+        role=args.get("role"),
+        cursor=args.get("cursor"),
+    )
+    return page.to_dict()  # {"memories": [...], "next_cursor": ... when there are more}
 
 
 def _forget(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     memory_id = args["memory_id"]
     if not inputs.is_memory_id(memory_id):  # contract: an id that names no memory is deleted: false, not an error
         return {"id": memory_id, "deleted": False}
-    return {"id": memory_id, "deleted": bool(store.delete(memory_id))}
+    return {"id": memory_id, "deleted": bool(store.delete(memory_id, namespace=args.get("namespace")))}
 
 
-_TOOL_WORK: dict[str, Callable[[MemoryBackend, dict[str, Any]], dict[str, Any]]] = {
+_TOOL_WORK: dict[str, Work] = {
     tools.REMEMBER.name: _remember,
     tools.RECALL.name: _recall,
     tools.LIST_RECENT.name: _list_recent,
     tools.FORGET.name: _forget,
 }
+MEMORY_TOOLS = ToolSet("memory", tools.TOOLS, lambda name, conversation: _TOOL_WORK[name], INSTRUCTIONS)
 
 
-def _timed(
-    run: Callable[[MemoryBackend, dict[str, Any]], dict[str, Any]],
-    store: MemoryBackend,
-    args: dict[str, Any],
-    timing: dict[str, float],
-) -> dict[str, Any]:
+def chat_tools(options: chat.ChatOptions | None = None) -> ToolSet:
+    """The chat-memory interface (chat.py), with its own record of each connection's conversation."""
+    memory = chat.ChatMemory(options)
+    return ToolSet("chat", chat.TOOLS, memory.work, chat.INSTRUCTIONS)
+
+
+def _timed(run: Work, store: MemoryBackend, args: dict[str, Any], timing: dict[str, float]) -> Payload:
     """Run a tool's work; with TIMING, record embed_ms and work_ms into `timing` (in the worker thread)."""
     if not TIMING:
         return run(store, args)
@@ -320,6 +400,37 @@ async def _store(ctx: Context) -> MemoryBackend:
     if step:
         logger.info("%s waited %.1f s for the memory store to load", ctx.method, time.perf_counter() - started)
     return store
+
+
+async def _condensed(ctx: Context, block: chat.ContextBlock) -> str:
+    """sampling/createMessage: ask the client's model to condense a chat recall() block (--chat-condense).
+
+    Only when the client declared the sampling capability and the request can carry a server-to-client request;
+    the extractive block is the answer otherwise, and whenever the client refuses, fails, takes longer than
+    CONDENSE_SECONDS, or answers something empty or over the budget.
+    """
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.sampling is None or not ctx.session.can_send_request:
+        return block.text
+    system, text = block.sampling_request()
+    try:
+        with anyio.fail_after(CONDENSE_SECONDS), warnings.catch_warnings():
+            # Sampling is deprecated as of 2026-07-28 (SEP-2577); handshake-era clients still offer it.
+            warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+            answer = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+                max_tokens=max(64, block.budget // 3),  # ~4 characters a token, with room
+                system_prompt=system,
+                related_request_id=ctx.request_id,  # over HTTP: on this call's response stream
+            )
+    except Exception as exc:  # MCPError, a timeout, a malformed answer: the extractive block stands
+        logger.warning("condensing the chat context through sampling failed: %s", type(exc).__name__)
+        return block.text
+    condensed = answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
+    if not condensed or len(condensed) > block.budget:
+        logger.warning("the client's condensed chat context was empty or over the budget; sending the extractive one")
+        return block.text
+    return condensed
 
 
 @contextmanager
@@ -348,6 +459,13 @@ def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
+def _conversation(ctx: Context) -> chat.Conversation:
+    """The connection a call comes from: its user and its HTTP session id (None over stdio: the process is one)."""
+    request = ctx.request
+    session_id = request.headers.get("mcp-session-id") if request is not None else None
+    return _user(ctx), session_id
+
+
 def _user(ctx: Context) -> str | None:
     """The user named by the request's bearer token (HTTP with tokens), else None."""
     request = ctx.request
@@ -365,6 +483,7 @@ def build_server(
     data_dir: str | Path | None = None,
     load_at_start: bool = False,
     database: str | None = None,
+    tool_set: ToolSet = MEMORY_TOOLS,
 ) -> Server[Lifespan]:
     """The memserver MCP server.
 
@@ -376,6 +495,7 @@ def build_server(
         load_at_start: start loading when the server starts (HTTP: clients come later) rather than when a client
             has finished the handshake (stdio: the client's `initialize` is already waiting on stdin).
         database: a postgresql:// URL: the default factory keeps the memories there instead of in data_dir.
+        tool_set: the tools to serve: MEMORY_TOOLS (default), or `chat_tools(options)` (`--tools chat`).
     """
     stores = Stores(store_factory or DefaultStoreFactory(data_dir, database=database), per_user=per_user)
 
@@ -385,7 +505,7 @@ def build_server(
             stores.start()  # background: requests are answered meanwhile
         logs = client_log.ClientLog(per_user=per_user)
         try:
-            yield Lifespan(stores=stores, logs=logs)
+            yield Lifespan(stores=stores, logs=logs, tool_set=tool_set)
         finally:
             logs.close()
             await anyio.to_thread.run_sync(stores.close, abandon_on_cancel=True)
@@ -399,7 +519,7 @@ def build_server(
             version=__version__,
             title="memserver",
             description="Long-term memory for MCP clients, searched by meaning, stored on this machine.",
-            instructions=INSTRUCTIONS,
+            instructions=tool_set.instructions,
             lifespan=lifespan,
             on_list_tools=list_tools,
             on_call_tool=call_tool,

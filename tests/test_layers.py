@@ -12,6 +12,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memserver"
 # (backend, inputs, errors), engines.open_backend, and each other, never a storage engine or its parts.
 FRONT = (
     "server",
+    "chat",
+    "versions",
+    "cli_memories",
     "loader",
     "resources",
     "tools",

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from memserver import client_log, completions, prompts
-from memserver.backend import Hit, Memory
+from memserver.backend import Hit, Memory, Page
 from memserver.server import build_server
 from tests.test_server_protocol import StubStore
 
@@ -365,11 +365,11 @@ class SlowWrites(StubStore):
         self.started: anyio.Event | None = None
         self.portal_token: Any = None
 
-    def add(self, content: str, tags: Any = None, source: Any = None) -> Memory:
+    def add(self, content: str, tags: Any = None, source: Any = None, **fields: Any) -> Memory:
         anyio.from_thread.run_sync(self.started.set, token=self.portal_token)  # type: ignore[union-attr]
         assert self.finish.wait(TIMEOUT)
         try:
-            return super().add(content, tags, source)
+            return super().add(content, tags, source, **fields)
         finally:
             self.finished.set()
 
@@ -396,16 +396,17 @@ async def test_cancelling_a_write_in_progress_lets_it_finish_whole() -> None:
 
 
 class LoggingStore(StubStore):
-    """list_recent logs what `logs` holds (in the worker thread serving the call), like the store does."""
+    """list_page (the list_recent tool's store call) logs what `logs` holds (in the worker thread serving the
+    call), like the store does."""
 
     def __init__(self) -> None:
         super().__init__()
         self.logs: list[tuple[str, int, str]] = []  # (logger, level, message)
 
-    def list_recent(self, limit: int = 10, tags: Any = None) -> list[Memory]:
+    def list_page(self, limit: int = 10, tags: Any = None, **filters: Any) -> Page:
         for name, level, message in self.logs:
             logging.getLogger(name).log(level, message)
-        return super().list_recent(limit, tags)
+        return super().list_page(limit, tags, **filters)
 
 
 @pytest.fixture
