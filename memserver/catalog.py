@@ -194,6 +194,24 @@ class Catalog:
             return heapq.nlargest(limit, self._tag_union(tags).tolist(), key=self._time_key)
         return self.by_time[-limit:][::-1]
 
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """The live ids starting with `prefix` (lower-case hex), ascending, at most `limit`.
+
+        A scan of the id column in numpy (a removed row holds b"", which no prefix but "" matches): 1M memories,
+        ~20 ms. Only the lowest `limit` matches are sorted (picked by their first 8 bytes), so an empty prefix
+        costs the scan, not a sort of every id.
+        """
+        column = self.ids.ids
+        if not column.fixed:  # an id that did not fit the fixed-width column (never one made by add)
+            found = sorted(v for v in column.a[: self.next_row].tolist() if v and v.startswith(prefix))
+            return found[:limit]
+        ids = column.a[: self.next_row]
+        matches = ids[np.char.startswith(ids, prefix.encode("ascii"))] if prefix else ids[ids != b""]
+        if len(matches) > limit:
+            heads = np.ascontiguousarray(matches.view(np.uint8).reshape(-1, column.width)[:, :8]).view(">u8").ravel()
+            matches = matches[heads <= np.partition(heads, limit - 1)[limit - 1]]
+        return [v.decode("ascii") for v in np.sort(matches)[:limit].tolist()]
+
     def tag_counts(self) -> dict[str, int]:
         counts = ((t, len(self.tag_rows.rows(t, self.alive))) for t in self.tag_rows.names())
         return dict(sorted(((t, c) for t, c in counts if c), key=lambda kv: (-kv[1], kv[0])))

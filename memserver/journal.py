@@ -178,6 +178,20 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def revision(path: Path) -> str:
+    """What changes whenever the journal at `path` does: its file's identity and size, from one stat.
+
+    Enough, because a journal only grows, and is replaced only by a compaction, whose rename puts a new file (a
+    new identity) at the path; a torn tail cut off shrinks it, which changes the size too. A missing journal (the
+    moment of no file never happens: the rename is atomic) reads as "none".
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "none"
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}"
+
+
 # --- the cross-process lock --------------------------------------------------------------------------------------
 
 

@@ -48,6 +48,7 @@ from memserver.generation import Generation
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
 from memserver.journal import JOURNAL_NAME, LOCK_NAME, AddRecord, FileLock, Journal
+from memserver.journal import revision as journal_revision
 from memserver.keyword import KeywordDerivedIndex
 
 if TYPE_CHECKING:
@@ -389,6 +390,20 @@ class MemoryStore:
         """See backend.MemoryBackend.tag_counts."""
         with self._thread_lock:
             return self._refresh().catalog.tag_counts()
+
+    def revision(self) -> str:
+        """See backend.MemoryBackend.revision: one stat of the journal's path, no lock (a poller never waits for a
+        write or a search in progress)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        return journal_revision(self.folder / JOURNAL_NAME)
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """See backend.MemoryBackend.ids_with_prefix."""
+        start = inputs.check_id_prefix(prefix)
+        limit = inputs.check_limit(limit)
+        with self._thread_lock:
+            return self._refresh().catalog.ids_with_prefix(start, limit)
 
     def stats(self) -> dict[str, Any]:
         """See backend.MemoryBackend.stats; the local store adds where it lives and what is on disk."""
