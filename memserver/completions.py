@@ -1,7 +1,7 @@
 """What `completion/complete` suggests: values for a prompt argument or a resource template variable, by prefix.
 
     ref/resource memory://tags/{tag}       tag         tags in use starting with the prefix, most used first
-    ref/resource memory://memories/{id}    id          none yet (phase B: ids by prefix, from the storage contract)
+    ref/resource memory://memories/{id}    id          ids of live memories starting with the prefix, in order
     ref/prompt   recall-context            topic       matching tags, then words of the recent memories
     ref/prompt   remember-session          focus       matching tags
 
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import mcp_types as types
 
 from memserver import prompts, resources
+from memserver.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
@@ -110,8 +111,15 @@ def _words(text: str, prefix: str) -> Iterable[str]:
 
 
 def _memory_ids(store: MemoryBackend, prefix: str) -> types.Completion:
-    # Phase B: ids by prefix need a storage-contract method (the store keeps hashed ids, not a sorted list).
-    return types.Completion(values=[], total=0, has_more=False)
+    """The lowest ids starting with the prefix; one more than fits is asked for, to know whether there are more
+    (`total` is then left out: counting every id that starts with "a" would cost a scan for a number)."""
+    try:
+        ids = store.ids_with_prefix(prefix, MAX_VALUES + 1)
+    except InvalidInputError:  # not the start of an id (not hexadecimal, too long): nothing matches
+        return types.Completion(values=[], total=0, has_more=False)
+    if len(ids) > MAX_VALUES:
+        return types.Completion(values=ids[:MAX_VALUES], has_more=True)
+    return _bounded(ids)
 
 
 def _bounded(values: list[str]) -> types.Completion:

@@ -1,11 +1,13 @@
 """The MCP server: `build_server()` returns an `mcp.server.lowlevel.Server` whose handlers answer the MCP methods.
 
 Read it in protocol order: `initialized` (the end of the handshake; the SDK's runner answers `initialize`
-itself), then `list_tools`, `call_tool`, `list_resources`, `list_resource_templates`, `read_resource`,
-`list_prompts`, `get_prompt`, and the utilities `complete` and `set_logging_level`, each named after the method it
-answers and passed to the `Server` constructor as `on_<name>=`. `forward_logs` wraps every request (middleware).
-The capabilities in the `initialize` result follow from which handlers are passed: tools, resources, prompts,
-completions, logging.
+itself) and `discover` (2026-07-28's replacement for the handshake), then `list_tools`, `call_tool`,
+`list_resources`, `list_resource_templates`, `read_resource`, `subscribe_resource`, `unsubscribe_resource` and
+`subscriptions_listen`, `list_prompts`, `get_prompt`, and the utilities `complete` and `set_logging_level`, each
+named after the method it answers and passed to the `Server` constructor as `on_<name>=`. `forward_logs` wraps
+every request (middleware). The capabilities in the `initialize` result follow from which handlers are passed:
+tools, resources (with `subscribe`), prompts, completions, logging; `listChanged` is false everywhere, since no
+list ever changes while the server runs.
 
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
@@ -30,10 +32,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -45,10 +48,12 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from memserver import __version__, client_log, completions, inputs, prompts, resources, tools
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
+from memserver.subscriptions import Subscriptions, TooManySubscriptionsError
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
@@ -69,11 +74,13 @@ INSTRUCTIONS = (
 class Lifespan:
     """What every handler reaches as `ctx.lifespan_context`: entered once per HTTP server, once per stdio connection.
 
-    Per-session state lives here, keyed by session: the log levels (`logs`); resource subscriptions will too.
+    Per-session state lives here, keyed by session: the log levels (`logs`) and the resource subscriptions
+    (`subscriptions`, with the watch that tells the subscribers of changes).
     """
 
     stores: Stores
     logs: client_log.ClientLog
+    subscriptions: Subscriptions
 
 
 Context = ServerRequestContext[Lifespan]
@@ -87,6 +94,21 @@ async def initialized(ctx: Context, params: types.NotificationParams) -> None:
     client that never sends this notification, starts the loading itself.)
     """
     ctx.lifespan_context.stores.start()
+
+
+async def discover(server: Server[Lifespan], ctx: Context, params: types.RequestParams) -> types.DiscoverResult:
+    """server/discover (2026-07-28, which has no initialize): the SDK's answer, with `listChanged` made true to fact.
+
+    The SDK sets `listChanged` wherever subscriptions/listen is served; our tools, resources and prompts never
+    change, so it is false here as in the `initialize` result. (`subscribe` stays true: listen serves updates.)
+    """
+    capabilities = server.get_capabilities(protocol_version=ctx.protocol_version)
+    for listed in (capabilities.tools, capabilities.resources, capabilities.prompts):
+        if listed is not None:
+            listed.list_changed = False
+    return types.DiscoverResult(
+        supported_versions=list(MODERN_PROTOCOL_VERSIONS), capabilities=capabilities, instructions=server.instructions
+    )
 
 
 async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -120,6 +142,8 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     except Exception:
         logger.exception("%s failed", tool.name)
         return _tool_error(f"{tool.name} failed because of an internal error in memserver; its log has the details")
+    if not (tool.annotations and tool.annotations.read_only_hint):
+        ctx.lifespan_context.subscriptions.changed()  # subscribers hear of this write now, not at the next poll
     # Spec: structuredContent must match outputSchema; for older clients, the same JSON also goes in a text block.
     result = types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
@@ -146,23 +170,49 @@ async def list_resource_templates(
 async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
     """resources/read: parse the memory:// URI and read it from the store."""
     uri = str(params.uri)
-    try:
+    with _resource_errors(uri, "Reading"):
         target = resources.parse(uri)
         store = await _store(ctx)
         text = await anyio.to_thread.run_sync(resources.read, store, target)
-    except (resources.UnknownResourceError, InvalidInputError) as exc:
-        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
-        # (unless it is longer than any of ours: no answer repeats large input).
-        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
-        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
-    except NotAuthenticatedError as exc:
-        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
-    except Exception:
-        logger.exception("reading %s failed", "/".join(uri.split("/")[:3]))  # not the tag or id: user data
-        raise MCPError(
-            code=types.INTERNAL_ERROR, message=f"Reading {_shown(uri)} failed; the server log has the details"
-        ) from None
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=resources.JSON, text=text)])
+
+
+async def subscribe_resource(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    """resources/subscribe: send this session notifications/resources/updated whenever the resource changes,
+    whoever changes it (another process on the same store too: subscriptions.py watches the store).
+
+    Replaced in 2026-07-28 by subscriptions/listen (SEP-2575); the SDK never calls this there.
+    """
+    uri = str(params.uri)
+    key = client_log.connection_key(ctx)
+    if ctx.request is not None and key is None:  # HTTP without a session: there is no stream to send updates on
+        message = "resources/subscribe needs a session (stdio, or HTTP with sessions)"
+        raise MCPError(code=types.INVALID_REQUEST, message=message)
+    subscriptions = ctx.lifespan_context.subscriptions
+    with _resource_errors(uri, "Subscribing to"):
+        await _store(ctx)  # (a client that sent a progressToken hears what a first call waits for)
+        if await subscriptions.subscribe(ctx.session, key, _user(ctx), uri):
+            _when_connection_closes(ctx, partial(subscriptions.end_session, key))
+    return types.EmptyResult()
+
+
+async def unsubscribe_resource(ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+    """resources/unsubscribe: no more updates of that resource for this session (none subscribed: no error).
+
+    Replaced in 2026-07-28 by closing the subscriptions/listen stream (SEP-2575)."""
+    ctx.lifespan_context.subscriptions.unsubscribe(client_log.connection_key(ctx), str(params.uri))
+    return types.EmptyResult()
+
+
+async def subscriptions_listen(
+    ctx: Context, params: types.SubscriptionsListenRequestParams
+) -> types.SubscriptionsListenResult:
+    """subscriptions/listen (2026-07-28, SEP-2575: replaces resources/subscribe and unsubscribe): one request whose
+    response stream first acknowledges the URIs honoured, then carries notifications/resources/updated for them
+    until the client closes it. The SDK's ListenHandler serves the stream."""
+    with _protocol_errors("Listening"):
+        await _store(ctx)
+        return await ctx.lifespan_context.subscriptions.listen(ctx, params, _user(ctx))
 
 
 async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
@@ -323,10 +373,35 @@ async def _store(ctx: Context) -> MemoryBackend:
 
 
 @contextmanager
+def _resource_errors(uri: str, what: str) -> Iterator[None]:
+    """Failures of a request about one resource, as JSON-RPC errors without internals."""
+    try:
+        yield
+    except (resources.UnknownResourceError, InvalidInputError) as exc:
+        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
+        # (unless it is longer than any of ours: no answer repeats large input).
+        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
+    except TooManySubscriptionsError as exc:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
+    except NotAuthenticatedError as exc:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
+    except MCPError:
+        raise
+    except Exception:
+        logger.exception("%s %s failed", what.lower(), "/".join(uri.split("/")[:3]))  # not the tag or id: user data
+        raise MCPError(
+            code=types.INTERNAL_ERROR, message=f"{what} {_shown(uri)} failed; the server log has the details"
+        ) from None
+
+
+@contextmanager
 def _protocol_errors(what: str) -> Iterator[None]:
     """Failures answering a request that is not a tool call, as JSON-RPC errors without internals."""
     try:
         yield
+    except MCPError:  # the SDK's own (the listen stream limit, ...): already a protocol error
+        raise
     except InvalidInputError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
     except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
@@ -346,6 +421,25 @@ def _shown(text: str, limit: int = 100) -> str:
 
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def _when_connection_closes(ctx: Context, callback: Callable[[], None]) -> None:
+    """Run `callback` when the connection of `ctx` closes, however it ends (the SDK's per-connection exit stack:
+    stdio EOF, HTTP DELETE, idle expiry, shutdown).
+
+    The low-level handler context has no way to the connection yet (SDK TODO L54; docs/upstream.md), so this takes
+    the session's reference to it; if the SDK renames that, a session's subscriptions are dropped only when
+    subscriptions.MAX_SESSIONS newer sessions push them out, and the server says so once.
+    """
+    stack = getattr(getattr(ctx.session, "_connection", None), "exit_stack", None)
+    if isinstance(stack, AsyncExitStack):
+        stack.callback(callback)
+    elif not _NO_CLOSE_HOOK.is_set():
+        _NO_CLOSE_HOOK.set()
+        logger.warning("this MCP SDK gives no hook for a connection's end; subscriptions of closed sessions linger")
+
+
+_NO_CLOSE_HOOK = threading.Event()
 
 
 def _user(ctx: Context) -> str | None:
@@ -382,9 +476,14 @@ def build_server(
         if load_at_start:
             stores.start()  # background: requests are answered meanwhile
         logs = client_log.ClientLog(per_user=per_user)
+        subscriptions = Subscriptions(stores)
         try:
-            yield Lifespan(stores=stores, logs=logs)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(subscriptions.watch)  # idle (an event) while nothing is subscribed
+                yield Lifespan(stores=stores, logs=logs, subscriptions=subscriptions)
+                tasks.cancel_scope.cancel()
         finally:
+            subscriptions.close()
             logs.close()
             await anyio.to_thread.run_sync(stores.close, abandon_on_cancel=True)
 
@@ -404,6 +503,9 @@ def build_server(
             on_list_resources=list_resources,
             on_list_resource_templates=list_resource_templates,
             on_read_resource=read_resource,
+            on_subscribe_resource=subscribe_resource,
+            on_unsubscribe_resource=unsubscribe_resource,
+            on_subscriptions_listen=subscriptions_listen,
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
             on_completion=complete,
@@ -411,5 +513,6 @@ def build_server(
         )
     # The lowlevel Server's constructor takes no handler for notifications/initialized; this is the SDK's way in.
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    server.add_request_handler("server/discover", types.RequestParams, partial(discover, server))
     server.middleware.append(forward_logs)
     return server

@@ -18,6 +18,7 @@ FRONT = (
     "prompts",
     "completions",
     "client_log",
+    "subscriptions",
     "cli",
     "wire",
     "stdio",

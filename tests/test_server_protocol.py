@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from memserver import resources, tools
+from memserver import inputs, resources, tools
 from memserver.backend import Hit, Memory
 from memserver.errors import InvalidInputError
 from memserver.server import build_server
@@ -86,6 +86,14 @@ class StubStore:
     def stats(self) -> dict[str, Any]:
         self._check("stats", None)
         return {"count": len(self.memories)}
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        self._check("ids_with_prefix", (prefix, limit))
+        start = inputs.check_id_prefix(prefix)
+        return sorted(i for i in self.memories if i.startswith(start))[:limit]
+
+    def revision(self) -> str:
+        return str(hash(tuple(self.memories.items())))
 
     def close(self) -> None:
         pass

@@ -101,7 +101,7 @@ async def test_capabilities_show_exactly_what_is_served(mode: str) -> None:
         caps = client.server_capabilities.model_dump(by_alias=True, exclude_none=True)
     assert caps == {
         "tools": {"listChanged": False},
-        "resources": {"subscribe": False, "listChanged": False},
+        "resources": {"subscribe": True, "listChanged": False},
         "prompts": {"listChanged": False},
         "completions": {},
         "logging": {},
@@ -240,11 +240,32 @@ async def test_prompt_argument_completion(store: StubStore) -> None:
         words = (await client.complete(topic, {"name": "topic", "value": "att"})).completion.values
         roofs = (await client.complete(topic, {"name": "topic", "value": "roo"})).completion.values
         focuses = (await client.complete(focus, {"name": "focus", "value": "H"})).completion.values
-        ids = (await client.complete(replace_uri("memory://memories/{id}"), {"name": "id", "value": "0"})).completion
     assert topics == ["hobbies", "house"]  # tags first
     assert words == ["attic"] and roofs == ["roof", "roofers"]
     assert focuses == ["hobbies", "house"]
-    assert ids.values == []  # memory ids by prefix: phase B (a storage-contract method)
+
+
+MEMORY_REF = types.ResourceTemplateReference(type="ref/resource", uri="memory://memories/{id}")
+
+
+@pytest.mark.anyio
+@ERAS
+async def test_memory_id_completion_by_prefix(store: StubStore, mode: str) -> None:
+    """The ids starting with what was typed (trimmed, any case), lowest first; more than 100: hasMore, no total."""
+    made = [add(store, f"memory {n}").id for n in range(150)]
+
+    async def complete(value: str) -> types.Completion:
+        return (await client.complete(MEMORY_REF, {"name": "id", "value": value})).completion
+
+    async with Client(build_server(lambda user: store), mode=mode) as client:
+        with anyio.fail_after(TIMEOUT):
+            everything, one, upper = await complete(""), await complete(made[17]), await complete(" " + made[5].upper())
+            tens, junk, long = await complete(made[16][:31]), await complete("xyz"), await complete("0" * 33)
+    assert (everything.values, everything.has_more, everything.total) == (made[:100], True, None)
+    assert (one.values, one.total, one.has_more) == ([made[17]], 1, False)
+    assert upper.values == [made[5]]
+    assert tens.values == made[15:31] and tens.total == 16  # ids 0x10..0x1f share their first 31 characters
+    assert [(c.values, c.total) for c in (junk, long)] == [([], 0), ([], 0)]  # not the start of an id
 
 
 def replace_uri(uri: str) -> types.ResourceTemplateReference:
