@@ -162,6 +162,8 @@ class Subscriptions:
         if subscriber is not None:
             for uri in subscriber.uris:
                 self._release(subscriber.user, uri, subscriber)
+            if subscriber.uris:
+                logger.info("a session ended; its %d subscription(s) are dropped", len(subscriber.uris))
 
     # --- 2026-07-28: subscriptions/listen ---------------------------------------------------------------------
 

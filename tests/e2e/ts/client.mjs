@@ -1,15 +1,16 @@
 // memserver through the TypeScript SDK's client: a second, independent MCP client for the end-to-end tests.
 //
-//   node client.mjs '{"scenario": "surface" | "gated", "transport": "stdio" | "http", ...}'
+//   node client.mjs '{"scenario": "surface" | "gated" | "subscriptions", "transport": "stdio" | "http", ...}'
 //
 // stdio: {"command", "args", "env", "cwd"} spawn the server; http: {"url", "token"}. "gated" (against
-// tests/e2e/gated_server.py) also takes {"gate": FIFO path}. Prints one JSON object of what it saw on stdout;
+// tests/e2e/gated_server.py) also takes {"gate": FIFO path}; "subscriptions" takes {"writer": {"command", "args",
+// "env", "cwd"}}, a second server on the same data directory that writes while the first one's client listens. Prints one JSON object of what it saw on stdout;
 // the pytest side (tests/e2e/test_e2e_ts.py) makes the assertions.
 import { writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const config = JSON.parse(process.argv[2]);
 const TIMEOUT = { timeout: 60_000 };
@@ -103,10 +104,60 @@ async function gated(client, gate) {
   return { cancelled, cancelledProgress, failed, failedProgress, kept, keptProgress, recent, events };
 }
 
+async function subscriptions(client, writerConfig) {
+  // notifications/resources/updated, in arrival order; `until` waits (bounded) for one URI to be among them.
+  const updates = [];
+  let arrived = () => {};
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+    updates.push(notification.params.uri);
+    arrived();
+  });
+  const until = async (uri) => {
+    const deadline = Date.now() + TIMEOUT.timeout;
+    while (!updates.includes(uri)) {
+      if (Date.now() > deadline) throw new Error(`no notifications/resources/updated for ${uri}; got ${updates}`);
+      await new Promise((resolve) => {
+        arrived = resolve;
+        setTimeout(resolve, 1000);
+      });
+    }
+  };
+  // The other window: a second memserver process on the same data directory.
+  const writer = new Client({ name: "memserver-ts-e2e-writer", version: "1.0.0" });
+  await writer.connect(transportFor({ transport: "stdio", ...writerConfig }));
+  const seen = { capabilities: client.getServerCapabilities() };
+  try {
+    const tagUri = "memory://tags/ts-subscriptions";
+    await client.subscribeResource({ uri: tagUri }, TIMEOUT);
+    const remember = (content) => ({ name: "remember", arguments: { content, tags: ["ts-subscriptions"] } });
+    await writer.callTool(remember("The other window stored this for the TypeScript client."), undefined, TIMEOUT);
+    await until(tagUri);
+    seen.updatedByOther = updates.find((uri) => uri === tagUri);
+
+    const stored = (await client.callTool({ name: "remember", arguments: { content: "A fact the TS client forgets." } }, undefined, TIMEOUT)).structuredContent;
+    seen.memoryUri = `memory://memories/${stored.id}`;
+    await client.subscribeResource({ uri: seen.memoryUri }, TIMEOUT);
+    await client.callTool({ name: "forget", arguments: { memory_id: stored.id } }, undefined, TIMEOUT);
+    await until(seen.memoryUri);
+    seen.updatedByItself = seen.memoryUri;
+
+    await client.unsubscribeResource({ uri: tagUri }, TIMEOUT);
+    await client.subscribeResource({ uri: "memory://stats" }, TIMEOUT);
+    updates.length = 0;
+    await writer.callTool(remember("Stored after the TypeScript client unsubscribed."), undefined, TIMEOUT);
+    await until("memory://stats");
+    seen.afterUnsubscribe = [...updates];
+  } finally {
+    await writer.close();
+  }
+  return seen;
+}
+
 const client = new Client({ name: "memserver-ts-e2e", version: "1.0.0" });
 await client.connect(transportFor(config));
 try {
-  const seen = config.scenario === "gated" ? await gated(client, config.gate) : await surface(client);
+  const scenarios = { gated: () => gated(client, config.gate), subscriptions: () => subscriptions(client, config.writer) };
+  const seen = await (scenarios[config.scenario] ?? (() => surface(client)))();
   process.stdout.write(JSON.stringify(seen) + "\n");
 } finally {
   await client.close();
