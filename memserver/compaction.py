@@ -1,4 +1,9 @@
-"""Compaction: a new journal generation holding only the live memories, built beside the old one, then switched in.
+"""Compaction: a new journal generation holding only the stored memories, built beside the old one, then switched in.
+
+Stored: current memories and replaced ones (history, with their links); forgotten memories are purged for good,
+and with them the history an `as_of` read could tell about them. The memories keep their order (rows are
+renumbered 0..n-1 in stored order), so ties in time and rank stay as they were. A replaced memory's line carries
+`replaced_by` and `replaced_at`, so its state survives even when the newer memory was forgotten and purged.
 
 Why it is safe at every instant is in journal.py's crash story. The slow part (`copy`: every live memory renumbered
 0..n-1 into `compacting-<generation>.*` files, with the new vector index and the catalog of the new generation)
@@ -37,7 +42,7 @@ _BATCH = 10_000
 
 
 class Compaction:
-    """One compaction of the generation whose live memories are `live` (oldest first), read through `vectors`."""
+    """One compaction of the generation whose stored memories are `live` (in row order), read through `vectors`."""
 
     def __init__(
         self, folder: Path, journal: Journal, vectors: VectorFile, live: list[AddRecord], vindex: VectorIndex
@@ -96,23 +101,25 @@ class Compaction:
                     catalog.add(moved)
                     lines.append(encode_line(replay.add_line(moved, crc)))
                 write_all(jfd, b"".join(lines), fs)
-                self.index.add_rows(np.arange(i, i + len(batch), dtype=np.int64), vecs)
+                current = np.fromiter((not r.replaced_by for r in batch), dtype=bool, count=len(batch))
+                if current.any():
+                    self.index.add_rows(np.arange(i, i + len(batch), dtype=np.int64)[current], vecs[current])
             fs.fsync(vfd)
             fs.fsync(jfd)
         finally:
             fs.close(vfd)
             fs.close(jfd)
         offset = paths["jsonl"].stat().st_size
-        graph_stamp = {"generation": self.generation, "offset": offset, "count": len(live)}
+        graph_stamp = {"generation": self.generation, "offset": offset, "count": len(catalog)}
         self.graph = self.index.write_graph(self.folder, graph_stamp, name=paths["hnsw"].name)
-        stamp = snapshot.stamp_for(self.generation, offset, len(live), snapshot.line_crc(paths["jsonl"], offset))
+        stamp = snapshot.stamp_for(self.generation, offset, len(catalog), snapshot.line_crc(paths["jsonl"], offset))
         snapshot.save(paths["snap"], stamp, snapshot.encode(catalog, crcs), fs)
 
     def switch(self, catalog: Catalog, vectors: VectorFile, embed: Embed) -> None:
         """The locked part (exclusive lock, caught up on the old journal, whose live memories `catalog` holds):
         append the changes since the copy, rename everything into place, switch journals."""
         copied = {r.id for r in self.live}
-        added = [catalog.record(row) for row in catalog.live_rows().tolist() if catalog.id_at(row) not in copied]
+        added = [catalog.record(row) for row in catalog.stored_rows().tolist() if catalog.id_at(row) not in copied]
         gone = [r for r in self.live if r.id not in catalog]
         paths, fs = self.paths, self.files
         if added or gone:

@@ -130,6 +130,15 @@ class AddRecord(NamedTuple):
     tags: tuple[str, ...]
     source: str
     row: int
+    # The conversation fields (replay.py has their line keys; absent from a line = these defaults).
+    occurred_at: str = ""  # "" only before the write path fills it in: replay gives created_at for a line without
+    speaker: str = ""
+    role: str = ""
+    session: str = ""
+    namespace: str = "default"
+    replaces: str = ""  # the id this memory replaced
+    replaced_by: str = ""  # set on a line only where the newer memory is gone (compaction, import): with its time
+    replaced_at: str = ""
 
 
 class DerivedIndex(Protocol):

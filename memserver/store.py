@@ -5,16 +5,20 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     journal.py     the record of truth (append-only lines, the crash story) and the cross-process lock
     generation.py  one journal generation in memory: restored from its checkpoints, fed by the one replay path
     replay.py      the journal's record shapes, and how far replay and the checkpoints on disk stand (Coverage)
-    catalog.py     the live memories' metadata by row, and the lookups on it
+    catalog.py     the memories' metadata by row (current, history, tombstones), and the lookups on it
+    history.py     replace links and the tombstones of forgotten memories, for get() and as_of
+    listing.py     pages newest first with their cursors, bulk selections, counts per session
+    writes.py      the write path's rules: duplicates per namespace, what each memory replaces, the records
     snapshot.py    the catalog saved at a checkpoint, so an open need not replay the whole journal
     vectors.py     the vector row file, its CRC checks and the repair of damaged rows
-    index.py, keyword.py   the derived indexes (HNSW, BM25), checkpointed beside the journal
+    index.py, keyword.py   the derived indexes (HNSW, BM25) of the current memories, checkpointed beside the journal
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
-    compaction.py  a new generation without the deleted memories, switched in under the lock
+    compaction.py  a new generation without the forgotten memories, switched in under the lock
 
-This class keeps the orchestration: the locks, opening and refreshing (one stat per call: catch up if the journal
-grew, reload if another process compacted), the write path (dedup, embedding outside the locks, group commit),
-and the public methods.
+Two classes keep the orchestration: `Collection` the locks, opening and refreshing (one stat per call: catch up
+if the journal grew, reload if another process compacted), checkpoints and closing; `MemoryStore` the write path
+(embedding outside the locks, group commit) and the public methods, each a check (inputs.py), a lock and a call
+into the parts.
 
 Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
 (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
@@ -31,25 +35,26 @@ import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import config, inputs
-from memserver.backend import Hit, Memory
-from memserver.catalog import Catalog
+from memserver import config, inputs, listing, writes
+from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
+from memserver.catalog import memory_of
 from memserver.compaction import Compaction, remove_other_generations
 from memserver.durable import OS, FileLayer, make_dirs
 from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
 from memserver.generation import Generation
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, LOCK_NAME, AddRecord, FileLock, Journal
+from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, Journal
 from memserver.journal import revision as journal_revision
 from memserver.keyword import KeywordDerivedIndex
+from memserver.writes import Pending
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -63,24 +68,6 @@ log = logging.getLogger(__name__)
 CHECKPOINT_RECORDS = 200
 WRITE_CHECKPOINT_RECORDS = 5000
 IMPORT_BATCH = 1000
-
-
-@dataclass
-class _Pending:
-    """A checked memory on its way to the journal (`vector` set once embedded; `dup_of` an earlier item)."""
-
-    content: str
-    tags: tuple[str, ...]
-    source: str
-    key: int  # inputs.content_key(content)
-    id: str = ""
-    created_at: str = ""
-    vector: np.ndarray | None = None
-    dup_of: int = -1  # index of an earlier item with the same content in the same batch
-
-    @classmethod
-    def of(cls, m: inputs.NewMemory) -> _Pending:
-        return cls(m.content, m.tags, m.source, inputs.content_key(m.content), m.id, m.created_at, m.vector)
 
 
 def open_journal(folder: Path, dim: int, model: str, lock: FileLock, files: FileLayer) -> Journal:
@@ -114,17 +101,14 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
-class MemoryStore:
-    """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
+class Collection:
+    """One collection folder, open: its locks, the journal generation held in memory and kept caught up with
+    other processes, checkpoints and closing. MemoryStore adds the contract's methods on top.
 
-    Example::
-
-        with MemoryStore("/tmp/mem", "demo", embedder=my_embedder) as store:
-            m = store.add("The staging DB password rotates every Monday", tags=["ops"])
-            hits = store.search("when does the password change?", limit=3)
-
-    `hooks` (hooks.StoreHooks) lets tests and benchmarks watch or hold points inside the store; `files` (a
-    durable.FileLayer) takes every change the store makes to a file, so a test can record or fail them.
+    Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
+    (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`)
+    across processes: writers hold it exclusively, readers catching up hold it shared. `_refresh` (one stat)
+    before every call; `_writing` for every write.
     """
 
     def __init__(
@@ -229,7 +213,7 @@ class MemoryStore:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         return vecs / np.where(norms == 0, 1, norms)
 
-    # --- writing -------------------------------------------------------------------------------------------------
+    # --- the write locks ------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Generation]:
@@ -265,259 +249,6 @@ class MemoryStore:
             log.info("journal %s was replaced while waiting for the lock; reloading", gen.journal.path)
             self._load()
 
-    def _write_adds(self, items: list[_Pending]) -> list[Memory]:
-        """Write the non-duplicate items (vectors already set) in one group commit; results in item order."""
-        with self._writing() as gen:
-            catalog = gen.catalog
-            fresh, out = _without_duplicates(catalog, items)
-            if fresh:
-                missing = [it for it in fresh if it.vector is None]
-                if missing:  # was a duplicate when embedding began, and has been deleted since: rare
-                    for it, v in zip(missing, self._embed([it.content for it in missing]), strict=True):
-                        it.vector = v
-                first_row = catalog.next_row
-                records = []
-                for n, it in enumerate(fresh):
-                    it.id = it.id or uuid.uuid4().hex
-                    stored = it.created_at or inputs.now()
-                    records.append(AddRecord(it.id, it.content, stored, it.tags, it.source, first_row + n))
-                gen.write_adds(records, np.stack([_vector(it) for it in fresh]))
-            result = []
-            for it, memory in zip(items, out, strict=True):
-                if memory is None:  # written now, or a duplicate of an earlier item written now
-                    own = items[it.dup_of] if it.dup_of >= 0 else it
-                    memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
-                result.append(memory)
-            return result
-
-    def _embed_missing(self, items: list[_Pending]) -> None:
-        """Embed (outside every lock) the items that are not already known duplicates and have no vector."""
-        with self._thread_lock:
-            catalog = self._refresh().catalog
-            todo = [it for it in items if it.vector is None and catalog.duplicate_row(it.key, it.content) is None]
-        if todo:  # known duplicates need no vector: the write path returns the existing memory
-            for it, v in zip(todo, self._embed([it.content for it in todo]), strict=True):
-                it.vector = v
-
-    def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
-        """See backend.MemoryBackend.add. (add_many and import_ skip `similar`: one index query per item.)"""
-        item = _Pending.of(inputs.new_memory(content, tags, source))
-        self._embed_missing([item])
-        memory = self._write_adds([item])[0]
-        if memory.duplicate or item.vector is None:
-            return memory
-        with self._thread_lock:
-            similar = self._refresh().searcher.similar(item.vector, memory.id)
-        return replace(memory, similar=similar) if similar else memory
-
-    def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
-        """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
-        new = [_Pending.of(m) for m in inputs.new_memories(items)]
-        if not new:
-            return []
-        self._embed_missing(new)
-        return self._write_adds(new)
-
-    def delete(self, memory_id: str) -> bool:
-        """See backend.MemoryBackend.delete."""
-        mid = inputs.check_id(memory_id)
-        with self._writing() as gen:
-            if mid not in gen.catalog:
-                return False
-            gen.write_delete(mid)
-            return True
-
-    # --- reading -------------------------------------------------------------------------------------------------
-
-    def get(self, memory_id: str) -> Memory | None:
-        mid = inputs.check_id(memory_id)
-        with self._thread_lock:
-            catalog = self._refresh().catalog
-            row = catalog.row_of(mid)
-            return None if row is None else catalog.memory(row)
-
-    def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
-        """See backend.MemoryBackend.list_recent."""
-        limit = inputs.check_limit(limit)
-        wanted = inputs.check_tags(tags)
-        with self._thread_lock:
-            catalog = self._refresh().catalog
-            return [catalog.memory(row) for row in catalog.newest(limit, wanted)]
-
-    def search(
-        self,
-        query: str,
-        limit: int = 5,
-        tags: Sequence[str] | None = None,
-        source: str | None = None,
-        since: str | date | None = None,
-        until: str | date | None = None,
-        min_score: float | None = None,
-        mode: str = "hybrid",
-        *,
-        query_vector: Sequence[float] | np.ndarray | None = None,
-    ) -> list[Hit]:
-        """See backend.MemoryBackend.search."""
-        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode)
-        if query_vector is not None:
-            q = inputs.check_vector(query_vector, self.dim, "query_vector")
-        else:
-            q = np.asarray(self.embedder.embed_query(req.query), dtype=np.float32).reshape(-1)
-            if q.shape != (self.dim,):
-                raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
-        with self._thread_lock:
-            return self._refresh().searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score)
-
-    def search_by_vector(
-        self,
-        vector: Sequence[float] | np.ndarray,
-        limit: int = 5,
-        tags: Sequence[str] | None = None,
-        source: str | None = None,
-        since: str | date | None = None,
-        until: str | date | None = None,
-        min_score: float | None = None,
-    ) -> list[Hit]:
-        """A semantic search with a ready query vector and no query text (see `search(query_vector=...)`)."""
-        q = inputs.check_vector(vector, self.dim, "vector")
-        n = inputs.check_limit(limit)
-        filters = inputs.search_filter(tags, source, since, until)
-        floor = inputs.check_min_score(min_score)
-        with self._thread_lock:
-            return self._refresh().searcher.search(q, "", "semantic", n, filters, floor)
-
-    def tag_counts(self) -> dict[str, int]:
-        """See backend.MemoryBackend.tag_counts."""
-        with self._thread_lock:
-            return self._refresh().catalog.tag_counts()
-
-    def revision(self) -> str:
-        """See backend.MemoryBackend.revision: one stat of the journal's path, no lock (a poller never waits for a
-        write or a search in progress)."""
-        if self._closed:
-            raise StoreError("the store is closed")
-        return journal_revision(self.folder / JOURNAL_NAME)
-
-    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
-        """See backend.MemoryBackend.ids_with_prefix."""
-        start = inputs.check_id_prefix(prefix)
-        limit = inputs.check_limit(limit)
-        with self._thread_lock:
-            return self._refresh().catalog.ids_with_prefix(start, limit)
-
-    def stats(self) -> dict[str, Any]:
-        """See backend.MemoryBackend.stats; the local store adds where it lives and what is on disk."""
-        with self._thread_lock:
-            gen = self._refresh()
-            return {
-                "engine": "local",
-                "count": len(gen.catalog),
-                "collection": self.collection,
-                "path": str(self.folder),
-                "model": str(self.embedder.model_name),
-                "dim": self.dim,
-                "index": self._vindex.params(),
-                "keyword_index": {"documents": len(self._kindex.index)},
-                "bytes_on_disk": folder_bytes(self.folder),
-                "journal_bytes": gen.coverage.offset,
-                "deleted_pending_compaction": gen.catalog.next_row - len(gen.catalog),
-            }
-
-    # --- bulk: export / import / compact ----------------------------------------------------------------------
-
-    def export(self, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
-        """See backend.MemoryBackend.export. A vector export raises StoreError if the store is compacted meanwhile
-        (its rows are renumbered); run it again."""
-        with self._thread_lock:
-            gen = self._refresh()
-            cols = gen.catalog.export_columns()
-        for i in range(0, len(cols.rows), IMPORT_BATCH):
-            batch = cols.records(i, i + IMPORT_BATCH)
-            vecs = None
-            if include_vectors:
-                with self._thread_lock:
-                    if self._current() is not gen or gen.journal.replaced():
-                        raise StoreError("the store was compacted during export; run the export again")
-                    vecs = gen.vectors.checked(batch, self._embed)
-            for n, r in enumerate(batch):
-                d = Memory(r.id, r.content, r.created_at, r.tags, r.source).to_dict()
-                if vecs is not None:
-                    d["vector"] = vecs[n].tolist()
-                yield d
-
-    def import_(self, records: Iterable[dict[str, Any]]) -> int:
-        """See backend.MemoryBackend.import_. Records with a "vector" are not re-embedded: the bulk-load path.
-        Batches of IMPORT_BATCH."""
-        added = 0
-        batch: list[_Pending] = []
-        ids: set[str] = set()
-        with self._thread_lock:
-            self._importing += 1
-        try:
-            for n, rec in enumerate(records):
-                item = _Pending.of(inputs.imported_memory(rec, n, self.dim))
-                if item.id:
-                    if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
-                        raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
-                    ids.add(item.id)
-                batch.append(item)
-                if len(batch) >= IMPORT_BATCH:
-                    added += self._import_batch(batch)
-                    batch = []
-            if batch:
-                added += self._import_batch(batch)
-        finally:
-            with self._thread_lock:
-                self._importing -= 1
-        with self._thread_lock:
-            if self._current().coverage.uncovered >= CHECKPOINT_RECORDS:
-                self._checkpoint()
-        return added
-
-    def _import_batch(self, batch: list[_Pending]) -> int:
-        with self._thread_lock:
-            catalog = self._refresh().catalog
-            batch = [
-                it
-                for it in batch
-                if not (it.id and it.id in catalog) and catalog.duplicate_row(it.key, it.content) is None
-            ]
-        if not batch:
-            return 0
-        self._embed_missing(batch)
-        return sum(1 for m in self._write_adds(batch) if not m.duplicate)
-
-    def compact(self) -> dict[str, Any]:
-        """See backend.MemoryBackend.compact: journal and vectors rewritten without the deleted memories (see
-        compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
-        after."""
-        with self._thread_lock:
-            gen = self._refresh()
-            before = folder_bytes(self.folder)
-            removed = gen.catalog.next_row - len(gen.catalog)
-            live = [gen.catalog.record(row) for row in gen.catalog.by_time]
-            job = Compaction(self.folder, gen.journal, gen.vectors, live, self._vindex)
-        try:
-            job.copy(self._embed)
-            self.hooks.compaction_copied()
-            with self._thread_lock:
-                self._refresh()
-                with self._file_lock.hold(exclusive=True):
-                    gen = self._current()
-                    gen.catch_up(repair=True)
-                    if gen.journal.replaced() or gen.journal.generation != job.old_generation:
-                        log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
-                    else:
-                        self.hooks.compaction_switching()
-                        job.switch(gen.catalog, gen.vectors, self._embed)
-                        self.hooks.compaction_switched()
-                self._load()
-                after = folder_bytes(self.folder)
-                count = len(self._current().catalog)
-        finally:
-            job.discard()
-        return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
-
     # --- checkpoints and closing ---------------------------------------------------------------------------------
 
     def checkpoint(self) -> None:
@@ -552,12 +283,6 @@ class MemoryStore:
             self._close_files()
             self._file_lock.close()
 
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             if not self._closed:
@@ -565,28 +290,385 @@ class MemoryStore:
                 self._file_lock.close()
 
 
-def _without_duplicates(catalog: Catalog, items: list[_Pending]) -> tuple[list[_Pending], list[Memory | None]]:
-    """The items to write (`fresh`), and for the others the live memory they duplicate (by content, or by an
-    imported id); an item repeating an earlier one of `items` gets `dup_of` and None (it is written as that one)."""
-    fresh: list[_Pending] = []
-    out: list[Memory | None] = [None] * len(items)
-    first: dict[str, int] = {}  # normalised content -> first item
-    for i, it in enumerate(items):
-        existing = catalog.duplicate_row(it.key, it.content)
-        if existing is None and it.id:
-            existing = catalog.row_of(it.id)  # an imported id that is live already
-        text = inputs.normalised(it.content)
-        if existing is not None:
-            out[i] = catalog.memory(existing, duplicate=True)
-        elif text in first:
-            it.dup_of = first[text]
+class MemoryStore(Collection):
+    """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
+
+    Example::
+
+        with MemoryStore("/tmp/mem", "demo", embedder=my_embedder) as store:
+            m = store.add("The staging DB password rotates every Monday", tags=["ops"])
+            hits = store.search("when does the password change?", limit=3)
+
+    `hooks` (hooks.StoreHooks) lets tests and benchmarks watch or hold points inside the store; `files` (a
+    durable.FileLayer) takes every change the store makes to a file, so a test can record or fail them.
+    """
+
+    # --- writing -------------------------------------------------------------------------------------------------
+
+    def _write_adds(self, items: list[Pending], importing: bool = False) -> tuple[list[Memory], list[Pending]]:
+        """Write the non-duplicate items (vectors already set) in one group commit; results in item order. Returns
+        also the items held back (an import's, replacing a memory not there yet: see writes.check_links)."""
+        with self._writing() as gen:
+            catalog = gen.catalog
+            fresh, out = writes.without_duplicates(catalog, items)
+            held = writes.check_links(catalog, fresh, defer=importing)
+            if held:
+                fresh = [it for it in fresh if it not in held]
+            if fresh:
+                missing = [it for it in fresh if it.vector is None]
+                if missing:  # was a duplicate when embedding began, and has been deleted since: rare
+                    for it, v in zip(missing, self._embed([it.m.content for it in missing]), strict=True):
+                        it.vector = v
+                for it in fresh:
+                    it.id = it.id or uuid.uuid4().hex
+                records = writes.records(fresh, catalog.next_row, inputs.now())
+                gen.write_adds(records, np.stack([writes.vector_of(it) for it in fresh]))
+            result = []
+            for it, memory in zip(items, out, strict=True):
+                if it in held:
+                    continue
+                if memory is None:  # written now, or a duplicate of an earlier item written now
+                    own = items[it.dup_of] if it.dup_of >= 0 else it
+                    memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
+                result.append(memory)
+            return result, held
+
+    def _embed_missing(self, items: list[Pending], check: bool = False) -> None:
+        """Embed (outside every lock) the items that are not already known duplicates and have no vector; with
+        `check`, refuse a bad `replaces` first (it is checked again when written)."""
+        with self._thread_lock:
+            catalog = self._refresh().catalog
+            if check:
+                writes.check_links(catalog, writes.without_duplicates(catalog, items)[0])
+            todo = [
+                it
+                for it in items
+                if it.vector is None and catalog.duplicate_row(it.key, it.m.content, it.m.namespace) is None
+            ]
+        if todo:  # known duplicates need no vector: the write path returns the existing memory
+            for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
+                it.vector = v
+
+    def add(
+        self,
+        content: str,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        *,
+        occurred_at: str | date | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        replaces: str | None = None,
+    ) -> Memory:
+        """See backend.MemoryBackend.add. (add_many and import_ skip `similar`: one index query per item.)"""
+        checked = inputs.new_memory(
+            content,
+            tags,
+            source,
+            occurred_at=occurred_at,
+            speaker=speaker,
+            role=role,
+            session=session,
+            namespace=namespace,
+            replaces=replaces,
+        )
+        item = Pending.of(checked)
+        self._embed_missing([item], check=True)
+        memory = self._write_adds([item])[0][0]
+        if memory.duplicate or item.vector is None:
+            return memory
+        with self._thread_lock:
+            similar = self._refresh().searcher.similar(item.vector, memory.id, memory.namespace)
+        return replace(memory, similar=similar) if similar else memory
+
+    def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
+        """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
+        checked = inputs.new_memories(items)
+        new = [Pending.of(m, f"items[{n}]." if len(checked) > 1 else "") for n, m in enumerate(checked)]
+        if not new:
+            return []
+        self._embed_missing(new, check=True)
+        return self._write_adds(new)[0]
+
+    def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
+        """See backend.MemoryBackend.delete."""
+        return self.delete_many([inputs.check_id(memory_id)], namespace=namespace) == 1
+
+    def delete_many(self, ids: Iterable[str], *, namespace: str | None = None) -> int:
+        """See backend.MemoryBackend.delete_many."""
+        wanted = inputs.check_ids(ids)
+        space = inputs.check_namespace(namespace)
+        with self._writing() as gen:
+            there = [mid for mid in wanted if gen.catalog.row_of(mid, space) is not None]
+            if there:
+                gen.write_deletes(there)
+            return len(there)
+
+    # --- reading -------------------------------------------------------------------------------------------------
+
+    def get(self, memory_id: str, *, namespace: str | None = None) -> Memory | None:
+        mid = inputs.check_id(memory_id)
+        space = inputs.check_namespace(namespace)
+        with self._thread_lock:
+            catalog = self._refresh().catalog
+            row = catalog.row_of(mid, space)
+            return None if row is None else catalog.memory(row)
+
+    def list_recent(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+    ) -> list[Memory]:
+        """See backend.MemoryBackend.list_recent."""
+        return self.list_page(limit, tags, namespace=namespace, session=session, speaker=speaker).memories
+
+    def list_page(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        cursor: str | None = None,
+        as_of: str | date | None = None,
+    ) -> Page:
+        """See backend.MemoryBackend.list_page (listing.py has the order and the cursors)."""
+        fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
+        req = inputs.list_request(limit, tags, cursor=cursor, **fields)
+        with self._thread_lock:
+            gen = self._refresh()
+            catalog, generation = gen.catalog, gen.journal.generation
+            below = None if req.cursor is None else listing.decode_cursor(req.cursor, catalog, generation)
+            rows, more = listing.page(catalog, req.filter, req.limit, below)
+            after = listing.encode_cursor(catalog, rows[-1], generation) if more and rows else None
+            return Page([catalog.memory(row) for row in rows], after)
+
+    def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
+        """See backend.MemoryBackend.select."""
+        wanted = inputs.select_filter(filter)
+        n = 0 if limit is None else inputs.check_limit(limit)
+        with self._thread_lock:
+            catalog = self._refresh().catalog
+            rows = listing.select_rows(catalog, wanted)
+            ids = [catalog.id_at(row) or "" for row in rows]
+            return Selection(len(rows), [catalog.memory(row) for row in rows[:n]], ids)
+
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
+        min_score: float | None = None,
+        mode: str = "hybrid",
+        *,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        as_of: str | date | None = None,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+    ) -> list[Hit]:
+        """See backend.MemoryBackend.search."""
+        fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
+        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
+        if query_vector is not None:
+            q = inputs.check_vector(query_vector, self.dim, "query_vector")
         else:
-            first[text] = i
-            fresh.append(it)
-    return fresh, out
+            q = np.asarray(self.embedder.embed_query(req.query), dtype=np.float32).reshape(-1)
+            if q.shape != (self.dim,):
+                raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
+        with self._thread_lock:
+            return self._refresh().searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score)
 
+    def search_by_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int = 5,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
+        min_score: float | None = None,
+        *,
+        namespace: str | None = None,
+    ) -> list[Hit]:
+        """A semantic search with a ready query vector and no query text (see `search(query_vector=...)`)."""
+        q = inputs.check_vector(vector, self.dim, "vector")
+        n = inputs.check_limit(limit)
+        filters = inputs.search_filter(tags, source, since, until, namespace=namespace)
+        floor = inputs.check_min_score(min_score)
+        with self._thread_lock:
+            return self._refresh().searcher.search(q, "", "semantic", n, filters, floor)
 
-def _vector(item: _Pending) -> np.ndarray:
-    if item.vector is None:
-        raise StoreError("a memory reached the journal without its vector")  # (the write path embeds them all)
-    return item.vector
+    def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
+        """See backend.MemoryBackend.tag_counts."""
+        space = inputs.check_namespace(namespace)
+        with self._thread_lock:
+            return self._refresh().catalog.tag_counts(space)
+
+    def namespaces(self) -> dict[str, int]:
+        """See backend.MemoryBackend.namespaces."""
+        with self._thread_lock:
+            return dict(sorted(self._refresh().catalog.per_namespace.items()))
+
+    def sessions(self, *, namespace: str | None = None) -> dict[str, int]:
+        """See backend.MemoryBackend.sessions."""
+        space = inputs.check_namespace(namespace)
+        with self._thread_lock:
+            return listing.session_counts(self._refresh().catalog, space)
+
+    def revision(self) -> str:
+        """See backend.MemoryBackend.revision: one stat of the journal's path, no lock (a poller never waits for a
+        write or a search in progress)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        return journal_revision(self.folder / JOURNAL_NAME)
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """See backend.MemoryBackend.ids_with_prefix."""
+        start = inputs.check_id_prefix(prefix)
+        limit = inputs.check_limit(limit)
+        space = inputs.check_namespace(namespace)
+        with self._thread_lock:
+            return self._refresh().catalog.ids_with_prefix(start, limit, space)
+
+    def stats(self) -> dict[str, Any]:
+        """See backend.MemoryBackend.stats; the local store adds where it lives and what is on disk."""
+        with self._thread_lock:
+            gen = self._refresh()
+            catalog = gen.catalog
+            replaced = len(catalog.history.replaced_rows())
+            return {
+                "engine": "local",
+                "count": len(catalog),
+                "collection": self.collection,
+                "path": str(self.folder),
+                "model": str(self.embedder.model_name),
+                "dim": self.dim,
+                "namespaces": len(catalog.per_namespace),
+                "replaced": replaced,
+                "index": self._vindex.params(),
+                "keyword_index": {"documents": len(self._kindex.index)},
+                "bytes_on_disk": folder_bytes(self.folder),
+                "journal_bytes": gen.coverage.offset,
+                "deleted_pending_compaction": len(catalog.history.forgotten),
+            }
+
+    # --- bulk: export / import / compact ----------------------------------------------------------------------
+
+    def export(self, include_vectors: bool = False, *, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """See backend.MemoryBackend.export. A vector export raises StoreError if the store is compacted meanwhile
+        (its rows are renumbered); run it again."""
+        space = None if namespace is None else inputs.check_namespace(namespace)
+        with self._thread_lock:
+            gen = self._refresh()
+            cols = gen.catalog.export_columns(space)
+        for i in range(0, len(cols.rows), IMPORT_BATCH):
+            batch = cols.records(i, i + IMPORT_BATCH)
+            vecs = None
+            if include_vectors:
+                with self._thread_lock:
+                    if self._current() is not gen or gen.journal.replaced():
+                        raise StoreError("the store was compacted during export; run the export again")
+                    vecs = gen.vectors.checked(batch, self._embed)
+            for n, r in enumerate(batch):
+                d = memory_of(r).to_dict()
+                if vecs is not None:
+                    d["vector"] = vecs[n].tolist()
+                yield d
+
+    def import_(self, records: Iterable[dict[str, Any]]) -> int:
+        """See backend.MemoryBackend.import_. Records with a "vector" are not re-embedded: the bulk-load path.
+        Batches of IMPORT_BATCH; a record replacing one not there yet waits for the end of the import."""
+        added = 0
+        batch: list[Pending] = []
+        held: list[Pending] = []
+        ids: set[str] = set()
+        with self._thread_lock:
+            self._importing += 1
+        try:
+            for n, rec in enumerate(inputs.check_items(records, "records")):
+                item = Pending.of(inputs.imported_memory(rec, n, self.dim), f"records[{n}].")
+                if item.id:
+                    if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
+                        raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
+                    ids.add(item.id)
+                batch.append(item)
+                if len(batch) >= IMPORT_BATCH:
+                    added += self._import_batch(batch, held)
+                    batch = []
+            added += self._import_batch(batch, held)
+            while held:  # each pass writes those whose memory is there now; none written: they name nothing
+                waiting, held = held, []
+                added += self._import_batch(waiting, held)
+                if len(held) == len(waiting):
+                    first = held[0]
+                    raise inputs.no_such_memory(f"{first.where}replaces", first.m.replaces, first.m.namespace)
+        finally:
+            with self._thread_lock:
+                self._importing -= 1
+        with self._thread_lock:
+            if self._current().coverage.uncovered >= CHECKPOINT_RECORDS:
+                self._checkpoint()
+        return added
+
+    def _import_batch(self, batch: list[Pending], held: list[Pending]) -> int:
+        if not batch:
+            return 0
+        with self._thread_lock:
+            catalog = self._refresh().catalog
+            batch = [it for it in batch if not (it.id and it.id in catalog)]
+        if not batch:
+            return 0
+        self._embed_missing(batch)
+        written, waiting = self._write_adds(batch, importing=True)
+        held += waiting
+        return sum(1 for m in written if not m.duplicate)
+
+    def compact(self) -> dict[str, Any]:
+        """See backend.MemoryBackend.compact: journal and vectors rewritten without the deleted memories (see
+        compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
+        after."""
+        with self._thread_lock:
+            gen = self._refresh()
+            before = folder_bytes(self.folder)
+            removed = gen.catalog.next_row - len(gen.catalog)
+            live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
+            job = Compaction(self.folder, gen.journal, gen.vectors, live, self._vindex)
+        try:
+            job.copy(self._embed)
+            self.hooks.compaction_copied()
+            with self._thread_lock:
+                self._refresh()
+                with self._file_lock.hold(exclusive=True):
+                    gen = self._current()
+                    gen.catch_up(repair=True)
+                    if gen.journal.replaced() or gen.journal.generation != job.old_generation:
+                        log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
+                    else:
+                        self.hooks.compaction_switching()
+                        job.switch(gen.catalog, gen.vectors, self._embed)
+                        self.hooks.compaction_switched()
+                self._load()
+                after = folder_bytes(self.folder)
+                count = len(self._current().catalog)
+        finally:
+            job.discard()
+        return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

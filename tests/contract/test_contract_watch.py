@@ -160,3 +160,19 @@ def test_ids_with_prefix_agree_with_sorting_every_id(store: Backend) -> None:
         for limit in (1, 5, 50, 1000):
             expected = sorted(i for i in made if i.startswith(prefix))[:limit]
             assert store.ids_with_prefix(prefix, limit) == expected, (prefix, limit)
+
+
+def test_ids_with_prefix_see_one_namespace_and_include_replaced_memories(store: Backend) -> None:
+    """Completion offers what get() can read in that namespace: current memories and the ones they replaced."""
+    mine = store.add("the office is on the third floor", namespace="work")
+    newer = store.add("the office moved to the fifth floor", namespace="work", replaces=mine.id)
+    home = store.add("the spare key is with the neighbour")
+    assert store.ids_with_prefix("", 10, namespace="work") == sorted([mine.id, newer.id])
+    assert store.ids_with_prefix("", 10) == [home.id]
+    assert store.ids_with_prefix(home.id[:4], 10, namespace="work") == [
+        i for i in [mine.id, newer.id] if i[:4] == home.id[:4]
+    ]
+    assert store.ids_with_prefix("", 10, namespace="nobody") == []
+    with pytest.raises(InvalidInputError) as caught:
+        store.ids_with_prefix("", 10, namespace="not a namespace!")
+    assert "namespace" in str(caught.value)
