@@ -50,7 +50,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from memserver import __version__, client_log, completions, inputs, prompts, resources, tools
+from memserver import __version__, client_log, completions, forgetting, inputs, prompts, resources, tools
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 from memserver.subscriptions import Subscriptions, TooManySubscriptionsError
@@ -112,12 +112,15 @@ async def discover(server: Server[Lifespan], ctx: Context, params: types.Request
 
 
 async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    """tools/list: the four tools, with the schemas `call_tool` validates against."""
+    """tools/list: the tools, with the schemas `call_tool` validates against."""
     return types.ListToolsResult(tools=list(tools.TOOLS))
 
 
-async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-    """tools/call: validate the arguments against the advertised schema, then run the tool in a worker thread."""
+async def call_tool(
+    ctx: Context, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    """tools/call: validate the arguments against the advertised schema, then run the tool in a worker thread
+    (forget_matching first asks the user: `forget_matching` below)."""
     tool = tools.TOOLS_BY_NAME.get(params.name)
     if tool is None:
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
@@ -130,9 +133,15 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     started = time.perf_counter()
     timing: dict[str, float] = {}
     try:
-        store = await _store(ctx)
-        payload = await anyio.to_thread.run_sync(partial(_timed, _TOOL_WORK[tool.name], store, args, timing))
-    except InvalidInputError as exc:
+        if tool is tools.FORGET_MATCHING:
+            asked = await forget_matching(ctx, params, args)
+            if isinstance(asked, types.InputRequiredResult):
+                return asked
+            payload = asked
+        else:
+            store = await _store(ctx)
+            payload = await anyio.to_thread.run_sync(partial(_timed, _TOOL_WORK[tool.name], store, args, timing))
+    except (InvalidInputError, forgetting.CannotAskError) as exc:
         return _tool_error(str(exc))
     except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
@@ -153,6 +162,48 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
         timing["handler_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result.meta = {"memserver/timing": timing}
     return result
+
+
+async def forget_matching(
+    ctx: Context, params: types.CallToolRequestParams, args: dict[str, Any]
+) -> dict[str, Any] | types.InputRequiredResult:
+    """forget_matching: select what the filter matches, ask the person to confirm (elicitation), then forget
+    exactly the memories they were shown, in one write; anything but an explicit yes forgets nothing.
+
+    Handshake era: an elicitation/create request to the client, tied to this call, which waits for the answer.
+    2026-07-28: a server sends no requests of its own (SEP-2322, multi round-trip requests): the call answers
+    `input_required` with the question and a `requestState`, and the client calls again with the answer.
+    """
+    store = await _store(ctx)
+    selection = await anyio.to_thread.run_sync(store.select, forgetting.memory_filter(args), forgetting.SAMPLE)
+    if not selection.count:
+        return forgetting.outcome("nothing_matched", 0)
+    if not forgetting.can_ask(ctx.session.client_capabilities):
+        raise forgetting.CannotAskError(forgetting.cannot_ask(selection))
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answer = (params.input_responses or {}).get(forgetting.CONFIRM_FIELD)
+        shown = forgetting.shown_digest(params.request_state)
+        if not isinstance(answer, types.ElicitResult) or shown != forgetting.digest(selection.ids):
+            # The first round, or the matching memories changed since the question: ask (again) about these.
+            ask = types.ElicitRequest(params=forgetting.question(selection, args))
+            return types.InputRequiredResult(
+                input_requests={forgetting.CONFIRM_FIELD: ask}, request_state=forgetting.state(selection)
+            )
+    else:
+        form = forgetting.question(selection, args)
+        answer = None
+        with anyio.move_on_after(forgetting.CONFIRM_SECONDS):
+            try:
+                answer = await ctx.session.elicit_form(form.message, form.requested_schema, ctx.request_id)
+            except MCPError as exc:  # the client said elicitation, then failed to ask
+                raise forgetting.CannotAskError(forgetting.failed_to_ask(selection, exc.error.message)) from None
+        if answer is None:
+            return forgetting.outcome("unanswered", selection.count)
+    if not forgetting.confirmed(answer):
+        return forgetting.outcome(forgetting.refusal(answer), selection.count)
+    forget = partial(store.delete_many, selection.ids, namespace=args.get("namespace"))
+    forgotten = await anyio.to_thread.run_sync(forget)  # one write, exactly the ids the question counted
+    return forgetting.outcome("forgotten", selection.count, forgotten)
 
 
 async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:

@@ -19,6 +19,7 @@ FRONT = (
     "completions",
     "client_log",
     "subscriptions",
+    "forgetting",
     "cli",
     "wire",
     "stdio",

@@ -125,11 +125,12 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 @pytest.mark.anyio
-async def test_tools_list_advertises_the_four_tools_with_valid_schemas(client: Client) -> None:
-    """tools/list returns remember, recall, list_recent, forget, each with Draft 2020-12 input and output schemas."""
+async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client) -> None:
+    """tools/list returns remember, recall, list_recent, forget and forget_matching, each with Draft 2020-12 input
+    and output schemas."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_tools()).tools
-    assert [tool.name for tool in listed] == ["remember", "recall", "list_recent", "forget"]
+    assert [tool.name for tool in listed] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
     for tool in listed:
         assert tool.description and tool.title
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"
@@ -407,7 +408,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
     server = build_server(slow_factory)
     with anyio.fail_after(TIMEOUT):
         async with Client(server, mode="legacy") as client:
-            assert len((await client.list_tools()).tools) == 4
+            assert len((await client.list_tools()).tools) == len(tools.TOOLS)
             async with anyio.create_task_group() as tg:
                 results: list[types.CallToolResult] = []
 
