@@ -303,12 +303,15 @@ def server_params(data_dir: Path | None, *, timing: bool = True, extra_env: dict
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(data_dir: Path | None, *, timing: bool = True) -> AsyncIterator[tuple[Any, int | None]]:
+async def mcp_client(
+    data_dir: Path | None, *, timing: bool = True, extra_env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[Any, int | None]]:
     """(client, server pid): an MCP SDK client session with a freshly spawned memserver."""
     from mcp import Client
 
     before = child_pids()
-    async with Client(server_params(data_dir, timing=timing), mode="legacy", read_timeout_seconds=600) as client:
+    params = server_params(data_dir, timing=timing, extra_env=extra_env)
+    async with Client(params, mode="legacy", read_timeout_seconds=600) as client:
         new = child_pids() - before
         yield client, (min(new) if new else None)
 

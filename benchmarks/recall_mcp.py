@@ -3,6 +3,7 @@
     uv run python benchmarks/recall_mcp.py                      # 1k, 10k, 100k memories
     uv run python benchmarks/recall_mcp.py --with-1m            # ... and 1M (builds a 1M store once: minutes)
     uv run python benchmarks/recall_mcp.py --quick              # smoke run (a 300-memory store, 20 queries)
+    uv run python benchmarks/recall_mcp.py --sizes 10000 --queries 100 --repeat-queries   # + repeated queries
 
 For each store size, an MCP SDK client spawns `python -m memserver serve` over stdio (as a desktop client does)
 and times `tools/call recall` client-side for the real queries of benchmarks/data/quality.json (p50/p95/p99).
@@ -19,6 +20,10 @@ the ratio recall p50 / floor p50. Floor and recalls alternate in blocks of BLOCK
 processes hits both alike while neither side's onnxruntime threads (which spin ~40 ms after each run) are busy
 while the other is timed; queries are GAP_S apart. Stores are filled by the bulk-load path described in
 benchmarks/_common.py.
+The server's query-embedding cache is off (MEMSERVER_QUERY_CACHE=0), so every timed recall embeds its query, as
+a first-time question does. With --repeat-queries, one more server per size runs with the cache on (its default
+size), is asked every query once untimed, then timed by the raw client on the same queries again: the cost of a
+question an agent repeats (no model run; what remains is the search, the handler and the protocol).
 Prints a table and writes benchmarks/results/recall_mcp.json.
 """
 
@@ -47,6 +52,7 @@ import _common as C
 GAP_S = 0.05
 SETTLE_S = 0.2  # between blocks: the other side's threads have stopped spinning
 BLOCK = 20  # queries per block
+NO_QUERY_CACHE = {"MEMSERVER_QUERY_CACHE": "0"}  # every timed recall runs the model (warm-up queries included)
 
 
 async def measure(root: Path, queries: list[str], bare: Any, limit: int, repeat: int, mode: str) -> dict[str, Any]:
@@ -56,7 +62,7 @@ async def measure(root: Path, queries: list[str], bare: Any, limit: int, repeat:
     parts: dict[str, list[float]] = {"embed": [], "search": [], "server": [], "protocol": []}
     args = {"limit": limit} if mode == "hybrid" else {"limit": limit, "mode": mode}
     t_spawn = time.perf_counter()
-    async with C.mcp_client(root) as (client, pid):
+    async with C.mcp_client(root, extra_env=NO_QUERY_CACHE) as (client, pid):
         init_s = time.perf_counter() - t_spawn
         t0 = time.perf_counter()
         first = await client.call_tool("recall", {"query": queries[0], **args})
@@ -120,8 +126,8 @@ class RawClient:
     its task and stream hand-offs) is not in its timings.
     """
 
-    def __init__(self, root: Path) -> None:
-        params = C.server_params(root)
+    def __init__(self, root: Path, extra_env: dict[str, str] | None = None) -> None:
+        params = C.server_params(root, extra_env=extra_env)
         self.proc = subprocess.Popen(
             [params.command, *params.args],
             stdin=subprocess.PIPE,
@@ -158,15 +164,22 @@ class RawClient:
         self.proc.wait(timeout=60)
 
 
-def measure_raw(root: Path, queries: list[str], bare: Any, limit: int, repeat: int, mode: str) -> dict[str, Any]:
-    """measure(), with RawClient in place of the SDK client (same blocks, gaps and floor)."""
+def measure_raw(
+    root: Path, queries: list[str], bare: Any, limit: int, repeat: int, mode: str, repeated: bool = False
+) -> dict[str, Any]:
+    """measure(), with RawClient in place of the SDK client (same blocks, gaps and floor).
+
+    repeated: the server keeps its query cache and is asked every query once before the timed passes, so each timed
+    recall repeats a question (a cache hit); otherwise the cache is off.
+    """
     lat: list[float] = []
     floor: list[float] = []
     handler: list[float] = []
+    embed: list[float] = []
     args = {"limit": limit} if mode == "hybrid" else {"limit": limit, "mode": mode}
-    client = RawClient(root)
+    client = RawClient(root, extra_env=None if repeated else NO_QUERY_CACHE)
     try:
-        for q in queries[:10]:
+        for q in queries if repeated else queries[:10]:
             client.request("tools/call", {"name": "recall", "arguments": {"query": q, **args}})
             bare.embed([q])
         for _ in range(repeat):
@@ -186,6 +199,7 @@ def measure_raw(root: Path, queries: list[str], bare: Any, limit: int, repeat: i
                     if result.get("isError"):
                         raise RuntimeError(f"recall failed: {result['content']}")
                     handler.append(result["_meta"]["memserver/timing"]["handler_ms"])
+                    embed.append(result["_meta"]["memserver/timing"]["embed_ms"])
                     time.sleep(GAP_S)
     finally:
         client.close()
@@ -196,7 +210,9 @@ def measure_raw(root: Path, queries: list[str], bare: Any, limit: int, repeat: i
         "recall_ms": recall,
         "floor_bare_ms": floor_s,
         "outside_handler_p50_ms": round(statistics.median(a - b for a, b in zip(lat, handler, strict=True)), 3),
+        "embed_p50_ms": round(statistics.median(embed), 3),
         "ratio_p50_to_floor": round(recall["p50"] / floor_s["p50"], 3),
+        "query_cache": "on, every query asked once before" if repeated else "off",
     }
 
 
@@ -216,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--no-raw", action="store_true", help="skip the second pass with a raw JSON-RPC client (no SDK client)"
+    )
+    parser.add_argument(
+        "--repeat-queries",
+        action="store_true",
+        help="also time repeated queries (raw client, the server's query cache on, each query asked once before)",
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: one 300-memory store, 20 queries")
     parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
@@ -257,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             r["store_build"] = C.build_info(root)
             if not args.no_raw:
                 r["raw_client"] = measure_raw(root, queries, bare, args.limit, args.repeat, mode)
+            if args.repeat_queries:
+                r["raw_client_repeated"] = measure_raw(root, queries, bare, args.limit, args.repeat, mode, True)
             results["sizes"][f"{n}" if mode == "hybrid" else f"{n}/{mode}"] = r
             C.log(
                 f"  p50 {r['recall_ms']['p50']} ms, floor {r['floor_bare_ms']['p50']} ms,"
@@ -324,6 +347,24 @@ def main(argv: list[str] | None = None) -> int:
         print("the same server and queries, timed by a raw JSON-RPC client (no SDK client) (ms)")
         headers = ["memories", "mode", "p50", "p95", "floor p50", "p50/floor", "outside handler", "SDK client p50"]
         print(C.table(headers, raw_rows))
+    repeated_rows = [
+        [
+            C.size_label(int(n.split("/")[0])),
+            r["mode"],
+            w["recall_ms"]["p50"],
+            w["recall_ms"]["p95"],
+            w["embed_p50_ms"],
+            w["floor_bare_ms"]["p50"],
+            f"{w['ratio_p50_to_floor']:.2f}x",
+            r["raw_client"]["recall_ms"]["p50"] if "raw_client" in r else float("nan"),
+        ]
+        for n, r in results["sizes"].items()
+        if (w := r.get("raw_client_repeated"))
+    ]
+    if repeated_rows:
+        print("repeated queries (query cache on, each asked once before), raw JSON-RPC client (ms)")
+        headers = ["memories", "mode", "p50", "p95", "embed p50", "floor p50", "p50/floor", "first-time p50"]
+        print(C.table(headers, repeated_rows))
     C.write_json(args.out, results)
     return 0
 

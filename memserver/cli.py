@@ -56,10 +56,12 @@ def cmd_model(args: argparse.Namespace) -> int:
                 path.name: {"path": str(path), "bytes": path.stat().st_size, "sha256": model.sha256_file(path)}
                 for path in (files.model, files.tokenizer)
             },
+            "graph": describe_graph(embedder.graph),
             "dim": embedder.dim,
             "max_seq_length": embedder.max_seq_length,
             "hub_revision": model.HUB_REVISION,
             "threads": embedder.threads,
+            "query_cache_entries": embedder.query_cache.max_entries,
         }
         print(json.dumps(info, indent=2))
         return 0
@@ -83,6 +85,26 @@ def cmd_model(args: argparse.Namespace) -> int:
         f"over {len(items)} reference texts; threshold {FIDELITY_THRESHOLD}; model {files.model}"
     )
     return 0 if ok else 1
+
+
+def describe_graph(metadata: dict[str, str]) -> dict[str, object]:
+    """What `model info` says about the ONNX graph in use, from the metadata memserver.onnx_export stamps."""
+    from memserver.onnx_export import FUSED_OPS, GRAPH_KEY, GRAPH_VERSION, VERSION_KEY
+
+    if VERSION_KEY not in metadata:
+        return {
+            "name": "unstamped",
+            "version": None,
+            "note": "not stamped by memserver.onnx_export: the Hub's onnx/model.onnx, or graph version 1 converted "
+            "before the stamp existed; standard operators, which onnxruntime optimises on load",
+        }
+    name = metadata.get(GRAPH_KEY, "")
+    return {
+        "name": name,
+        "version": int(metadata[VERSION_KEY]),
+        "current_version": GRAPH_VERSION,
+        "fused_ops": [f"com.microsoft.{op}" for op in FUSED_OPS] if name == "fused" else [],
+    }
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
@@ -117,13 +139,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     http_only = [flag for flag, value in _http_flags(args).items() if value is not None]
     if not args.http and http_only:
         raise ConfigError(f"{', '.join(http_only)} apply to --http only")
+    database = _database(args)
     if not args.http:
         from memserver import stdio
 
         fds = stdio.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
         from memserver.server import build_server
 
-        stdio.serve_stdio(build_server(data_dir=args.data_dir), fds)
+        if database:
+            _check_database(database)
+        stdio.serve_stdio(build_server(data_dir=args.data_dir, database=database), fds)
         return 0
     limits = _http_limits(args)
     from memserver import http
@@ -131,7 +156,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from memserver.tokens import load_tokens
 
     tokens = load_tokens()
-    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True)
+    if database:
+        _check_database(database)
+    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True, database=database)
     http.serve_http(
         server,
         host=args.host or http.DEFAULT_HOST,
@@ -183,10 +210,37 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --- store commands: look after the memories on disk -------------------------------------------------------------
 
 
+def _database(args: argparse.Namespace) -> str | None:
+    """--database, else MEMSERVER_DATABASE_URL: a postgresql:// URL, or None for the local store."""
+    from memserver import config
+
+    return getattr(args, "database", None) or config.database_url()
+
+
+def _check_database(url: str) -> None:
+    """Fail at start, in one line naming the server, when the database cannot be reached."""
+    from memserver.engines import check_database
+
+    check_database(url)
+
+
 def _open_store(args: argparse.Namespace) -> MemoryBackend:
     from memserver.engines import open_backend  # lazily: an engine loads numpy, hnswlib, ...
 
-    return open_backend(args.data_dir, args.collection)
+    return open_backend(args.data_dir, args.collection, database=_database(args))
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    """memserver db migrate: create or upgrade memserver's schema in a PostgreSQL database."""
+    from memserver.engines import migrate_database
+    from memserver.errors import ConfigError
+
+    url = _database(args)
+    if not url:
+        raise ConfigError("memserver db migrate needs --database URL (or MEMSERVER_DATABASE_URL)")
+    applied, version = migrate_database(url)
+    print(f"schema version {version}" + (f" ({applied} migration(s) applied)" if applied else " (already current)"))
+    return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -329,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
             flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {getattr(defaults, field):g})"
         )
     serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
+    serve.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser(
@@ -350,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--data-dir", help="data directory (default: MCP_MEMORY_PATH or the platform's)")
         sub.add_argument("--collection", help="collection (default: MCP_MEMORY_COLLECTION or personal_memory)")
+        sub.add_argument("--database", metavar="URL", help=DATABASE_HELP)
         sub.set_defaults(func=func)
         return sub
 
@@ -372,7 +428,24 @@ def build_parser() -> argparse.ArgumentParser:
         "memserver compact",
     )
 
+    db = commands.add_parser(
+        "db",
+        help="manage memserver's schema in a PostgreSQL database",
+        description="Create or upgrade memserver's tables in a PostgreSQL database (pgvector >= 0.8). Servers also "
+        "do this on start; run it ahead, as the tables' owner, when memserver itself connects as a smaller role.",
+        epilog="Example: memserver db migrate --database postgresql://memserver@db.internal/memories",
+    )
+    db.add_argument("action", choices=["migrate"])
+    db.add_argument("--database", metavar="URL", help=DATABASE_HELP)
+    db.set_defaults(func=cmd_db)
+
     return parser
+
+
+DATABASE_HELP = (
+    "keep the memories in this PostgreSQL database (postgresql://user@host/db; default: MEMSERVER_DATABASE_URL; "
+    "needs memserver[postgres])"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,8 +54,13 @@ LEVELS: dict[str, int] = {  # MCP's syslog levels on Python's scale
 DEFAULT_LEVEL = "warning"
 FORWARDED_LOGGERS = frozenset(
     f"memserver.{name}"
-    for name in ("server", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder")
+    for name in (
+        *("server", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
+        *("generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend", "postgres.pool"),
+    )
 )
+# Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the
+# transports (wire, stdio, http, http_guard, http_limits, tokens: about clients, not about the user's memories).
 BURST = 20
 PER_SECOND = 10.0
 QUEUE = 200

@@ -55,3 +55,8 @@ def collection_name() -> str:
     """MCP_MEMORY_COLLECTION, else "personal_memory"."""
     value = os.environ.get("MCP_MEMORY_COLLECTION", "").strip()
     return validate_collection(value or DEFAULT_COLLECTION)
+
+
+def database_url() -> str | None:
+    """MEMSERVER_DATABASE_URL (a postgresql:// URL: memories in PostgreSQL), else None (the local store)."""
+    return os.environ.get("MEMSERVER_DATABASE_URL", "").strip() or None

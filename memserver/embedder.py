@@ -22,6 +22,7 @@ import numpy as np
 
 from memserver.errors import ModelError
 from memserver.model import DIM, MAX_SEQ_LENGTH, MODEL_ID, ModelFiles, resolve_model
+from memserver.query_cache import QueryCache, entries_from_env
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -64,9 +65,12 @@ class Embedder:
         model_dir: a folder with model.onnx + tokenizer.json; None resolves the model (see memserver.model).
         threads: onnxruntime intra-op threads; None picks `default_threads()`.
         batch_size: texts per onnxruntime run; texts are sorted by length first, so each batch pads little.
+        query_cache: entries of the LRU of recent `embed_query` vectors (0 disables it); None reads
+            MEMSERVER_QUERY_CACHE (default 1024). A hit skips tokenisation and the model (memserver.query_cache).
 
     One Embedder may be called from several threads at once: the tokenizer is configured once at load and never
-    changed afterwards, and onnxruntime's `InferenceSession.run` is thread-safe.
+    changed afterwards, onnxruntime's `InferenceSession.run` is thread-safe, and the query cache has its own lock.
+    `model_runs` counts onnxruntime runs (a cache hit adds none).
     """
 
     model_name = MODEL_ID
@@ -74,12 +78,20 @@ class Embedder:
     max_seq_length = MAX_SEQ_LENGTH
 
     def __init__(
-        self, model_dir: str | os.PathLike[str] | None = None, *, threads: int | None = None, batch_size: int = 32
+        self,
+        model_dir: str | os.PathLike[str] | None = None,
+        *,
+        threads: int | None = None,
+        batch_size: int = 32,
+        query_cache: int | None = None,
     ) -> None:
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.query_cache = QueryCache(entries_from_env() if query_cache is None else query_cache)
+        self.model_runs = 0
+        self._runs_lock = threading.Lock()
         self._model_dir = model_dir
         self.threads = threads or default_threads()
         self.batch_size = batch_size
@@ -87,6 +99,7 @@ class Embedder:
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: tokenizers.Tokenizer | None = None
         self._feeds_token_types = True
+        self.graph: dict[str, str] = {}  # the model file's memserver metadata (graph name and version), set by load()
         self._load_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -102,6 +115,7 @@ class Embedder:
                     tokenizer = load_tokenizer(files.tokenizer)
                     session = load_session(files.model, self.threads)
                     self._feeds_token_types = "token_type_ids" in {i.name for i in session.get_inputs()}
+                    self.graph = graph_metadata(session)
                     self.files, self._tokenizer = files, tokenizer
                     self._session = session  # last: its presence means "loaded"
         return self
@@ -125,10 +139,18 @@ class Embedder:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one text: (384,) float32, unit length. The single-query hot path (no sorting, no padding)."""
+        """Embed one text: (384,) float32, unit length. The single-query hot path (no sorting, no padding).
+
+        Answered from the query cache when the same text was embedded recently (a copy, equal to the first answer).
+        """
+        cached = self.query_cache.get(text)
+        if cached is not None:
+            return cached
         self.load()
         assert self._tokenizer is not None
-        return self._run([self._tokenizer.encode(text).ids])[0]
+        vector: np.ndarray = self._run([self._tokenizer.encode(text).ids])[0]
+        self.query_cache.put(text, vector)
+        return vector
 
     def tokenize(self, text: str) -> list[str]:
         """The word pieces the model sees for `text`, [CLS] and [SEP] included, after truncation."""
@@ -149,6 +171,8 @@ class Embedder:
             feed["token_type_ids"] = np.zeros_like(input_ids)  # one sentence: all segment 0
         assert self._session is not None
         hidden = self._session.run(None, feed)[0]
+        with self._runs_lock:
+            self.model_runs += 1
         if hidden.ndim != 3 or hidden.shape[-1] != self.dim:
             raise ModelError(f"{self.files and self.files.model} gave output shape {hidden.shape}, not [b, s, 384]")
         return mean_pool_normalize(hidden, attention_mask)
@@ -160,7 +184,8 @@ def mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.nd
     summed = np.einsum("bsd,bs->bd", hidden, mask)
     pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return unit
 
 
 def load_tokenizer(path: Path) -> tokenizers.Tokenizer:
@@ -183,6 +208,9 @@ def load_tokenizer(path: Path) -> tokenizers.Tokenizer:
 def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
     """Create the onnxruntime session on the CPU provider and check the model's interface.
 
+    All of onnxruntime's graph optimisations except SkipLayerNormFusion: its SkipLayerNormalization kernel measured
+    3-4x slower here than the Add + LayerNormalization it replaces (benchmarks/README.md, Embedder).
+
     Raises ModelError naming the file when it cannot be loaded or is not a 384-wide BERT encoder.
     """
     import onnxruntime as ort
@@ -194,7 +222,12 @@ def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only: onnxruntime's warnings are noise for users
     try:
-        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            str(path),
+            sess_options=options,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=["SkipLayerNormFusion"],
+        )
     except Exception as exc:
         raise ModelError(
             f"cannot load the ONNX model {path}: {str(exc).strip()[:300]}; delete it and run `memserver model fetch`"
@@ -202,6 +235,15 @@ def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
         ) from exc
     _check_interface(session, path)
     return session
+
+
+def graph_metadata(session: Any) -> dict[str, str]:
+    """The graph's name and version as memserver.onnx_export stamps them; {} for a graph it did not write (the Hub's
+    onnx/model.onnx, or one converted before the stamp existed: graph version 1)."""
+    from memserver.onnx_export import GRAPH_KEY, VERSION_KEY
+
+    metadata = session.get_modelmeta().custom_metadata_map
+    return {key: metadata[key] for key in (GRAPH_KEY, VERSION_KEY) if key in metadata}
 
 
 def _check_interface(session: Any, path: Path) -> None:

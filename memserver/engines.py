@@ -20,6 +20,8 @@ def open_backend(
     collection: str | None = None,
     *,
     embedder: TextEmbedder | None = None,
+    database: str | None = None,
+    user: str | None = None,
 ) -> MemoryBackend:
     """Open a collection of memories.
 
@@ -28,7 +30,43 @@ def open_backend(
         collection: the collection (default: MCP_MEMORY_COLLECTION or "personal_memory").
         embedder: the embedding model (default: all-MiniLM-L6-v2, loaded on first use). Share one between
             backends of a process: it holds the model.
+        database: a postgresql:// URL: the memories live in that PostgreSQL database (memserver[postgres]),
+            and `data_dir` is not used.
+        user: whose memories (an HTTP token's user; None: the single user). The local store keeps a named
+            user under `<data_dir>/users/<user>/`; PostgreSQL gives each (user, collection) its own tenant.
     """
+    from memserver import config
+
+    name = config.validate_collection(collection) if collection else config.collection_name()
+    if database:
+        try:
+            from memserver.postgres import open_tenant
+        except ImportError as exc:
+            from memserver.errors import ConfigError
+
+            raise ConfigError(
+                f"--database needs the PostgreSQL extra ({exc.name} is missing): pip install 'memserver[postgres]'"
+            ) from None
+        return open_tenant(database, name, user=user, embedder=embedder)
+    from pathlib import Path
+
     from memserver.store import MemoryStore
 
-    return MemoryStore(data_dir, collection, embedder)
+    if user is not None:
+        data_dir = Path(data_dir if data_dir is not None else config.data_dir()) / "users" / user
+    return MemoryStore(data_dir, name, embedder)
+
+
+def check_database(url: str) -> None:
+    """Raise a MemserverError naming the server (never the password) if the database cannot be reached."""
+    from memserver.postgres.pool import Database
+
+    Database(url).connect_owner().close()
+
+
+def migrate_database(url: str) -> tuple[int, int]:
+    """Migrate the PostgreSQL database at `url` for memserver's model; (migrations applied, schema version)."""
+    from memserver import model
+    from memserver.postgres import migrate
+
+    return migrate(url, model.MODEL_ID, model.DIM)

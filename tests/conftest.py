@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -21,3 +23,62 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("memserver")
     group.addoption("--fuzz-calls", type=int, default=250, help="fuzz cases per transport in tests/fuzz (250)")
     group.addoption("--fuzz-seed", type=int, default=1443, help="seed of the fuzz cases (1443)")
+
+
+class PostgresForTests:
+    """The session's PostgreSQL: a throwaway cluster (tests/pg_cluster.py), or MEMSERVER_TEST_DATABASE_URL's server.
+
+    `database(name)` creates a fresh database (pgvector installed) and returns its URL: one per embedding model,
+    since a database holds the vectors of one model.
+    """
+
+    def __init__(self) -> None:
+        import os
+        import uuid
+
+        from tests.pg_cluster import Cluster
+
+        self.cluster: Cluster | None = None
+        self.admin_url = os.environ.get("MEMSERVER_TEST_DATABASE_URL", "").strip()
+        if not self.admin_url:
+            self.cluster = Cluster.start()  # raises: a PostgreSQL that cannot start fails the run, never skips
+            self.admin_url = self.cluster.url()
+        self.prefix = f"memserver_test_{uuid.uuid4().hex[:8]}"
+        self.created: list[str] = []
+
+    def database(self, name: str) -> str:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        dbname = f"{self.prefix}_{name}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+        self.created.append(dbname)
+        params = conninfo_to_dict(self.admin_url) | {"dbname": dbname}
+        url = make_conninfo("", **params)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        return url
+
+    def close(self) -> None:
+        import contextlib
+
+        import psycopg
+
+        if self.cluster is not None:
+            self.cluster.remove()
+            return
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            for dbname in self.created:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresForTests]:
+    """A real PostgreSQL 18 + pgvector for the session (see PostgresForTests)."""
+    server = PostgresForTests()
+    try:
+        yield server
+    finally:
+        server.close()

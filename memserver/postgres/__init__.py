@@ -1,0 +1,82 @@
+"""memserver on PostgreSQL + pgvector (the optional extra `memserver[postgres]`): see docs/scale-out.md.
+
+    backend.py     PostgresBackend: the MemoryBackend contract, one tenant of one database
+    search.py      the search plans (exact / HNSW / probe) as SQL, filters before ranking
+    terms.py       the keyword side: memserver's tokenizer in Python, BM25 in SQL
+    pool.py        the connection pool, the tenant per transaction, faults
+    schema.py      versioned migrations (migrations/*.sql) under an advisory lock; `meta`
+
+`open_tenant` is what engines.open_backend calls: every tenant a process opens on one database shares one pool.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from memserver.postgres.backend import PostgresBackend, open_database
+from memserver.postgres.pool import Database
+
+if TYPE_CHECKING:
+    from memserver.embedder import TextEmbedder
+
+__all__ = ["PostgresBackend", "migrate", "open_tenant", "tenant_name"]
+
+_shared: dict[tuple[str, str, int], tuple[Database, int]] = {}  # (url, model, dim) -> (pool, backends open)
+_lock = threading.Lock()
+
+
+def tenant_name(user: str | None, collection: str) -> str:
+    """Whose memories: the collection of the single user (stdio, HTTP without tokens), or "user/collection".
+    Neither a user name nor a collection can contain "/", so no two (user, collection) pairs share a tenant."""
+    return collection if user is None else f"{user}/{collection}"
+
+
+class _SharedBackend(PostgresBackend):
+    """A PostgresBackend on the process's shared pool for its URL; the last one closed closes the pool."""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        super().close()
+        key = (self.db.url, *self.db.model)
+        with _lock:
+            db, users = _shared[key]
+            if users > 1:
+                _shared[key] = (db, users - 1)
+                return
+            del _shared[key]
+        db.close()
+
+
+def open_tenant(
+    url: str, collection: str, *, user: str | None = None, embedder: TextEmbedder | None = None
+) -> PostgresBackend:
+    """The backend of (user, collection) on the database at `url`, sharing the process's pool to it."""
+    if embedder is None:
+        from memserver.embedder import Embedder
+
+        embedder = Embedder()
+    key = (url, str(embedder.model_name), int(embedder.dim))
+    with _lock:
+        entry = _shared.get(key)
+        if entry is None:
+            entry = (open_database(url, key[1], key[2]), 0)
+        _shared[key] = (entry[0], entry[1] + 1)
+    try:
+        return _SharedBackend(tenant=tenant_name(user, collection), embedder=embedder, database=entry[0])
+    except BaseException:
+        with _lock:
+            db, users = _shared[key]
+            _shared[key] = (db, users - 1)
+        raise
+
+
+def migrate(url: str, model: str, dim: int) -> tuple[int, int]:
+    """`memserver db migrate`: bring the database to the latest schema; (migrations applied, version now)."""
+    from memserver.postgres import schema
+
+    db = Database(url)
+    with db.connect_owner() as conn:
+        applied = schema.ensure_schema(conn, model, dim)
+        return applied, schema.current_version(conn)

@@ -1,0 +1,282 @@
+"""Connections: one psycopg pool per database URL, acting as the role memserver_app, and the tenant per transaction.
+
+Every unit of work is `with db.transaction(tenant) as conn:`. It runs in pipeline mode: BEGIN, the
+`set_config('memserver.tenant', ..., true)` that row-level security reads, the caller's statements and COMMIT go
+out together and come back together, so a recall is one network round trip. A write is acknowledged (the block
+returns) only after its COMMIT has been answered.
+
+Faults. A server that restarts closes its connections; a closed connection has something to read on its socket
+while it sits idle in the pool (EOF, or the server's goodbye), so `_check` throws it out before anyone uses it, at
+the cost of one poll(), not a round trip. The pool opens new connections in the background as the server comes
+back. While the database is unreachable every call fails within CALL_TIMEOUT_S with DatabaseUnavailableError, a
+StoreError whose message names the server (never the password) and says whether anything may have been written.
+A read that failed on a broken connection is retried once on a fresh one; a write is never retried, because a
+connection lost during COMMIT leaves the outcome unknown, and the message says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import conninfo as pg_conninfo
+from psycopg.types import TypeInfo
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memserver.errors import StoreError
+from memserver.postgres.schema import APP_ROLE, SCHEMA
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 5
+CALL_TIMEOUT_S = 5.0  # longest wait for a connection (while the database is down, how long a call takes to fail)
+POOL_MAX = 8
+RECONNECT_S = 5.0
+
+
+class DatabaseUnavailableError(StoreError):
+    """PostgreSQL could not be reached, or the connection broke during the call."""
+
+
+def describe(url: str) -> str:
+    """`host:port/dbname` of a URL or conninfo string, never its password."""
+    try:
+        params = pg_conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "an unparsable database URL"
+    host = str(params.get("host") or params.get("hostaddr") or "localhost")
+    return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or params.get('user') or 'postgres'}"
+
+
+def _check(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check before lending a connection: no round trip, just "has the server hung up on it?"."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:  # an idle connection has nothing to read unless the server closed it (we never LISTEN)
+        conn.close()  # closed, the pool discards it (returned open, it would be lent again)
+        raise psycopg.OperationalError("the server closed the connection")
+
+
+class Database:
+    """A pool of connections to one database, each acting as memserver_app with search_path set."""
+
+    def __init__(self, url: str, *, max_size: int = POOL_MAX, application_name: str = "memserver") -> None:
+        self.url = url
+        self.where = describe(url)
+        self._vector_info: TypeInfo | None = None
+        self._info_lock = threading.Lock()
+        self._options = ""
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._max_size = max_size
+        self._application_name = application_name
+        self.model: tuple[str, int] = ("", 0)  # (name, dim) the database was opened for (set by open_database)
+        self.model_id = 0
+
+    # -- opening --------------------------------------------------------------------------------------------------
+
+    def connect_owner(self) -> psycopg.Connection[Any]:
+        """A plain autocommit connection as the URL's own role (migrations, VACUUM); raises DatabaseUnavailableError."""
+        try:
+            return psycopg.connect(
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name=self._application_name
+            )
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailableError(
+                f"cannot connect to PostgreSQL at {self.where}: {_first_line(exc)}"
+            ) from None
+
+    def open(self, owner: psycopg.Connection[Any]) -> None:
+        """Start the pool (after migrations ran on `owner`): resolve the vector type and the search_path once."""
+        row = owner.execute(
+            "SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'vector'"
+        ).fetchone()
+        vector_schema = str(row[0]) if row else "public"
+        if not owner.execute("SELECT pg_has_role(%s, 'MEMBER')", [APP_ROLE]).fetchone()[0]:  # type: ignore[index]
+            raise StoreError(
+                f"the role {owner.info.user!r} is not a member of {APP_ROLE}, so row-level security could not "
+                f"apply to it: run GRANT {APP_ROLE} TO {owner.info.user}; as the tables' owner or a superuser"
+            )
+        self._options = f"-c search_path={SCHEMA},{vector_schema} -c TimeZone=UTC -c role={APP_ROLE}"
+        self._vector_info = TypeInfo.fetch(owner, "vector")
+        if self._vector_info is None:
+            raise StoreError(f"the database at {self.where} has no vector type (pgvector is not installed)")
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self.url,
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "application_name": self._application_name,
+                "options": self._options,
+            },
+            min_size=1,
+            max_size=self._max_size,
+            open=False,
+            configure=self._configure,
+            check=_check,
+            timeout=CALL_TIMEOUT_S,
+            max_idle=300,
+            # Each reconnection attempt backs off exponentially (1, 2, 4 s ...) and gives up after this long; the next
+            # call then starts a fresh one at once. Kept short so that a database that is back is found quickly.
+            reconnect_timeout=RECONNECT_S,
+            name=f"memserver {self.where}",
+        )
+        try:
+            pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * 2)
+        except PoolTimeout:
+            pool.close()
+            raise DatabaseUnavailableError(f"cannot connect to PostgreSQL at {self.where}") from None
+        self._pool = pool
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        from pgvector.psycopg.vector import register_vector_info
+
+        register_vector_info(conn, self._vector_info)  # the type is known: no per-connection lookups
+
+    # -- units of work ------------------------------------------------------------------------------------------
+
+    def run(
+        self,
+        tenant: str,
+        statements: Sequence[tuple[str, Sequence[Any] | Mapping[str, Any]]],
+        *,
+        write: bool = False,
+        settings: Mapping[str, str] | None = None,
+    ) -> list[psycopg.Cursor[Any]]:
+        """Run `statements` as one transaction for `tenant`, in one round trip; their cursors, results fetched.
+
+        In pipeline mode on an autocommit connection, everything up to the Sync is one implicit transaction:
+        the set_config(..., true) calls (the tenant for row-level security, and `settings` such as
+        hnsw.ef_search) hold until it ends, a failing statement rolls back the ones before it, and the answer to
+        the Sync means COMMIT is done. Reads are retried once on a fresh connection; writes never are.
+        """
+        try:
+            return self._run_once(tenant, statements, write, settings)
+        except _BrokenConnection as exc:
+            if write:
+                raise DatabaseUnavailableError(str(exc)) from None
+            log.info("retrying a read on a fresh connection to %s", self.where)
+            try:
+                return self._run_once(tenant, statements, write, settings)
+            except _BrokenConnection as again:
+                raise DatabaseUnavailableError(str(again)) from None
+
+    def _run_once(
+        self,
+        tenant: str,
+        statements: Sequence[tuple[str, Sequence[Any] | Mapping[str, Any]]],
+        write: bool,
+        settings: Mapping[str, str] | None,
+    ) -> list[psycopg.Cursor[Any]]:
+        pool = self._pool
+        if pool is None:
+            raise StoreError("the PostgreSQL backend is closed")
+        config = {"memserver.tenant": tenant, **(settings or {})}
+        setup = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in config)
+        try:
+            with pool.connection() as conn:
+                with conn.pipeline():
+                    conn.execute(setup, [item for pair in config.items() for item in pair])
+                    cursors = [conn.execute(query, params) for query, params in statements]
+                return cursors
+        except PoolTimeout:
+            raise DatabaseUnavailableError(
+                f"PostgreSQL at {self.where} is unreachable (no connection within {CALL_TIMEOUT_S:.0f} s); "
+                "nothing was changed. Try again when the database is back"
+            ) from None
+        except psycopg.OperationalError as exc:
+            with contextlib.suppress(Exception):
+                pool.check()  # drop the other connections the same outage broke
+            outcome = "the write may or may not have been applied" if write else "nothing was changed"
+            raise _BrokenConnection(
+                f"the connection to PostgreSQL at {self.where} failed during the call ({_first_line(exc)}); {outcome}"
+            ) from None
+
+    def stream(self, tenant: str, query: str, params: Sequence[Any], batch: int) -> Iterator[tuple[Any, ...]]:
+        """The rows of `query` from one REPEATABLE READ snapshot, `batch` at a time (a server-side cursor)."""
+        pool = self._pool
+        if pool is None:
+            raise StoreError("the PostgreSQL backend is closed")
+        try:
+            with pool.connection() as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                conn.execute("SELECT set_config('memserver.tenant', %s, true)", [tenant])
+                with conn.cursor(name="memserver_export", binary=True) as cursor:
+                    cursor.itersize = batch
+                    cursor.execute(query, params)
+                    yield from cursor
+        except PoolTimeout:
+            raise DatabaseUnavailableError(f"PostgreSQL at {self.where} is unreachable") from None
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailableError(
+                f"the connection to PostgreSQL at {self.where} failed during the export ({_first_line(exc)})"
+            ) from None
+
+    # -- administration (as the URL's own role) ------------------------------------------------------------------
+
+    TABLES = ("memories", "postings", "memory_tags", "tenant_stats")
+
+    SIZE_SQL = (
+        "SELECT sum(pg_total_relation_size(to_regclass('memserver.' || t))) "
+        "FROM unnest('{memories,postings,memory_tags,tenant_stats}'::text[]) t"
+    )
+    HNSW_SQL = "SELECT reloptions FROM pg_class WHERE oid = to_regclass('memserver.memories_hnsw')"
+
+    def describe_storage(self, tenant: str) -> tuple[int, dict[str, Any]]:
+        """(bytes of memserver's tables and indexes, all tenants; the HNSW index's parameters)."""
+        from memserver.postgres import search
+
+        size, hnsw = self.run(tenant, [(self.SIZE_SQL, []), (self.HNSW_SQL, [])])
+        size_row, hnsw_row = size.fetchone(), hnsw.fetchone()
+        options = dict(option.split("=", 1) for option in (hnsw_row[0] if hnsw_row and hnsw_row[0] else []))
+        params = {
+            "kind": "hnsw",
+            "m": int(options.get("m", 16)),
+            "ef_construction": int(options.get("ef_construction", 64)),
+            "ef_search": search.EF_SEARCH,
+            "iterative_scan": "strict_order",
+        }
+        return int(size_row[0] or 0) if size_row else 0, params
+
+    def vacuum(self) -> dict[str, Any]:
+        """VACUUM (ANALYZE) memserver's tables; needs their owner (or a superuser)."""
+        with self.connect_owner() as conn:
+            owner = conn.execute(
+                "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = 'memserver.memories'::regclass"
+            ).fetchone()
+            if not owner or not owner[0]:
+                raise StoreError(
+                    f"compact runs VACUUM, which needs the owner of memserver's tables: connect as it "
+                    f"(the role {conn.info.user!r} is not)"
+                )
+            dead = conn.execute(
+                "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relid = 'memserver.memories'::regclass"
+            ).fetchone()
+            before = conn.execute(self.SIZE_SQL).fetchone()
+            conn.execute("VACUUM (ANALYZE) " + ", ".join(f"memserver.{t}" for t in self.TABLES))
+            after = conn.execute(self.SIZE_SQL).fetchone()
+        return {
+            "removed": int(dead[0]) if dead else 0,
+            "bytes_before": int(before[0] or 0) if before else 0,
+            "bytes_after": int(after[0] or 0) if after else 0,
+        }
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+
+class _BrokenConnection(DatabaseUnavailableError):
+    """A connection broke during a call (as opposed to: no connection could be had)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

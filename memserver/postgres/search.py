@@ -1,0 +1,151 @@
+"""Search on PostgreSQL with the local store's semantics: filters first, then the true top-k, in one statement.
+
+pgvector applies a WHERE clause *after* its HNSW scan unless iterative scans are on, so a selective filter beside
+`ORDER BY embedding <=> q LIMIT k` quietly returns fewer than k rows. Here every search is one of three plans,
+each one SQL statement (one round trip), built by `search_sql`:
+
+  exact  the candidates (tenant + filters) are few: a MATERIALIZED CTE computes their distances, the exact top-k
+         is sorted out of it. MATERIALIZED keeps the planner from turning it back into an index scan.
+  ann    the candidates are many and unfiltered beyond the tenant: HNSW with hnsw.iterative_scan = strict_order
+         and hnsw.ef_search >= 2k (set for the transaction). If it still returns fewer than k rows, the caller
+         reruns the search with the exact plan.
+  probe  filters on a large tenant, selectivity unknown: the statement first counts up to EXACT_MAX + 1
+         matching rows, then runs the exact branch or the HNSW branch (the other is cut by a one-time filter).
+
+"Few" follows the local store's cost model: exact costs ~1 row read per candidate; HNSW with a filter passing a
+fraction f of the table's N rows visits ~ef/f rows; they cross at sqrt(ratio * ef * N). The ratio is PostgreSQL's
+own, measured at 100k memories (ef_search 400): a tag on 1% (1,000 rows) took 31 ms exact vs 21 ms by HNSW, on 10%
+105 vs 30 ms. Exact rows cost far more here than in numpy (~8 us each: heap reads, the BM25 join), so below
+~100k memories the threshold sits at its floor, EXACT_MIN.
+
+The keyword ranking (terms.BM25_SCORES) is restricted to the same candidates, and both rankings come back in one
+result with each row's content and cosine, so fusion (fusion.hybrid_order, shared with the local store) and the
+scores need nothing more from the database.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from memserver.inputs import SearchFilter
+from memserver.postgres.terms import BM25_SCORES
+
+EF_SEARCH = 400  # hnsw.ef_search floor (pgvector: 40); see docs/scale-out.md, "vector or halfvec"
+EF_SEARCH_MAX = 1000  # pgvector's limit
+COST_RATIO = 0.025  # sqrt(0.025 * 400 * 100k) = 1,000 (the local store's is 4.0: numpy's exact rows are cheap)
+EXACT_MIN = 1_000
+EXACT_MAX = 20_000
+MAX_SCAN_TUPLES = 100_000  # hnsw.max_scan_tuples: how far an iterative scan may go before giving up (default 20k)
+
+MEMORY_COLUMNS = "m.id, m.seq, m.created_at, m.content, m.tags, m.source"
+
+
+@dataclass(frozen=True)
+class Plan:
+    kind: str  # "exact" | "ann" | "probe"
+    exact_max: int
+
+
+def ef_search(depth: int) -> int:
+    return min(EF_SEARCH_MAX, max(EF_SEARCH, 2 * depth))
+
+
+def choose(tenant_rows: int, table_rows: int, depth: int, filtered: bool) -> Plan:
+    """The plan for a search of `depth` among `tenant_rows` (of `table_rows` in the table), given cached counts."""
+    crossover = math.sqrt(COST_RATIO * ef_search(depth) * max(table_rows, tenant_rows, 1))
+    exact_max = int(min(EXACT_MAX, max(EXACT_MIN, crossover)))
+    if tenant_rows <= exact_max:
+        return Plan("exact", exact_max)
+    return Plan("probe" if filtered else "ann", exact_max)
+
+
+def filter_sql(f: SearchFilter) -> tuple[str, dict[str, Any]]:
+    """The WHERE conditions (on alias m) for tenant %(tenant)s and the filters, and their parameters."""
+    conds = ["m.tenant = %(tenant)s"]
+    params: dict[str, Any] = {}
+    if f.tags:
+        conds.append(
+            "m.seq IN (SELECT g.seq FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s AND g.tag = ANY(%(tags)s))"
+        )
+        params["tags"] = list(f.tags)
+    if f.source is not None:
+        conds.append("m.source = %(source)s")
+        params["source"] = f.source
+    if f.since is not None:
+        conds.append("m.created_at >= %(since)s::timestamptz")
+        params["since"] = f.since
+    if f.until is not None:
+        conds.append(f"m.created_at {'<=' if f.until_inclusive else '<'} %(until)s::timestamptz")
+        params["until"] = f.until
+    return " AND ".join(conds), params
+
+
+def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool) -> str:
+    """One statement returning (n, exact, ranking, rank_score, <memory columns>, distance) rows.
+
+    ranking 1 rows are the vector ranking (rank_score: cosine distance), ranking 2 the keyword one (BM25); a
+    memory in both comes twice. The first row always exists (LEFT JOIN from `info`), so `n` (the tenant's
+    memories) and `exact` (which branch ran) arrive even when nothing matched. Parameters: tenant, q, depth,
+    terms, exact_max and those of filter_sql.
+    """
+    where, _ = filter_sql(f)
+    ctes: list[str] = []
+    branches: list[str] = []
+    exact = {"exact": "true", "ann": "false", "probe": "(SELECT yes FROM small)"}[plan.kind]
+    if plan.kind == "probe":
+        ctes.append(
+            "small AS MATERIALIZED (SELECT count(*) <= %(exact_max)s AS yes FROM "
+            f"(SELECT 1 FROM memserver.memories m WHERE {where} LIMIT %(exact_max)s + 1) x)"
+        )
+    if plan.kind != "ann":
+        guard = " WHERE (SELECT yes FROM small)" if plan.kind == "probe" else ""
+        ctes.append(
+            "cand AS MATERIALIZED (SELECT m.seq, m.created_at, m.embedding <=> %(q)b AS dist "
+            f"FROM memserver.memories m WHERE {where}{' AND (SELECT yes FROM small)' if guard else ''})"
+        )
+    if vector:
+        parts = []
+        if plan.kind != "ann":
+            parts.append("(SELECT seq, dist FROM cand ORDER BY dist, created_at, seq LIMIT %(depth)s)")
+        if plan.kind != "exact":
+            guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
+            parts.append(
+                f"(SELECT m.seq, m.embedding <=> %(q)b AS dist FROM memserver.memories m WHERE {where}{guard} "
+                "ORDER BY m.embedding <=> %(q)b LIMIT %(depth)s)"
+            )
+        ctes.append(f"near AS ({' UNION ALL '.join(parts)})")
+        branches.append("SELECT seq, 1 AS ranking, dist AS rank_score FROM near")
+    if keyword:
+        ctes.append(f"scored AS ({BM25_SCORES})")
+        parts = []
+        if plan.kind != "ann":
+            parts.append(
+                "(SELECT s.seq, s.bm25 FROM scored s JOIN cand USING (seq) "
+                "ORDER BY s.bm25 DESC, cand.created_at, s.seq LIMIT %(depth)s)"
+            )
+        if plan.kind != "exact":
+            # Ties at the cut are ordered by created_at too: only the rows scoring at least the depth-th best
+            # score (ties included) are joined to memories for it.
+            guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
+            cut = "s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT %(depth)s) x)"
+            if not f.empty:
+                cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
+            parts.append(
+                "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
+                f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
+                "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+            )
+        ctes.append(f"words AS ({' UNION ALL '.join(parts)})")
+        branches.append("SELECT seq, 2 AS ranking, bm25 AS rank_score FROM words")
+    ctes.append(
+        "info AS (SELECT (SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %(tenant)s) AS n, "
+        f"(SELECT reltuples FROM pg_class WHERE oid = 'memserver.memories'::regclass) AS table_rows, {exact} AS exact)"
+    )
+    ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
+    return (
+        "WITH " + ",\n".join(ctes) + "\n"
+        f"SELECT i.n, i.table_rows, i.exact, h.ranking, h.rank_score, {MEMORY_COLUMNS}, m.embedding <=> %(q)b AS dist "
+        "FROM info i LEFT JOIN (hits h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq) ON true"
+    )
