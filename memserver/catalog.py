@@ -267,7 +267,26 @@ class Catalog:
         )
 
     def memory(self, row: int, duplicate: bool = False) -> Memory:
-        return memory_of(self.record(row), duplicate)
+        """The memory at `row` as the contract returns it (built directly: a search builds one per hit)."""
+        history = self.history
+        newer = history.replaced.get(row) if history.replaced else None
+        created = self.created.get(row) or ""
+        return Memory(
+            self.ids.id_at(row) or (history.forgotten[row][0] if row in history.forgotten else ""),
+            self.contents.get(row),
+            created,
+            self.tags[row] or (),
+            self.sources[row] or "",
+            duplicate,
+            (),
+            self.occurred.get(row) or created,
+            self.speakers.get(row),
+            self.roles.get(row),
+            self.sessions.get(row),
+            self.namespaces.get(row),
+            history.replaces.get(row, "") if history.replaces else "",
+            newer[0] if newer else "",
+        )
 
     def duplicate_row(self, key: int, content: str, namespace: str = DEFAULT_NAMESPACE) -> int | None:
         """The current row of `namespace` whose content equals `content` (whitespace aside; the lowest such row),

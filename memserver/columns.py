@@ -136,7 +136,7 @@ class Labels:
             self.sets.add(value, row)
 
     def get(self, row: int) -> str:
-        return self.names[int(self.codes[row])]
+        return self.names[self.codes.item(row)]
 
     def rows(self, value: str, alive: np.ndarray) -> np.ndarray:
         """The rows of `value` that `alive` marks (sorted; a new array)."""
@@ -451,9 +451,10 @@ class IdMap:
         """The id of the live memory at `row`, or None."""
         return self.ids.get(row) if 0 <= row < len(self.ids.a) else None
 
-    def payload(self, n: int, alive: np.ndarray) -> tuple[np.ndarray | list[str | None], np.ndarray, np.ndarray]:
-        """(ids by row, id keys, their rows) of the first `n` rows, for the metadata snapshot."""
-        return (self.ids.payload(n), *self.index.payload(alive))
+    def payload(self, n: int) -> tuple[np.ndarray | list[str | None], np.ndarray, np.ndarray]:
+        """(ids by row, id keys, their rows) of the first `n` rows, for the metadata snapshot. (Every row holding
+        an id is kept: the catalog's `alive` marks current rows, and an id stays findable while it is history.)"""
+        return (self.ids.payload(n), *self.index.payload(self.ids.occupied(n)))
 
     @classmethod
     def from_payload(cls, ids: object, keys_b: bytes, rows_b: bytes, n: int) -> IdMap:

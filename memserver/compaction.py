@@ -52,6 +52,8 @@ class Compaction:
         self.old_generation = journal.generation
         self.header = {k: v for k, v in journal.header.items() if k not in ("crc", "op", "format")}
         self.live = live
+        self.copied = {r.id for r in live}
+        self.copied_history = {r.id for r in live if r.replaced_by}
         self.dim = vectors.dim
         self.crcs = vectors.crcs.copy()
         self.repaired = dict(vectors.repaired)
@@ -115,10 +117,21 @@ class Compaction:
         stamp = snapshot.stamp_for(self.generation, offset, len(catalog), snapshot.line_crc(paths["jsonl"], offset))
         snapshot.save(paths["snap"], stamp, snapshot.encode(catalog, crcs), fs)
 
+    def can_switch(self, catalog: Catalog) -> bool:
+        """Whether the changes since the copy can be appended: False when a memory copied as current has since
+        been replaced by a memory that has since been forgotten too (no line of the new journal could say it is
+        history). Rare; the compaction is dropped, and the next one copies it as history."""
+        for row in catalog.history.replaced_rows():
+            memory_id = catalog.id_at(row)
+            fresh = memory_id in self.copied and memory_id not in self.copied_history  # copied as current
+            if fresh and catalog.row_of(catalog.history.replaced[row][0]) is None:
+                return False
+        return True
+
     def switch(self, catalog: Catalog, vectors: VectorFile, embed: Embed) -> None:
         """The locked part (exclusive lock, caught up on the old journal, whose live memories `catalog` holds):
         append the changes since the copy, rename everything into place, switch journals."""
-        copied = {r.id for r in self.live}
+        copied = self.copied
         added = [catalog.record(row) for row in catalog.stored_rows().tolist() if catalog.id_at(row) not in copied]
         gone = [r for r in self.live if r.id not in catalog]
         paths, fs = self.paths, self.files
@@ -132,7 +145,9 @@ class Compaction:
                     fs.pwrite(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes)
                     for n, r in enumerate(added):
                         lines.append(encode_line(replay.add_line(r._replace(row=len(self.live) + n), row_crc(vecs[n]))))
-                lines += [encode_line(replay.delete_line(r.id, inputs.now())) for r in gone]
+                now = inputs.now()  # (each tombstone keeps the time of its forget, for as_of)
+                forgotten = catalog.history.forgotten
+                lines += [encode_line(replay.delete_line(r.id, forgotten.get(r.row, ("", now))[1])) for r in gone]
                 write_all(jfd, b"".join(lines), fs)
                 fs.fsync(vfd)
                 fs.fsync(jfd)

@@ -82,7 +82,7 @@ def encode(catalog: Catalog, crcs: np.ndarray) -> bytes:
     parts: tuple[Any, ...] = (  # marshal writes any buffer (the numpy columns) as bytes, without a copy here
         SNAPSHOT_FORMAT,
         n,
-        *catalog.ids.payload(n, alive),
+        *catalog.ids.payload(n),
         *catalog.contents.payload(n),
         catalog.created.payload(n),
         catalog.tags[:n],

@@ -385,8 +385,8 @@ class MemoryStore(Collection):
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
-        checked = inputs.new_memories(items)
-        new = [Pending.of(m, f"items[{n}]." if len(checked) > 1 else "") for n, m in enumerate(checked)]
+        one = isinstance(items, list) and len(items) == 1  # (named like add's arguments, as inputs.py does)
+        new = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(inputs.new_memories(items))]
         if not new:
             return []
         self._embed_missing(new, check=True)
@@ -643,7 +643,7 @@ class MemoryStore(Collection):
         with self._thread_lock:
             gen = self._refresh()
             before = folder_bytes(self.folder)
-            removed = gen.catalog.next_row - len(gen.catalog)
+            removed = len(gen.catalog.history.forgotten)
             live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
             job = Compaction(self.folder, gen.journal, gen.vectors, live, self._vindex)
         try:
@@ -656,6 +656,8 @@ class MemoryStore(Collection):
                     gen.catch_up(repair=True)
                     if gen.journal.replaced() or gen.journal.generation != job.old_generation:
                         log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
+                    elif not job.can_switch(gen.catalog):
+                        log.info("a memory of %s changed state during compaction; dropping it", self.folder)
                     else:
                         self.hooks.compaction_switching()
                         job.switch(gen.catalog, gen.vectors, self._embed)

@@ -54,6 +54,7 @@ def without_duplicates(catalog: Catalog, items: list[Pending]) -> tuple[list[Pen
     out: list[Memory | None] = [None] * len(items)
     first: dict[tuple[str, str], int] = {}  # (namespace, normalised content) -> first item
     for i, it in enumerate(items):
+        it.dup_of = -1
         existing = None if it.history else catalog.duplicate_row(it.key, it.m.content, it.m.namespace)
         if existing is None and it.id:
             existing = catalog.row_of(it.id)  # an imported id that is stored already

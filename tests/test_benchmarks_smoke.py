@@ -155,6 +155,12 @@ def test_quality_quick(real_embedder, bench_cache, tmp_path):
     assert r["overall"]["hybrid"]["recall@10"] >= r["overall"]["semantic"]["recall@10"]
     assert r["near_duplicates"]["add_similar_found_original"] > 0.5
     assert r["scale"]["n"] == 2000 and r["scale"]["search_ms"]["hybrid"]["p50"] > 0
+    conv = r["conversations"]  # part of one conversation, with the fields (issue 12) and without
+    assert conv["fields_supported"] == ["speaker", "session", "occurred_at", "namespace"]
+    (data,) = conv["sets"].values()
+    assert set(data["variants"]) == {"hybrid", "hybrid+fields"}
+    assert data["variants"]["hybrid+fields"]["overall"]["recall@10"] > 0
+    assert "hybrid+fields" in run.stdout
 
 
 def test_conversations_quick(real_embedder, tmp_path):
