@@ -287,7 +287,8 @@ async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> type
 async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
     """completion/complete: values for a prompt argument or a template variable that start with what was typed."""
     try:
-        target = completions.target(params.ref, params.argument.name)
+        context = params.context.arguments if params.context is not None else None  # variables chosen already
+        target = completions.target(params.ref, params.argument.name, context)
     except completions.UnknownCompletionError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
     with _protocol_errors("Completion"):

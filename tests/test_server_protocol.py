@@ -62,7 +62,7 @@ class StubStore:
         self._check("search", kwargs)
         return [Hit(m, self.score) for m in list(self.memories.values())[: kwargs["limit"]]]
 
-    def list_recent(self, limit: int = 10, tags: Any = None) -> list[Memory]:
+    def list_recent(self, limit: int = 10, tags: Any = None, *, namespace: Any = None) -> list[Memory]:
         self._check("list_recent", (limit, tags))
         found = [m for m in self.memories.values() if not tags or set(tags) <= set(m.tags)]
         return found[::-1][:limit]
@@ -75,7 +75,7 @@ class StubStore:
         self._check("delete", memory_id)
         return self.memories.pop(memory_id, None) is not None
 
-    def tag_counts(self) -> dict[str, int]:
+    def tag_counts(self, *, namespace: Any = None) -> dict[str, int]:
         self._check("tag_counts", None)
         counts: dict[str, int] = {}
         for memory in self.memories.values():
@@ -87,7 +87,7 @@ class StubStore:
         self._check("stats", None)
         return {"count": len(self.memories)}
 
-    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: Any = None) -> list[str]:
         self._check("ids_with_prefix", (prefix, limit))
         start = inputs.check_id_prefix(prefix)
         return sorted(i for i in self.memories if i.startswith(start))[:limit]
