@@ -65,7 +65,10 @@ _KINDS = {"tag": "tag", "id": "memory-id", "namespace": "namespace"}
 
 def _template_variables() -> dict[str, tuple[str, ...]]:
     """Each template we serve, by its URI template, with its variables; each also spelled with {?namespace}."""
-    plain = {resources.TAG_TEMPLATE.uri_template: ("tag",), resources.MEMORY_TEMPLATE.uri_template: ("id",)}
+    plain: dict[str, tuple[str, ...]] = {
+        resources.TAG_TEMPLATE.uri_template: ("tag",),
+        resources.MEMORY_TEMPLATE.uri_template: ("id",),
+    }
     for uri, variables in list(plain.items()):
         if NAMESPACE_VARIABLE not in uri:
             plain[uri + NAMESPACE_VARIABLE] = (*variables, "namespace")
