@@ -59,12 +59,19 @@ def described(args: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def memories(n: int) -> str:
+    return "1 memory" if n == 1 else f"{n} memories"
+
+
 def question(selection: Selection, args: Mapping[str, Any]) -> types.ElicitRequestFormParams:
     """The elicitation form: the count, what the filter is, a sample, and one boolean to tick."""
-    many = f"{selection.count} memories" if selection.count != 1 else "1 memory"
-    lines = [f"Forget {many} {described(args)}? They will be deleted for good."]
+    many = memories(selection.count)
+    they = "They" if selection.count != 1 else "It"
+    lines = [f"Forget {many} {described(args)}? {they} will be deleted for good."]
     if selection.sample:
-        newest = "The newest:" if selection.count > len(selection.sample) else "They are:"
+        newest = (
+            "The newest:" if selection.count > len(selection.sample) else f"{they} {'is' if they == 'It' else 'are'}:"
+        )
         lines += ["", newest]
         for memory in selection.sample:
             text = " ".join(memory.content.split())
@@ -75,8 +82,9 @@ def question(selection: Selection, args: Mapping[str, Any]) -> types.ElicitReque
         "properties": {
             CONFIRM_FIELD: {
                 "type": "boolean",
-                "title": f"Forget these {many}",
-                "description": "Tick to delete them; leave unticked, decline or cancel to keep them.",
+                "title": "Forget them" if selection.count != 1 else "Forget it",
+                "description": f"Tick to delete {they.lower()}; leave unticked, decline or cancel to keep "
+                f"{they.lower()}.",
                 "default": False,
             }
         },
@@ -123,11 +131,11 @@ def shown_digest(request_state: str | None) -> str | None:
 
 
 NOTES = {
-    "forgotten": "Forgot the {matched} memories the user confirmed.",
-    "partly forgotten": "Forgot {forgotten} of the {matched} memories the user confirmed (the others were gone).",
-    "declined": "The user declined: nothing was forgotten ({matched} memories match).",
-    "cancelled": "The user dismissed the question: nothing was forgotten ({matched} memories match).",
-    "unanswered": "The user did not answer in time: nothing was forgotten ({matched} memories match).",
+    "forgotten": "Forgot the {matched} the user confirmed.",
+    "partly forgotten": "Forgot {forgotten} of the {matched} the user confirmed (the others were gone).",
+    "declined": "The user declined: nothing was forgotten ({matched} matched).",
+    "cancelled": "The user dismissed the question: nothing was forgotten ({matched} matched).",
+    "unanswered": "The user did not answer in time: nothing was forgotten ({matched} matched).",
     "nothing_matched": "No memory matches: nothing was forgotten.",
 }
 
@@ -135,7 +143,7 @@ NOTES = {
 def outcome(status: str, matched: int, forgotten: int = 0) -> dict[str, Any]:
     """The tool's structured result (tools.FORGET_MATCHING's output schema)."""
     partly = status == "forgotten" and forgotten != matched
-    note = NOTES["partly forgotten" if partly else status].format(matched=matched, forgotten=forgotten)
+    note = NOTES["partly forgotten" if partly else status].format(matched=memories(matched), forgotten=forgotten)
     return {"status": status, "matched": matched, "forgotten": forgotten, "note": note}
 
 
@@ -145,8 +153,8 @@ class CannotAskError(Exception):
 
 def failed_to_ask(selection: Selection, reason: str) -> str:
     return (
-        f"The client could not ask the user to confirm ({reason[:200]}): nothing was forgotten. {selection.count} "
-        "memories match."
+        f"The client could not ask the user to confirm ({reason[:200]}): nothing was forgotten. "
+        f"{memories(selection.count)} matched."
     )
 
 
@@ -154,7 +162,7 @@ def cannot_ask(selection: Selection) -> str:
     """The tool error for a client without elicitation (form mode)."""
     return (
         f"forget_matching needs the user's confirmation and this client cannot ask for it (it does not support MCP "
-        f"elicitation): nothing was forgotten. {selection.count} memories match; tell the user, who can forget "
+        f"elicitation): nothing was forgotten. {memories(selection.count)} matched; tell the user, who can forget "
         "them with a client that asks, or one by one."
     )
 

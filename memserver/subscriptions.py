@@ -7,11 +7,13 @@ Two protocol eras, one watch:
     updates of the URIs it names, until the client closes it. The SDK's `ListenHandler` serves that stream from a
     `SubscriptionBus`; there is one bus per user, so a change in one user's store never reaches another's stream.
 
-The watch, while anything is subscribed: every POLL_SECONDS it asks each watched store for its `revision()` (the
-local store: one stat of its journal, so it sees the writes of other processes on the same data directory too);
-when that moved, it reads the subscribed resources of that store again, in one worker thread, and announces those
-whose JSON changed (SHA-256 of the text). A write made through this server wakes it at once (`changed()`). With
-nothing subscribed it waits on an event and costs nothing.
+The watch, while anything is subscribed: a thread (`_Poller`) asks each watched store for its `revision()` every
+POLL_SECONDS (the local store: one stat of its journal, so it sees the writes of other processes on the same data
+directory too) and wakes the event loop only when one moved; the loop then reads the subscribed resources of that
+store again, in one worker thread, and announces those whose JSON changed (SHA-256 of the text). A write made
+through this server makes the thread look at once (`changed()`). With nothing subscribed the thread waits on an
+event and costs nothing; while it polls, the event loop sleeps (polling from the loop through a worker thread cost
+more CPU: benchmarks/README.md, "Subscriptions", has both).
 
 Bounds: at most MAX_PER_SESSION URIs per session (one more is an error saying so) and per listen stream (the
 acknowledgement names the ones honoured); at most MAX_SESSIONS sessions (a session is forgotten when its
@@ -25,13 +27,18 @@ Knows the storage contract and resources.py, nothing of the transports.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 
@@ -112,9 +119,11 @@ class Subscriptions:
         self._sessions: dict[str | None, _Session] = {}  # by connection key (HTTP session id; None on stdio)
         self._listeners: dict[str | None, _Listeners] = {}  # by user
         self._watched: dict[tuple[str | None, str], _Watched] = {}  # by (user, uri)
-        self._revisions: dict[str | None, str] = {}  # by user: the revision the digests were read at
-        self._wake = anyio.Event()  # set by a subscription (the watch may be idle) and by changed()
+        self._moved: set[str | None] = set()  # users whose store's revision moved since the watch last looked
+        self._wake = anyio.Event()  # set when `_moved` gains a user
         self._failing: set[str | None] = set()  # users whose last check failed (logged once per streak)
+        self._poller = _Poller(poll_seconds, self._report_from_thread)
+        self._loop: anyio.lowlevel.EventLoopToken | None = None  # set by watch(), for the poller's reports
 
     # --- the handshake era: resources/subscribe and resources/unsubscribe --------------------------------------
 
@@ -201,19 +210,17 @@ class Subscriptions:
     # --- the watch -------------------------------------------------------------------------------------------------
 
     def changed(self) -> None:
-        """This server just wrote: check now rather than at the next tick."""
-        if self._watched:
-            self._wake.set()
+        """This server just wrote: look now rather than at the next poll."""
+        self._poller.poke()
 
     async def watch(self) -> None:
-        """Check the watched stores every POLL_SECONDS while anything is watched; wait on an event otherwise."""
+        """Whenever a watched store's revision moves, re-read what is watched there and announce what changed."""
+        self._loop = anyio.lowlevel.current_token()
         while True:
-            if not self._watched:
-                await self._wake.wait()
-            with anyio.move_on_after(self.poll_seconds):
-                await self._wake.wait()
+            await self._wake.wait()
             self._wake = anyio.Event()
-            for user in {w.user for w in self._watched.values()}:
+            moved, self._moved = self._moved, set()
+            for user in moved:
                 try:
                     await self._check(user)
                 except Exception as exc:  # a store that fails now may answer next time; the watch goes on
@@ -224,20 +231,29 @@ class Subscriptions:
                     self._failing.discard(user)
 
     def close(self) -> None:
-        """End every listen stream gracefully (each sends its final result); forget everything."""
+        """Stop the poller; end every listen stream gracefully (each sends its final result); forget everything."""
+        self._poller.close()
         for listeners in self._listeners.values():
             listeners.handler.close()
         self._sessions.clear()
         self._watched.clear()
 
+    def _report_from_thread(self, user: str | None) -> None:
+        """The poller saw `user`'s revision move (called in its thread)."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the event loop has stopped: the server is going away
+                anyio.from_thread.run_sync(self._moved_now, user, token=self._loop)
+
+    def _moved_now(self, user: str | None) -> None:
+        self._moved.add(user)
+        self._wake.set()
+
     async def _check(self, user: str | None) -> None:
         store = await self.stores.get(user)
-        revision = await anyio.to_thread.run_sync(store.revision)
-        if revision == self._revisions.get(user):
-            return
         watched = [w for w in self._watched.values() if w.user == user]
+        if not watched:
+            return
         digests = await anyio.to_thread.run_sync(_digests, store, [w.target for w in watched])
-        self._revisions[user] = revision
         for item, digest in zip(watched, digests, strict=True):
             if digest != item.digest:
                 item.digest = digest
@@ -253,9 +269,9 @@ class Subscriptions:
         (with `must_exist`: UnknownResourceError, and nothing attached).
         """
         store = await self.stores.get(user)
-        first = not self._watched_for(user)
         new = [(uri, target) for uri, target in wanted if (user, uri) not in self._watched]
-        revision = await anyio.to_thread.run_sync(store.revision) if first and new else None
+        # The revision is read before the digests: a write in between is seen as a move, never missed.
+        revision = await anyio.to_thread.run_sync(store.revision) if new else None
         digests = await anyio.to_thread.run_sync(_digests, store, [target for _, target in new]) if new else []
         read = {uri: digest for (uri, _), digest in zip(new, digests, strict=True)}
         if must_exist and GONE in read.values():  # read it again for the reason, and attach nothing
@@ -270,9 +286,10 @@ class Subscriptions:
                 item = self._watched[(user, uri)] = _Watched(user, uri, target, digest)
             item.parties[party] += 1
             attached.append(uri)
-        if revision is not None and attached:
-            self._revisions.setdefault(user, revision)  # (two first reads at once: the older one, to be safe)
-        self._wake.set()  # the watch may be idle
+        if revision is not None and attached and self._poller.watch(user, store, revision) != revision:
+            # The store was polled already and its revision has moved past the one these digests were read at
+            # (or the other way round): check now, or a change in between could go unannounced to them.
+            self._moved_now(user)
         return attached
 
     def _watched_for(self, user: str | None) -> bool:
@@ -288,7 +305,76 @@ class Subscriptions:
         if not item.parties:
             del self._watched[(user, uri)]
             if not self._watched_for(user):
-                self._revisions.pop(user, None)
+                self._poller.unwatch(user)
+
+
+class _Poller:
+    """A thread asking each watched store for its revision every `interval` seconds; `report(user)` (called in the
+    thread) when one moved. Waits on an event, costing nothing, while no store is watched."""
+
+    def __init__(self, interval: float, report: Callable[[str | None], None]) -> None:
+        self.interval = interval
+        self._report = report
+        self._watched: dict[str | None, list[Any]] = {}  # user -> [store, the revision last seen]
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._failing: set[str | None] = set()
+
+    def watch(self, user: str | None, store: MemoryBackend, revision: str) -> str:
+        """Poll `store` from now on, taking `revision` (read before the digests) as the last one seen, unless it
+        is polled already; returns the revision it holds as last seen."""
+        with self._lock:
+            if user in self._watched or self._closed:
+                return str(self._watched[user][1]) if user in self._watched else revision
+            self._watched[user] = [store, revision]
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memserver-watch", daemon=True)
+                self._thread.start()
+        self._wake.set()  # it may be waiting with nothing to watch
+        return revision
+
+    def unwatch(self, user: str | None) -> None:
+        with self._lock:
+            self._watched.pop(user, None)
+
+    def poke(self) -> None:
+        """Look now (a write was just made here)."""
+        self._wake.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._watched.clear()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                idle = not self._watched
+            self._wake.wait(None if idle else self.interval)
+            self._wake.clear()
+            with self._lock:
+                watched = list(self._watched.items())
+            for user, entry in watched:
+                self._poll(user, entry)
+
+    def _poll(self, user: str | None, entry: list[Any]) -> None:
+        store, seen = entry
+        try:
+            revision = store.revision()
+        except Exception as exc:  # closed while being polled, a database away for a moment: try again next time
+            if user not in self._failing:
+                self._failing.add(user)
+                logger.warning("could not ask the memory store whether it changed: %s", exc)
+            return
+        self._failing.discard(user)
+        if revision != seen:
+            entry[1] = revision
+            self._report(user)
 
 
 def _digests(store: MemoryBackend, targets: list[resources.Target]) -> list[bytes]:
