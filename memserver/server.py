@@ -9,6 +9,11 @@ every request (middleware). The capabilities in the `initialize` result follow f
 tools, resources (with `subscribe`), prompts, completions, logging; `listChanged` is false everywhere, since no
 list ever changes while the server runs.
 
+Two handlers talk back to the client outside a plain request/answer: subscriptions (subscriptions.py watches the
+store for the lifespan and sends `notifications/resources/updated`), and `forget_matching`, which asks the user to
+confirm before it forgets anything (elicitation: an `elicitation/create` request of the server's own in the
+handshake era, an `input_required` answer in 2026-07-28).
+
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
      -> `CallToolResult(is_error=True)` with a message naming the field and the rule;
