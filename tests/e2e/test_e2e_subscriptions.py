@@ -6,8 +6,11 @@ another process writes, and the subscriber is told. Every wait is on a notificat
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,54 @@ from tests.test_server_subscriptions import Updates
 MODERN = "2026-07-28"
 SESSIONS = ["stdio-2025-11-25", "stdio-2026-07-28", "http-2025-11-25", "http-2026-07-28"]
 ALICE, BOB = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
+
+
+class GetStreams(logging.Handler):
+    """Counts the GET streams the SDK's HTTP client has opened (its debug record "GET SSE connection established"):
+    updates of the handshake era travel on that stream, and the SDK drops those sent before it is open
+    (docs/upstream.md S4), so a test waits for it before it writes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.opened = 0
+        self.changed = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == "GET SSE connection established":
+            with self.changed:
+                self.opened += 1
+                self.changed.notify_all()
+
+    def wait_for(self, count: int) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.opened >= count, TIMEOUT), "the client opened no GET stream"
+
+
+@pytest.fixture(scope="module")
+def get_streams() -> Iterator[GetStreams]:
+    handler = GetStreams()
+    client_logger = logging.getLogger("mcp.client.streamable_http")
+    level = client_logger.level
+    client_logger.addHandler(handler)
+    client_logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        client_logger.removeHandler(handler)
+        client_logger.setLevel(level)
+
+
+@contextmanager
+def http_subscriber(
+    portal: BlockingPortal, url: str, streams: GetStreams, *args: Any, **options: Any
+) -> Iterator[Live]:
+    """An HTTP session whose GET stream is open (handshake era; 2026-07-28 has none, the listen stream is the
+    response to its request)."""
+    before = streams.opened
+    with http_session(portal, url, *args, **options) as live:
+        if live.protocol_version != MODERN:
+            streams.wait_for(before + 1)
+        yield live
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +164,8 @@ def subscriber(request: pytest.FixtureRequest, portal: BlockingPortal, data_dir:
         log = data_dir / f"{request.param}.log"
         session = stdio_session(portal, data_dir, log, mode=mode, message_handler=updates)
     else:
-        session = http_session(portal, request.getfixturevalue("http").url, mode=mode, message_handler=updates)
+        url, streams = request.getfixturevalue("http").url, request.getfixturevalue("get_streams")
+        session = http_subscriber(portal, url, streams, mode=mode, message_handler=updates)
     with session as live:
         assert live.protocol_version == era
         sub = Subscriber(request.param, live, updates)
@@ -155,11 +207,13 @@ def users(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
         yield running
 
 
-def test_one_users_writes_are_never_announced_to_another(portal: BlockingPortal, users: HttpServer) -> None:
+def test_one_users_writes_are_never_announced_to_another(
+    portal: BlockingPortal, users: HttpServer, get_streams: GetStreams
+) -> None:
     heard: dict[str, Updates] = {"alice": Updates(), "bob": Updates()}
     with (
-        http_session(portal, users.url, ALICE, message_handler=heard["alice"]) as alice,
-        http_session(portal, users.url, BOB, message_handler=heard["bob"]) as bob,
+        http_subscriber(portal, users.url, get_streams, ALICE, message_handler=heard["alice"]) as alice,
+        http_subscriber(portal, users.url, get_streams, BOB, message_handler=heard["bob"]) as bob,
     ):
         alice.subscribe_resource("memory://stats")
         bob.subscribe_resource("memory://stats")
