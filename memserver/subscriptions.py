@@ -286,9 +286,11 @@ class Subscriptions:
                 item = self._watched[(user, uri)] = _Watched(user, uri, target, digest)
             item.parties[party] += 1
             attached.append(uri)
-        if revision is not None and attached and self._poller.watch(user, store, revision) != revision:
-            # The store was polled already and its revision has moved past the one these digests were read at
-            # (or the other way round): check now, or a change in between could go unannounced to them.
+        # The store polled already, its revision moved past the one these digests were read at (or the other way
+        # round): check now, or a change in between could go unannounced to them. ("": nothing new was read, but
+        # the store stopped being polled meanwhile.)
+        register = revision is not None or not self._poller.polls(user)
+        if attached and register and self._poller.watch(user, store, revision or "") != revision:
             self._moved_now(user)
         return attached
 
@@ -335,6 +337,10 @@ class _Poller:
         self._wake.set()  # it may be waiting with nothing to watch
         return revision
 
+    def polls(self, user: str | None) -> bool:
+        with self._lock:
+            return user in self._watched
+
     def unwatch(self, user: str | None) -> None:
         with self._lock:
             self._watched.pop(user, None)
@@ -373,7 +379,8 @@ class _Poller:
             return
         self._failing.discard(user)
         if revision != seen:
-            entry[1] = revision
+            with self._lock:
+                entry[1] = revision
             self._report(user)
 
 
