@@ -389,6 +389,30 @@ class MemoryBackend(Protocol):
         """Release files and connections. Safe to call twice; any other call afterwards raises StoreError."""
         ...
 
+    # --- for watchers and completions (resource subscriptions, completion/complete) ------------------------------
+
+    def revision(self) -> str:
+        """An opaque token that changes whenever any memory of the collection changes, by this process or any
+        other: compare two tokens for equality, nothing else. It may also change when no memory did (a re-read
+        then finds the same content), never the other way round.
+
+        Cheap enough to poll several times a second while something watches: the local store answers with one
+        stat of its journal (identity and size: the journal only grows, and is replaced, as a new file, only by a
+        compaction), without locks. A database engine answers from a per-collection change counter that every
+        write bumps in its own transaction (or the highest sequence of a change log that records deletes too:
+        max(id) of the live rows would miss them). Raises StoreError once closed.
+        """
+        ...
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """The ids of the memories of `namespace` that get() returns (current or replaced) starting with `prefix`
+        (0-32 hexadecimal characters, trimmed, any case), in ascending order, at most `limit`
+        (1..inputs.MAX_LIMIT): what completing a memory id needs. An empty prefix gives the lowest ids. A prefix
+        that is not hexadecimal, or longer than an id, is an InvalidInputError naming `prefix`. (A database
+        answers it from an index on (namespace, id): a range scan from the prefix, no table scan.)
+        """
+        ...
+
     def __enter__(self) -> MemoryBackend: ...
 
     def __exit__(self, *exc: object) -> None: ...

@@ -83,6 +83,7 @@ ISO_DATE_PATTERN = (
 )
 
 _ID_RE = re.compile(MEMORY_ID_PATTERN)
+_ID_PREFIX_RE = re.compile(r"[0-9a-f]*\Z")
 _NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -212,6 +213,16 @@ def check_id(memory_id: object, name: str = "memory_id") -> str:
     if not isinstance(memory_id, str) or not is_memory_id(memory_id):
         raise InvalidInputError(f"{name} must be 32 hexadecimal characters (as returned by add), got {memory_id!r}")
     return memory_id.strip().lower()
+
+
+def check_id_prefix(prefix: object, name: str = "prefix") -> str:
+    """The start of a memory id (0-32 hexadecimal characters), trimmed and lower-cased."""
+    if not isinstance(prefix, str):
+        raise InvalidInputError(f"{name} must be a string of hexadecimal characters, got {type(prefix).__name__}")
+    value = prefix.strip().lower()
+    if len(value) > 32 or not _ID_PREFIX_RE.match(value):
+        raise InvalidInputError(f"{name} must be at most 32 hexadecimal characters (the start of a memory id)")
+    return value
 
 
 def check_ids(ids: object, name: str = "ids") -> list[str]:

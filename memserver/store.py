@@ -48,11 +48,12 @@ from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.catalog import memory_of
 from memserver.compaction import Compaction, remove_other_generations
 from memserver.durable import OS, FileLayer, disk_errors_as, make_dirs, make_private
-from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
+from memserver.errors import InvalidInputError, StoreError
 from memserver.generation import Generation
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, Journal
+from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, open_journal
+from memserver.journal import revision as journal_revision
 from memserver.keyword import KeywordDerivedIndex
 from memserver.writes import Pending
 
@@ -68,27 +69,6 @@ log = logging.getLogger(__name__)
 CHECKPOINT_RECORDS = 200
 WRITE_CHECKPOINT_RECORDS = 5000
 IMPORT_BATCH = 1000
-
-
-def open_journal(folder: Path, dim: int, model: str, lock: FileLock, files: FileLayer) -> Journal:
-    """The collection's journal, created (under the exclusive lock) if there is none; ModelMismatchError if it
-    holds vectors of another model or dimension."""
-    path = folder / JOURNAL_NAME
-    if not path.exists():
-        with lock.hold(exclusive=True):
-            if not path.exists():
-                header = {"generation": uuid.uuid4().hex, "dim": dim, "model": model, "created_at": inputs.now()}
-                Journal.create(path, header, files)
-    journal = Journal(path, files)
-    header = journal.header
-    if header.get("dim") != dim or header.get("model") != model:
-        journal.close()
-        raise ModelMismatchError(
-            f"collection {folder.name!r} at {folder} holds vectors of model {header.get('model')!r} "
-            f"(dim {header.get('dim')}), but the embedder is {model!r} (dim {dim}); "
-            "use the same model, or another collection (MCP_MEMORY_COLLECTION)"
-        )
-    return journal
 
 
 def folder_bytes(folder: Path) -> int:
@@ -567,6 +547,21 @@ class MemoryStore(Collection):
         space = inputs.check_namespace(namespace)
         with self._thread_lock:
             return listing.session_counts(self._refresh().catalog, space)
+
+    def revision(self) -> str:
+        """See backend.MemoryBackend.revision: one stat of the journal's path, no lock (a poller never waits for a
+        write or a search in progress)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        return journal_revision(self.folder / JOURNAL_NAME)
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """See backend.MemoryBackend.ids_with_prefix."""
+        start = inputs.check_id_prefix(prefix)
+        limit = inputs.check_limit(limit)
+        space = inputs.check_namespace(namespace)
+        with self._thread_lock:
+            return self._refresh().catalog.ids_with_prefix(start, limit, space)
 
     def stats(self) -> dict[str, Any]:
         """See backend.MemoryBackend.stats; the local store adds where it lives and what is on disk."""

@@ -1,4 +1,4 @@
-"""The four memory tools as MCP `Tool` constants, with hand-written JSON Schemas, and argument validation.
+"""The memory tools as MCP `Tool` constants, with hand-written JSON Schemas, and argument validation.
 
 The schemas below are the contract: `tools/list` advertises them verbatim and `validate_arguments` checks every
 `tools/call` against the very same dicts (the low-level SDK server validates nothing). Messages follow pydantic's
@@ -367,7 +367,64 @@ FORGET = types.Tool(
     ),
 )
 
-TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET)
+# --- bulk forgetting, confirmed by the person (issue 14: elicitation) -----------------------------------------------
+# A tool of its own rather than a filter on forget: forget keeps its schema and answers, and stays idempotent; this
+# one says in its description that the user will be asked, so a model reaches for it only for a whole group.
+
+FORGET_MATCHING = types.Tool(
+    name="forget_matching",
+    title="Forget matching memories",
+    description=(
+        "Permanently delete every memory matching a filter, at once: carrying any of the given tags, from a "
+        "source, of a conversation session, in a namespace, and/or stored before a date (all the criteria given "
+        "must hold). Use it only when the user asks to forget a whole group ('forget everything about project "
+        "X'); to forget one memory use forget. Before anything is deleted the user is shown how many memories "
+        "match and a sample, and asked to confirm; nothing is deleted unless they say yes, and the result says "
+        "what they answered. Clients that cannot ask the user get an error and nothing is deleted."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "tags": {**_TAGS, "minItems": 1, "description": "Memories carrying at least one of these tags."},
+            "source": {**_SOURCE, "description": "Memories with exactly this source."},
+            "session": {**_SESSION, "description": "Memories of this conversation session."},
+            "namespace": {
+                **_NAMESPACE,
+                "description": "The namespace to forget in (default: the default namespace); given alone, all of it.",
+            },
+            "before": {
+                "type": "string",
+                "pattern": ISO_DATE_PATTERN,
+                "description": "Memories stored before this ISO 8601 date or date-time (UTC when no offset is given).",
+            },
+        },
+        "minProperties": 1,
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["forgotten", "declined", "cancelled", "unanswered", "nothing_matched"],
+                "description": "forgotten: the user confirmed; otherwise nothing was deleted, and this says why.",
+            },
+            "matched": {"type": "integer", "description": "How many memories matched (and were shown)."},
+            "forgotten": {"type": "integer", "description": "How many were deleted."},
+            "note": {"type": "string", "description": "The outcome in one sentence."},
+        },
+        "required": ["status", "matched", "forgotten", "note"],
+    },
+    annotations=types.ToolAnnotations(
+        title="Forget matching memories",
+        read_only_hint=False,
+        destructive_hint=True,
+        idempotent_hint=False,  # a second call forgets what has come to match since
+        open_world_hint=False,
+    ),
+)
+
+TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET, FORGET_MATCHING)
 TOOLS_BY_NAME: dict[str, types.Tool] = {tool.name: tool for tool in TOOLS}
 
 
@@ -481,6 +538,10 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
     def at(message: str, field: str = where) -> str:
         return f"{field}: {message}" if field else message
 
+    if rule == "minProperties":
+        return [at("Name at least one of: " + ", ".join(schema.get("properties", {})))]
+    if rule == "minItems":
+        return [at(f"List should have at least {value} item{'s' if value != 1 else ''}")]
     if rule == "required":
         missing = [name for name in value if isinstance(instance, dict) and name not in instance]
         return [at("Field required", f"{where}.{name}" if where else name) for name in missing]

@@ -99,6 +99,16 @@ def test_startup_quick(real_embedder, bench_cache, tmp_path):
         assert 0 < m["initialize_s"] <= m["first_recall_s"] and m["rss"] > 0
 
 
+def test_watch_quick(real_embedder, tmp_path):
+    """watch.py --quick times write -> notifications/resources/updated across processes and the idle CPU cost."""
+    out = tmp_path / "watch.json"
+    run = _run_bench("watch.py", "--quick", "--out", str(out))
+    assert "write by another process" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["other_process"]["n"] == 4 and r["own_write"]["n"] == 2
+    assert r["idle_cpu_ms_per_s"]["subscribed"] >= 0 and len(r["idle_cpu_ms_per_s"]["windows"]) == 1
+
+
 def test_scale_quick(real_embedder, bench_cache, tmp_path):
     """scale.py --quick measures recall@10 against exact search, search latency, open time and RSS."""
     out = tmp_path / "scale.json"

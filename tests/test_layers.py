@@ -21,6 +21,8 @@ FRONT = (
     "prompts",
     "completions",
     "client_log",
+    "subscriptions",
+    "forgetting",
     "cli",
     "wire",
     "stdio",

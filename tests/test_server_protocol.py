@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from memserver import resources, tools
+from memserver import inputs, resources, tools
 from memserver.backend import Hit, Memory, Page
 from memserver.errors import InvalidInputError
 from memserver.server import build_server
@@ -101,6 +101,14 @@ class StubStore:
         self._check("stats", None)
         return {"count": len(self.memories)}
 
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: Any = None) -> list[str]:
+        self._check("ids_with_prefix", (prefix, limit))
+        start = inputs.check_id_prefix(prefix)
+        return sorted(i for i in self.memories if i.startswith(start))[:limit]
+
+    def revision(self) -> str:
+        return str(hash(tuple(self.memories.items())))
+
     def close(self) -> None:
         pass
 
@@ -131,11 +139,12 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 @pytest.mark.anyio
-async def test_tools_list_advertises_the_four_tools_with_valid_schemas(client: Client) -> None:
-    """tools/list returns remember, recall, list_recent, forget, each with Draft 2020-12 input and output schemas."""
+async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client) -> None:
+    """tools/list returns remember, recall, list_recent, forget and forget_matching, each with Draft 2020-12 input
+    and output schemas."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_tools()).tools
-    assert [tool.name for tool in listed] == ["remember", "recall", "list_recent", "forget"]
+    assert [tool.name for tool in listed] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
     for tool in listed:
         assert tool.description and tool.title
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"
@@ -422,7 +431,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
     server = build_server(slow_factory)
     with anyio.fail_after(TIMEOUT):
         async with Client(server, mode="legacy") as client:
-            assert len((await client.list_tools()).tools) == 4
+            assert len((await client.list_tools()).tools) == len(tools.TOOLS)
             async with anyio.create_task_group() as tg:
                 results: list[types.CallToolResult] = []
 

@@ -331,6 +331,32 @@ class PostgresBackend:
             "bytes_on_disk": size,
         }
 
+    # --- for watchers and completions (resource subscriptions, completion/complete) ------------------------------
+
+    def revision(self) -> str:
+        """See backend.MemoryBackend.revision: the tenant's highest seq (an identity column: every insert raises it,
+        nothing lowers it but deleting that very row) and its count (tenant_stats: every delete lowers it), read
+        from two indexes. Every write today inserts or deletes; an UPDATE that changes a memory would have to bump
+        a counter of its own here."""
+        sql = (
+            "SELECT (SELECT coalesce(max(seq), 0) FROM memserver.memories WHERE tenant = %s), "
+            "(SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %s)"
+        )
+        top, n = self.db.run(self.tenant, [(sql, [self.tenant, self.tenant])])[0].fetchone()  # type: ignore[misc]
+        return f"{int(top)}:{int(n)}"
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """See backend.MemoryBackend.ids_with_prefix: a range scan of the primary key (tenant, id). (Namespaces
+        other than the default hold nothing here yet.)"""
+        start = inputs.check_id_prefix(prefix)
+        n = inputs.check_limit(limit)
+        if inputs.check_namespace(namespace) != inputs.DEFAULT_NAMESPACE:
+            return []
+        low, high = uuid.UUID(start.ljust(32, "0")), uuid.UUID(start.ljust(32, "f"))
+        sql = "SELECT id FROM memserver.memories WHERE tenant = %s AND id BETWEEN %s AND %s ORDER BY id LIMIT %s"
+        rows = self.db.run(self.tenant, [(sql, [self.tenant, low, high, n])])[0].fetchall()
+        return [row[0].hex for row in rows]
+
     def _count(self) -> tuple[int, int]:
         sql = (
             "SELECT (SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %s), "

@@ -111,6 +111,14 @@ class HttpServer:
     process: subprocess.Popen[str]
     url: str
     log: list[str] = field(default_factory=list)
+    logged: threading.Condition = field(default_factory=threading.Condition)  # notified on each line of `log`
+
+    def wait_for_log(self, text: str, timeout: float = TIMEOUT) -> str:
+        """The first line of the server's stderr holding `text`, waiting up to `timeout` for it to be written."""
+        with self.logged:
+            if not self.logged.wait_for(lambda: any(text in line for line in self.log), timeout):
+                raise AssertionError(f"the server did not log {text!r}; it logged:\n" + "".join(self.log[-30:]))
+            return next(line for line in self.log if text in line)
 
 
 @contextmanager
@@ -126,13 +134,16 @@ def http_server(data_dir: Path, *args: str, command: Sequence[str] | None = None
         text=True,
     )
     lines: list[str] = []
+    logged = threading.Condition()
     found = threading.Event()
     url: list[str] = []
 
     def drain() -> None:  # keep reading so the pipe never fills; remember the URL line
         assert process.stderr is not None
         for line in process.stderr:
-            lines.append(line)
+            with logged:
+                lines.append(line)
+                logged.notify_all()
             match = re.search(r"serving MCP at (\S+)", line)
             if match and not url:
                 url.append(match.group(1))
@@ -143,7 +154,7 @@ def http_server(data_dir: Path, *args: str, command: Sequence[str] | None = None
     try:
         if not found.wait(TIMEOUT) or not url:
             raise RuntimeError("memserver serve --http did not start:\n" + "".join(lines))
-        yield HttpServer(process, url[0], lines)
+        yield HttpServer(process, url[0], lines, logged)
     finally:
         process.terminate()
         try:
