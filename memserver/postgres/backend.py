@@ -31,7 +31,7 @@ from memserver.bm25 import KeywordIndex
 from memserver.errors import InvalidInputError, StoreError
 from memserver.fusion import FUSION_DEPTH, hybrid_order
 from memserver.postgres import listing, rows, schema, search, terms, writes
-from memserver.postgres.pool import Database
+from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, stored_text
 from memserver.terms import date_text
 
@@ -550,9 +550,12 @@ def _found(result: list[tuple[Any, ...]]) -> dict[int, tuple[Memory, float]]:
     }
 
 
-def open_database(url: str, model: str, dim: int, *, migrate: bool = True) -> Database:
-    """Connect, migrate (unless `migrate` is False: then a database behind the code is an error), open the pool."""
-    db = Database(url)
+def open_database(
+    url: str, model: str, dim: int, *, migrate: bool = True, call_deadline: float = CALL_DEADLINE_S
+) -> Database:
+    """Connect, migrate (unless `migrate` is False: then a database behind the code is an error), open the pool.
+    `call_deadline`: how long a call may wait for the server's answer (pool.py, watchdog.py)."""
+    db = Database(url, call_deadline=call_deadline)
     owner = db.connect_owner()
     try:
         if migrate:

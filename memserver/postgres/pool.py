@@ -268,7 +268,7 @@ class Database:
                         raise _BrokenConnection(
                             f"PostgreSQL at {self.where} did not answer within {self.watchdog.timeout:.0f} s; {outcome}"
                         ) from None
-                    if isinstance(exc, (psycopg.errors.TransactionRollback, psycopg.errors.LockNotAvailable)):
+                    if _rolled_back(exc):
                         raise _RolledBack(
                             f"PostgreSQL at {self.where} is busy ({_first_line(exc)}); nothing was changed. Try again"
                         ) from None
@@ -374,6 +374,13 @@ class _BrokenConnection(DatabaseUnavailableError):
 
 class _RolledBack(DatabaseUnavailableError):
     """The server rolled the transaction back (deadlock, serialization failure, lock timeout): nothing changed."""
+
+
+def _rolled_back(exc: psycopg.Error) -> bool:
+    """Whether the server rolled the transaction back on its own: class 40 (serialization failure, deadlock
+    detected: psycopg's DeadlockDetected is no TransactionRollback subclass) or 55P03 (lock_timeout)."""
+    state = exc.sqlstate or ""
+    return state.startswith("40") or state == "55P03"
 
 
 def _configure_transaction(conn: psycopg.Connection[Any], tenant: str, settings: Mapping[str, str] | None) -> None:

@@ -28,6 +28,7 @@ import psycopg
 
 from memserver import inputs
 from memserver.backend import Memory
+from memserver.errors import StoreError
 from memserver.postgres import rows, terms
 from memserver.postgres.rows import COLUMNS, CURRENT
 
@@ -180,6 +181,14 @@ def write(
             )
         query, params = insert_sql(tenant, model_id, fresh, stamp)
         inserted = {r[0].hex for r in conn.execute(query, params).fetchall()}
+        lost = [it for it in fresh if it.id not in inserted]
+        if lost:  # a conflict with a writer that took no content lock (or an imported id stored meanwhile)
+            again = load_view(conn, tenant, lost, lock=False)
+            for it in lost:
+                row = again.dups.get(it.key) or again.stored.get(it.m.id)
+                if row is None:
+                    raise StoreError("a memory was stored and forgotten by another writer meanwhile; store it again")
+                out[items.index(it)] = rows.memory(row, duplicate=True)
         links = [
             (it.m.replaces, it.id, it.m.created_at or stamp) for it in fresh if it.m.replaces and it.id in inserted
         ]
