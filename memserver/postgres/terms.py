@@ -2,7 +2,7 @@
 
 Text is tokenised here, in Python, by memserver's own tokenizer (memserver.terms), never by PostgreSQL's text
 search: both engines then index and query exactly the same terms (ids glued, accents folded, plurals stemmed, the
-date words of created_at). A memory row carries its distinct terms and their frequencies; triggers copy them into
+date words of occurred_at). A memory row carries its distinct terms and their frequencies; triggers copy them into
 `postings` (see migrations/0001). BM25 is scored in SQL from per-tenant statistics: documents and total length
 from `tenant_stats`, document frequencies counted from the postings of the query's terms (the same index range
 the scoring reads anyway), with the local store's k1 and b. `ts_rank_cd` was not used: it has no IDF.
@@ -37,9 +37,9 @@ class IndexedText:
 _term = functools.lru_cache(maxsize=1 << 17)(normalise)
 
 
-def indexed(content: str, created_at: str) -> IndexedText:
-    """The terms of a memory: its content and the date words of its created_at (as the local store indexes)."""
-    raw = raw_tokens(f"{content} {date_text(created_at)}")
+def indexed(content: str, occurred_at: str) -> IndexedText:
+    """The terms of a memory: its content and the date words of its occurred_at (as the local store indexes)."""
+    raw = raw_tokens(f"{content} {date_text(occurred_at)}")
     counts = Counter(term for term in map(_term, raw) if term is not None)
     return IndexedText(list(counts), list(counts.values()), sum(counts.values()))
 
