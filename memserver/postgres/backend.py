@@ -31,7 +31,7 @@ from memserver.errors import InvalidInputError, StoreError
 from memserver.fusion import FUSION_DEPTH, hybrid_order
 from memserver.postgres import listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
-from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, stored_text
+from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -142,10 +142,7 @@ class PostgresBackend:
         """Embed the items that are not known duplicates and have no vector; with `check`, refuse a bad
         `replaces` first (the write transaction checks again, on what is committed by then)."""
 
-        def read(conn: Any) -> writes.View:
-            return writes.load_view(conn, self.tenant, items, lock=False)
-
-        view = self.db.transact(self.tenant, read, write=False)
+        view = writes.view_of(self.db.run(self.tenant, writes.view_statements(self.tenant, items, lock=False)))
         if check:
             writes.plan(view, items, defer=False)
         todo = [it for it in items if it.vector is None and it.key not in view.dups]
@@ -348,16 +345,11 @@ class PostgresBackend:
     # --- for watchers and completions (resource subscriptions, completion/complete) ------------------------------
 
     def revision(self) -> str:
-        """See backend.MemoryBackend.revision: the tenant's highest seq (an identity column: every insert raises
-        it), its current count (tenant_stats: a forget or a replace changes it... a replace inserts too) and the
-        tombstones and history (held rows: a forget raises it, a compaction lowers it), from three indexes."""
-        sql = (
-            "SELECT (SELECT coalesce(max(seq), 0) FROM memserver.memories WHERE tenant = %s), "
-            "(SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %s), "
-            "(SELECT count(*) FROM memserver.memories m WHERE m.tenant = %s AND NOT (" + CURRENT + "))"
-        )
-        top, n, held = self.db.run(self.tenant, [(sql, [self.tenant] * 3)])[0].fetchone()  # type: ignore[misc]
-        return f"{int(top)}:{int(n)}:{int(held)}"
+        """See backend.MemoryBackend.revision: the tenant's change counter (tenant_stats.changes, summed over its
+        slots: every statement that adds, changes or deletes memories adds to it in its own transaction)."""
+        sql = "SELECT coalesce(sum(changes), 0) FROM memserver.tenant_stats WHERE tenant = %s"
+        row = self.db.run(self.tenant, [(sql, [self.tenant])])[0].fetchone()
+        return str(int(row[0])) if row else "0"
 
     def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
         """See backend.MemoryBackend.ids_with_prefix: a range scan of the primary key (tenant, id)."""
