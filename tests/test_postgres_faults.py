@@ -238,3 +238,21 @@ def test_a_frozen_server_fails_calls_at_the_deadline_then_recovers() -> None:
         db.close()
     finally:
         cluster.remove()
+
+
+# --- revision(): every change moves it ------------------------------------------------------------------------
+
+
+def test_revision_moves_on_forgetting_history_and_on_compaction(url: str) -> None:
+    """Forgetting a replaced memory changes neither the highest seq nor the current count; the change counter
+    moves anyway, and so does a compaction that purges it."""
+    with PostgresBackend(url, tenant="revision", embedder=FakeEmbedder()) as b:
+        old = b.add("the standup is at 9:30")
+        b.add("the standup is at 10:00", replaces=old.id)
+        seen = [b.revision()]
+        assert b.delete(old.id)
+        seen.append(b.revision())
+        b.compact()
+        seen.append(b.revision())
+        assert len(set(seen)) == 3, seen
+        assert b.revision() == seen[-1]  # nothing changed: the same token

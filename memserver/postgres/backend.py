@@ -27,13 +27,11 @@ import numpy as np
 
 from memserver import inputs
 from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
-from memserver.bm25 import KeywordIndex
 from memserver.errors import InvalidInputError, StoreError
 from memserver.fusion import FUSION_DEPTH, hybrid_order
-from memserver.postgres import listing, rows, schema, search, terms, writes
+from memserver.postgres import listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
-from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, stored_text
-from memserver.terms import date_text
+from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -86,10 +84,7 @@ class PostgresBackend:
         self.model_id = database.model_id
         self._closed = False
         self._lock = threading.Lock()
-        # Plan estimates, refreshed by every search: (current memories of the tenant, rows of the table).
-        self._rows = (0, 0)
-        self._in_namespace: dict[str, int] = {}
-        self._rows = self._count()
+        self._estimates = ranking.Estimates(*self._count())  # the plans' inputs, refreshed by every search
 
     @property
     def db(self) -> Database:
@@ -147,10 +142,7 @@ class PostgresBackend:
         """Embed the items that are not known duplicates and have no vector; with `check`, refuse a bad
         `replaces` first (the write transaction checks again, on what is committed by then)."""
 
-        def read(conn: Any) -> writes.View:
-            return writes.load_view(conn, self.tenant, items, lock=False)
-
-        view = self.db.transact(self.tenant, read, write=False)
+        view = writes.view_of(self.db.run(self.tenant, writes.view_statements(self.tenant, items, lock=False)))
         if check:
             writes.plan(view, items, defer=False)
         todo = [it for it in items if it.vector is None and it.key not in view.dups]
@@ -272,10 +264,12 @@ class PostgresBackend:
         if mode == "keyword" and not words:
             return []
         depth = limit if mode == "semantic" else max(limit, FUSION_DEPTH)
-        if request.filter.as_of is not None:
-            near, keyed, found = self._rankings_as_of(q, request.query, request.filter, depth, words)
+        db, f, est = self.db, request.filter, self._estimates
+        if f.as_of is not None:
+            near, keyed, found = ranking.rankings_as_of(db, self.tenant, q, request.query, f, depth, words)
         else:
-            near, keyed, found = self._rankings(q, request.filter, depth, vector=mode != "keyword", words=words)
+            vector = mode != "keyword"
+            near, keyed, found = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
         if mode == "semantic":
             order = near
         elif mode == "keyword":
@@ -294,79 +288,11 @@ class PostgresBackend:
                 break
         return hits
 
-    def _rankings(
-        self, q: np.ndarray, f: inputs.SearchFilter, depth: int, *, vector: bool, words: list[str]
-    ) -> Rankings:
-        """(vector ranking, keyword ranking, seq -> (memory, cosine)), one statement; again if the plan's counts
-        were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly)."""
-        tenant_rows, table_rows = self._rows
-        in_namespace = self._in_namespace.get(f.namespace, tenant_rows)
-        unfiltered = f.empty and in_namespace >= tenant_rows
-        plan = search.choose(in_namespace, table_rows, depth, not unfiltered)
-        _, params = search.filter_sql(f)
-        params |= {"tenant": self.tenant, "q": q, "depth": depth, "terms": words}
-        result: list[tuple[Any, ...]] = []
-        near_rows: list[tuple[float, Any, int]] = []
-        for _ in range(3):
-            sql = search.search_sql(plan, f, vector=vector, keyword=bool(words), unfiltered=unfiltered)
-            settings = None
-            if plan.kind != "exact":
-                settings = {
-                    "hnsw.ef_search": str(search.ef_search(depth)),
-                    "hnsw.iterative_scan": "strict_order",
-                    "hnsw.max_scan_tuples": str(search.MAX_SCAN_TUPLES),
-                }
-            params["exact_max"] = plan.exact_max
-            result = self.db.run(self.tenant, [(sql, params)], settings=settings)[0].fetchall()
-            head = result[0]
-            n, space = int(head[search.N]), int(head[search.IN_NAMESPACE])
-            self._rows = (n, max(int(max(head[search.TABLE_ROWS] or 0, 0)), n))
-            self._in_namespace[f.namespace] = space
-            near_rows = _ranked(result, 1)  # (distance, created_at, seq)
-            if unfiltered and space < n:
-                log.info("the namespace is not the whole tenant any more; searching again with it as a filter")
-                unfiltered = False
-                plan = search.choose(space, self._rows[1], depth, True)
-                continue
-            if vector and not bool(head[search.EXACT]) and len(near_rows) < min(depth, space):
-                log.info("HNSW returned %d of %d rows; ranking exactly", len(near_rows), depth)
-                plan = search.Plan("exact", plan.exact_max)
-                continue  # an iterative scan that gave up (max_scan_tuples): rank exactly instead
-            break
-        found = _found(result)
-        near = [seq for _, _, seq in near_rows]
-        keyed = [seq for _, _, seq in _ranked(result, 2)]
-        return near, keyed, found
-
-    def _rankings_as_of(
-        self, q: np.ndarray, text: str, f: inputs.SearchFilter, depth: int, words: list[str]
-    ) -> Rankings:
-        """As of a past time: exact over the memories that stood then. When all of them are current, the keyword
-        ranking is the tenant's BM25 (the statement of an exact search); when some are history or tombstones
-        (no postings), a BM25 index of the candidates alone, as the local store does (search.py `_keyword`)."""
-        where, params = search.filter_sql(f)
-        params |= {"tenant": self.tenant, "q": q}
-        held_sql = f"SELECT count(*) FROM memserver.memories m WHERE {where} AND NOT ({CURRENT})"
-        if not self.db.run(self.tenant, [(held_sql, params)])[0].fetchone()[0]:  # type: ignore[index]
-            plan = search.Plan("exact", search.EXACT_MAX)
-            sql = search.search_sql(plan, f, vector=True, keyword=bool(words))
-            params |= {"depth": depth, "terms": words, "exact_max": plan.exact_max}
-            result = self.db.run(self.tenant, [(sql, params)])[0].fetchall()
-            return [seq for *_, seq in _ranked(result, 1)], [seq for *_, seq in _ranked(result, 2)], _found(result)
-        sql = f"SELECT {COLUMNS}, m.embedding <=> %(q)b FROM memserver.memories m WHERE {where}"
-        candidates = self.db.run(self.tenant, [(sql, params)])[0].fetchall()
-        found = {r[1]: (rows.memory(r), 1.0 - float(r[rows.WIDTH])) for r in candidates}
-        near = [r[1] for r in sorted(candidates, key=lambda r: (r[rows.WIDTH], r[2], r[1]))][:depth]
-        keyed: list[int] = []
-        if words:
-            scratch = KeywordIndex()
-            scratch.add_many((seq, f"{m.content} {date_text(m.occurred_at)}") for seq, (m, _) in found.items())
-            keyed = [int(seq) for seq, _ in scratch.search(text, depth)]
-        return near, keyed, found
-
     def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         f = inputs.SearchFilter(namespace=namespace)
-        near, _, found = self._rankings(vector, f, SIMILAR_MAX + 1, vector=True, words=[])
+        near, _, found = ranking.rankings(
+            self.db, self.tenant, self._estimates, vector, f, SIMILAR_MAX + 1, vector=True, words=[]
+        )
         out = []
         for seq in near:
             memory, score = found[seq]
@@ -419,16 +345,11 @@ class PostgresBackend:
     # --- for watchers and completions (resource subscriptions, completion/complete) ------------------------------
 
     def revision(self) -> str:
-        """See backend.MemoryBackend.revision: the tenant's highest seq (an identity column: every insert raises
-        it), its current count (tenant_stats: a forget or a replace changes it... a replace inserts too) and the
-        tombstones and history (held rows: a forget raises it, a compaction lowers it), from three indexes."""
-        sql = (
-            "SELECT (SELECT coalesce(max(seq), 0) FROM memserver.memories WHERE tenant = %s), "
-            "(SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %s), "
-            "(SELECT count(*) FROM memserver.memories m WHERE m.tenant = %s AND NOT (" + CURRENT + "))"
-        )
-        top, n, held = self.db.run(self.tenant, [(sql, [self.tenant] * 3)])[0].fetchone()  # type: ignore[misc]
-        return f"{int(top)}:{int(n)}:{int(held)}"
+        """See backend.MemoryBackend.revision: the tenant's change counter (tenant_stats.changes, summed over its
+        slots: every statement that adds, changes or deletes memories adds to it in its own transaction)."""
+        sql = "SELECT coalesce(sum(changes), 0) FROM memserver.tenant_stats WHERE tenant = %s"
+        row = self.db.run(self.tenant, [(sql, [self.tenant])])[0].fetchone()
+        return str(int(row[0])) if row else "0"
 
     def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
         """See backend.MemoryBackend.ids_with_prefix: a range scan of the primary key (tenant, id)."""
@@ -532,22 +453,6 @@ class PostgresBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
-    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq)."""
-    sign = 1.0 if ranking == 1 else -1.0
-    found = [r for r in result if r[search.RANKING] == ranking]
-    return sorted((sign * float(r[search.RANK_SCORE]), r[search.MEMORY + 2], r[search.MEMORY + 1]) for r in found)
-
-
-def _found(result: list[tuple[Any, ...]]) -> dict[int, tuple[Memory, float]]:
-    """seq -> (memory, cosine) of search_sql's result rows."""
-    return {
-        r[search.MEMORY + 1]: (rows.memory(r[search.MEMORY : search.DIST]), 1.0 - float(r[search.DIST]))
-        for r in result
-        if r[search.RANKING] is not None
-    }
 
 
 def open_database(

@@ -121,7 +121,9 @@ N, TABLE_ROWS, EXACT, IN_NAMESPACE, RANKING, RANK_SCORE, MEMORY = range(7)
 DIST = MEMORY + 13
 
 
-def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool, unfiltered: bool = False) -> str:
+def search_sql(
+    plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool, unfiltered: bool = False, lateral: bool = True
+) -> str:
     """One statement returning (n, table_rows, exact, in_namespace, ranking, rank_score, <COLUMNS>, distance) rows.
 
     ranking 1 rows are the vector ranking (rank_score: cosine distance), ranking 2 the keyword one (BM25); a
@@ -130,6 +132,8 @@ def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool, unfi
     terms, exact_max and those of filter_sql. `unfiltered`: the caller knows that only current memories of the
     namespace are asked for and the namespace holds every current memory of the tenant (so every posting is a
     candidate: the keyword ranking may cut before joining; the caller checks `in_namespace` == `n` after).
+    `lateral`: the HNSW/probe keyword branch looks each scored row up by (tenant, seq) (False: a plain join, which
+    the planner answered with a scan of every row of the tenant; benchmarks/postgres_keyword.py compares them).
     """
     where, _ = filter_sql(f)
     ctes: list[str] = []
@@ -173,11 +177,18 @@ def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool, unfi
             cut = "s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT %(depth)s) x)"
             if not unfiltered:
                 cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
-            parts.append(
-                "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
-                f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
-                "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
-            )
+            if lateral:  # one (tenant, seq) lookup per scored row passing the cut (review S1)
+                parts.append(
+                    "(SELECT s.seq, s.bm25 FROM scored s CROSS JOIN LATERAL (SELECT m.created_at FROM "
+                    f"memserver.memories m WHERE {where} AND m.seq = s.seq OFFSET 0) m WHERE {cut}{guard} "
+                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                )
+            else:  # the join the planner turned into a scan of the tenant's time index (kept for the benchmark)
+                parts.append(
+                    "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
+                    f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
+                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                )
         ctes.append(f"words AS ({' UNION ALL '.join(parts)})")
         branches.append("SELECT seq, 2 AS ranking, bm25 AS rank_score FROM words")
     ctes.append(f"info AS ({COUNTS}, {exact} AS exact)")

@@ -52,10 +52,11 @@ def query_terms(query: str) -> list[str]:
 
 # BM25 of the postings of %(terms)s for tenant %(tenant)s, one row per memory (seq, bm25). `df` counts a term's
 # postings over the whole tenant, before any filter, like the local index (filters restrict candidates, not the
-# statistics); the window count and the scoring read the same index-only range scan.
+# statistics); the window count and the scoring read the same index-only range scan. Every literal is float8: a
+# bare 2.2 is numeric in SQL, and numeric arithmetic is slower (review S2; benchmarks/postgres_keyword.py).
 BM25_SCORES = f"""
-    SELECT p.seq, sum(ln(1 + (st.n - p.df + 0.5) / (p.df + 0.5)) * {K1 + 1} * p.tf
-                      / (p.tf + {K1} * (1 - {B} + {B} * p.doc_len / st.avgdl))) AS bm25
+    SELECT p.seq, sum(ln(1 + (st.n - p.df + 0.5::float8) / (p.df + 0.5::float8)) * {K1 + 1}::float8 * p.tf
+                      / (p.tf + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS bm25
     FROM (SELECT seq, tf, doc_len, count(*) OVER (PARTITION BY term) AS df
           FROM memserver.postings WHERE tenant = %(tenant)s AND term = ANY(%(terms)s)) p,
          (SELECT coalesce(sum(docs), 0)::float8 AS n,

@@ -32,7 +32,7 @@ from memserver.errors import StoreError
 from memserver.postgres import rows, terms
 from memserver.postgres.rows import COLUMNS, CURRENT
 
-__all__ = ["Item", "View", "load_view", "plan", "write"]
+__all__ = ["Item", "View", "load_view", "plan", "view_of", "view_statements", "write"]
 
 
 @dataclass(eq=False)  # compared by identity (held items are looked up by it)
@@ -79,20 +79,32 @@ DUPS = f"""
 STORED = f"SELECT {COLUMNS} FROM memserver.memories m WHERE m.tenant = %s AND m.id = ANY(%s) AND m.forgotten_at IS NULL"
 
 
-def load_view(conn: psycopg.Connection[Any], tenant: str, items: Sequence[Item], *, lock: bool) -> View:
-    """The View of `items`; with `lock` (inside the write transaction) the content locks first, and the memories
-    named by id locked FOR UPDATE."""
+def view_statements(tenant: str, items: Sequence[Item], *, lock: bool) -> list[tuple[str, list[Any]]]:
+    """The statements of the View of `items` (the dups, then the stored memories named by id, if any); with `lock`
+    (inside the write transaction) the content locks first, and the memories named by id locked FOR UPDATE."""
     keys = list(dict.fromkeys(it.key for it in items))
     spaces, hashes = [k[0] for k in keys], [k[1] for k in keys]
-    if lock:
-        conn.execute(LOCKS, [tenant, spaces, hashes])
-    dups = {(r[0], bytes(r[1])): r[2:] for r in conn.execute(DUPS, [spaces, hashes, tenant]).fetchall()}
+    statements: list[tuple[str, list[Any]]] = [(LOCKS, [tenant, spaces, hashes])] if lock else []
+    statements.append((DUPS, [spaces, hashes, tenant]))
     named = sorted({i for it in items for i in (it.m.replaces, it.id) if i})
-    stored: dict[str, Sequence[Any]] = {}
     if named:
         query = STORED + (" ORDER BY m.id FOR UPDATE OF m" if lock else "")
-        stored = {r[0].hex: r for r in conn.execute(query, [tenant, [uuid.UUID(i) for i in named]]).fetchall()}
+        statements.append((query, [tenant, [uuid.UUID(i) for i in named]]))
+    return statements
+
+
+def view_of(cursors: Sequence[psycopg.Cursor[Any]]) -> View:
+    """The View from the cursors of view_statements (the lock statement's, if any, left out)."""
+    dups = {(r[0], bytes(r[1])): r[2:] for r in cursors[0].fetchall()}
+    stored = {r[0].hex: r for r in cursors[1].fetchall()} if len(cursors) > 1 else {}
     return View(dups, stored)
+
+
+def load_view(conn: psycopg.Connection[Any], tenant: str, items: Sequence[Item], *, lock: bool) -> View:
+    """The View of `items` read on `conn` inside a transaction, in one round trip (a pipeline)."""
+    with conn.pipeline():
+        cursors = [conn.execute(query, params) for query, params in view_statements(tenant, items, lock=lock)]
+    return view_of(cursors[1:] if lock else cursors)
 
 
 def plan(view: View, items: Sequence[Item], defer: bool) -> tuple[list[Item], list[Memory | None], list[Item]]:

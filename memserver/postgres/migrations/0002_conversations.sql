@@ -27,11 +27,22 @@ CREATE INDEX memories_held ON memories (tenant, seq) WHERE replaced_by IS NOT NU
 -- Per-namespace counts beside BM25's per-tenant statistics (namespaces(), plan estimates): the slots gain the
 -- namespace. BM25 still reads the tenant's sum (the local store's keyword index spans its namespaces too).
 ALTER TABLE tenant_stats ADD COLUMN namespace text NOT NULL DEFAULT '';
+-- revision(): every statement that adds, changes or deletes memories adds the number of rows to `changes` (only
+-- ever grows: a forget, a replace and a compaction each move it, which max(seq) and the count alone did not).
+ALTER TABLE tenant_stats ADD COLUMN changes bigint NOT NULL DEFAULT 0;
 ALTER TABLE tenant_stats DROP CONSTRAINT tenant_stats_pkey;
 ALTER TABLE tenant_stats ADD PRIMARY KEY (tenant, namespace, slot);
 
+CREATE FUNCTION memories_bump(tenant_name text, n bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memserver.tenant_stats AS s (tenant, namespace, slot, docs, length, changes)
+        VALUES (tenant_name, '', pg_backend_pid() % 16, 0, 0, n)
+        ON CONFLICT (tenant, namespace, slot) DO UPDATE SET changes = s.changes + excluded.changes;
+END $$;
+
 CREATE OR REPLACE FUNCTION memories_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM memserver.memories_bump(n.tenant, count(*)) FROM added n GROUP BY n.tenant;
     INSERT INTO memserver.postings (tenant, term, seq, tf, doc_len)
         SELECT n.tenant, t.term, n.seq, t.tf, n.doc_len FROM added n, unnest(n.terms, n.tfs) AS t(term, tf)
         WHERE n.replaced_by IS NULL AND n.forgotten_at IS NULL;
@@ -62,6 +73,7 @@ END $$;
 
 CREATE OR REPLACE FUNCTION memories_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM memserver.memories_bump(o.tenant, count(*)) FROM removed o GROUP BY o.tenant;
     PERFORM memserver.memories_retire(ARRAY(
         SELECT o::memserver.memories FROM removed o WHERE o.replaced_by IS NULL AND o.forgotten_at IS NULL));
     RETURN NULL;
@@ -69,6 +81,7 @@ END $$;
 
 CREATE FUNCTION memories_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM memserver.memories_bump(n.tenant, count(*)) FROM after n GROUP BY n.tenant;
     PERFORM memserver.memories_retire(ARRAY(
         SELECT o::memserver.memories FROM before o JOIN after n ON n.tenant = o.tenant AND n.seq = o.seq
         WHERE o.replaced_by IS NULL AND o.forgotten_at IS NULL
