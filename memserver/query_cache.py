@@ -81,10 +81,11 @@ class QueryCache:
         stored = numpy.array(vector, dtype=numpy.float32, copy=True)
         stored.flags.writeable = False
         with self._lock:
+            if text not in self._entries:  # evict first: a len() without the lock never sees max_entries + 1
+                while len(self._entries) >= self.max_entries:
+                    self._entries.popitem(last=False)
             self._entries[text] = stored
             self._entries.move_to_end(text)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
 
     def keys(self) -> list[str]:
         """The cached texts, least recently used first (a snapshot)."""
