@@ -9,8 +9,10 @@ of its evidence turns found in the top 5 / top 10 (R@5, R@10) and the reciprocal
 
 - hybrid, semantic, keyword: the store's three modes (hybrid is what `recall` does by default);
 - hybrid+date: the session's date written into the text, `[8 May 2024] Maya: ...` (the issue's baseline);
-- hybrid+fields: the plain text plus speaker, session, occurred_at and namespace given as memory fields (issue 12):
-  run when the store keeps those fields (probed through `import_` and `get`), else the row says n/a.
+- hybrid+fields: the plain text plus speaker, session, occurred_at and namespace given as memory fields (issue 12),
+  and no created_at (the turns are stored at the time of the run, as an imported chat history would be, so the
+  date words and the recency prior come from occurred_at alone); searched in the conversation's namespace. Run when
+  the store keeps those fields (probed through `import_` and `get`), else the row says n/a.
 
 Turn vectors are computed once per text with the real Embedder, batched, and cached under the cache directory
 (keyed by a hash of the texts and the model file), then imported with `import_`; question vectors are computed
@@ -146,7 +148,10 @@ def probe_fields(embedder: Any, store_class: type[MemoryStore] = MemoryStore) ->
                 store.import_([record])
             except (InvalidInputError, TypeError, ValueError):
                 return ()
-            memory = store.get(record["id"])
+            if accepts(store.get, "namespace"):  # (issue 12: get() sees one namespace, the default unless named)
+                memory = store.get(record["id"], namespace=record["namespace"])
+            else:
+                memory = store.get(record["id"])
             if memory is None:  # e.g. stored in a namespace that get() does not look in without being told
                 return ()
             kept = memory.to_dict()
@@ -203,6 +208,8 @@ def run_variant(
                     "namespace": conv["id"],
                 }
                 record.update({f: values[f] for f in given})
+                if "occurred_at" in given:  # stored now, said then: every time signal must come from occurred_at
+                    del record["created_at"]
                 records.append(record)
             imported = store.import_(records)
             filters: dict[str, Any] = {"tags": [conv["id"]], "mode": mode}

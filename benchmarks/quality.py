@@ -12,7 +12,11 @@ created_at and their vectors from the real Embedder, and reports:
 - near-duplicates: `store.add` of each restatement must return the original in `similar`; distinct memories on
   the same topic at NEAR_DUPLICATE_SCORE;
 - with --scale N: hybrid vs semantic recall latency on a bulk-loaded store of N memories (benchmarks/_common.py's
-  synthetic corpus, cached), search alone and with the query embedding (what a recall call pays).
+  synthetic corpus, cached), search alone and with the query embedding (what a recall call pays);
+- conversations (issue 12): the dated multi-session conversation sets of benchmarks/data/conversations/ (several
+  speakers, sessions weeks apart, questions of who said what and when), run through benchmarks/conversations.py
+  with the turns' fields given (speaker, session, occurred_at, namespace: its hybrid+fields row) beside the plain
+  hybrid recall: R@5 / R@10 / MRR overall and R@10 by question type (--no-conversations skips it).
 
     uv run python benchmarks/quality.py                  # full run, writes benchmarks/results/quality.json
     uv run python benchmarks/quality.py --scale 100000   # plus the latency at 100k (builds a cached store once)
@@ -317,6 +321,48 @@ def scale(n: int, cache: Path, data: dict, embedder: object, *, repeats: int) ->
     return out
 
 
+def conversation_sets(embedder: object, cache: Path, *, quick: bool) -> dict:
+    """The conversation sets through conversations.py, plain hybrid and with the fields (see the module docstring);
+    per variant the overall and by-type scores and the search latency (per-question detail: conversations.py)."""
+    import convdata
+    import conversations
+
+    sets = conversations.find_sets([convdata.DATA_DIR], None)
+    if quick:
+        first = next(iter(sets))
+        sets = {first: [conversations.shorten(sets[first][0], 8)]}
+    fields = conversations.probe_fields(embedder)
+    out: dict = {"fields_supported": list(fields), "sets": {}}
+    for name, convs in sets.items():
+        _common.log(f"conversations: {name}")
+        data = conversations.evaluate_set(name, convs, embedder, cache, ["hybrid", "hybrid+fields"], fields)
+        variants = {
+            variant: {k: v[k] for k in ("overall", "by_type", "search_ms")} if v["available"] else v
+            for variant, v in data["variants"].items()
+        }
+        questions = sum(len(c["questions"]) for c in convs)
+        out["sets"][name] = {"conversations": len(convs), "questions": questions, "variants": variants}
+    return out
+
+
+def print_conversations(result: dict) -> None:
+    import convdata
+
+    print(f"\nconversations (fields kept by the store: {', '.join(result['fields_supported']) or 'none'}):")
+    headers = ["set", "variant", "R@5", "R@10", "MRR", *(f"{t} R@10" for t in convdata.TYPES), "search p50 ms"]
+    rows = []
+    for name, data in result["sets"].items():
+        for variant, v in data["variants"].items():
+            if not v.get("available", True):
+                rows.append([name, variant, "n/a", "", "", *([""] * len(convdata.TYPES)), ""])
+                continue
+            o, by = v["overall"], v["by_type"]
+            cells = [f"{by[t]['recall@10']} ({by[t]['n']})" if t in by else "-" for t in convdata.TYPES]
+            rows.append([f"{name} ({data['questions']} q.)", variant, o["recall@5"], o["recall@10"], o["mrr"], *cells])
+            rows[-1].append(v["search_ms"]["p50"])
+    print(_common.table(headers, rows))
+
+
 def print_report(result: dict) -> None:
     f = result["fusion"]
     print(
@@ -361,6 +407,8 @@ def print_report(result: dict) -> None:
             + ", ".join(f"{m} {v['p50']}/{v['p95']}" for m, v in s["recall_ms"].items())
         )
         print(f"hybrid / semantic: {s['hybrid_over_semantic']}")
+    if "conversations" in result:
+        print_conversations(result["conversations"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -372,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=0, help="also time hybrid vs semantic at this many memories")
     parser.add_argument("--repeats", type=int, default=3, help="passes over the queries at --scale (default 3)")
     parser.add_argument("--cache", default=None, help="cache of built stores (default: $MEMSERVER_BENCH_CACHE)")
+    parser.add_argument("--no-conversations", action="store_true", help="skip the conversation sets")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"result file (default {RESULTS.relative_to(ROOT)})")
     args = parser.parse_args(argv)
 
@@ -383,6 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["scale"] = scale(
             n, _common.cache_dir(args.cache), data, embedder, repeats=1 if args.quick else args.repeats
         )
+    if not args.no_conversations:
+        cache = _common.cache_dir(args.cache) / "conversations"
+        cache.mkdir(parents=True, exist_ok=True)
+        result["conversations"] = conversation_sets(embedder, cache, quick=args.quick)
     result["embedder"] = getattr(embedder, "model_name", type(embedder).__name__)
     result["machine"] = _common.machine()
     print_report(result)

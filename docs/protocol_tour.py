@@ -33,7 +33,12 @@ from memserver.server import build_server
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 WIDTH = 116
-FIXED_IDS = ["6b4479b22baa4f85aa10563792b1b5d1", "9c2f0d7e41a84b3f8e5d2c1b0a9f8e7d", "3e8a1f5c7b2d4e6f9a0b1c2d3e4f5a6b"]
+FIXED_IDS = [
+    "6b4479b22baa4f85aa10563792b1b5d1",
+    "9c2f0d7e41a84b3f8e5d2c1b0a9f8e7d",
+    "3e8a1f5c7b2d4e6f9a0b1c2d3e4f5a6b",
+    "d1e2f3a4b5c6478d9e0f1a2b3c4d5e6f",
+]
 FIXED_TIME = "2026-11-30T09:30:00.000000+00:00"
 CLIENT = {"name": "tour", "version": "1.0"}
 MODERN_META = {
@@ -70,6 +75,7 @@ class Connection:
     def __init__(self, send: Any, receive: Any, shown: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
         self._send, self._receive, self.shown = send, receive, shown
         self.block: list[tuple[str, dict[str, Any]]] = []
+        self.backlog: list[dict[str, Any]] = []  # messages received while waiting for others, in arrival order
 
     def show(self, name: str) -> None:
         """Start the block called `name`: the messages sent and received from now on go into it."""
@@ -82,15 +88,18 @@ class Connection:
         await self._send.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(message, by_name=False)))
 
     async def receive(self, wanted: Callable[[dict[str, Any]], bool], *, shown: bool = True) -> dict[str, Any]:
-        """The next message `wanted` accepts; others (log records the tour does not show) are skipped."""
+        """The first message `wanted` accepts, received now or earlier; the others wait in the backlog (log records
+        the tour does not show, a notification that came before the answer it follows in the tour)."""
         with anyio.fail_after(120):
             while True:
-                item = await self._receive.receive()
-                message = item.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
-                if wanted(message):
+                found = next((m for m in self.backlog if wanted(m)), None)
+                if found is not None:
+                    self.backlog.remove(found)
                     if shown:
-                        self.block.append(("server", message))
-                    return message
+                        self.block.append(("server", found))
+                    return found
+                item = await self._receive.receive()
+                self.backlog.append(item.message.model_dump(by_alias=True, exclude_unset=True, mode="json"))
 
     async def call(self, request_id: int, method: str, params: dict[str, Any], *, shown: bool = True) -> Any:
         await self.send({"id": request_id, "method": method, "params": params}, shown=shown)
@@ -112,12 +121,13 @@ async def tour(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
 
         old, old_input = await connect()
         old.show("initialize")
-        await old.call(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT})
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": CLIENT}
+        await old.call(1, "initialize", hello)
         old.show("initialized")
         await old.send({"method": "notifications/initialized"})
         old.show("tools/list")
         listed = await old.call(2, "tools/list", {})
-        del listed["result"]["tools"][1:]  # the first of four, to keep the README short
+        del listed["result"]["tools"][1:]  # the first of five, to keep the README short
         old.show("logging/setLevel")
         await old.call(3, "logging/setLevel", {"level": "info"})
 
@@ -134,9 +144,13 @@ async def tour(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
 
         old.show("tools/call")
         stored = await old.call(5, "tools/call", {"name": "remember", "arguments": {"content": content, "tags": tags}})
-        for n, (other, other_tags) in enumerate(MEMORIES[1:], 6):
+        old.show("resources/subscribe")
+        await old.call(6, "resources/subscribe", {"uri": "memory://recent"})
+        for n, (other, other_tags) in enumerate(MEMORIES[1:], 7):
             arguments = {"content": other, "tags": other_tags}
             await old.call(n, "tools/call", {"name": "remember", "arguments": arguments}, shown=False)
+        old.show("notifications/resources/updated")
+        await old.receive(lambda m: m.get("method") == "notifications/resources/updated")
         memory_id = stored["result"]["structuredContent"]["id"]
         old.show("resources/read")
         await old.call(10, "resources/read", {"uri": f"memory://memories/{memory_id}"})
@@ -152,6 +166,26 @@ async def tour(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
             "argument": {"name": "tag", "value": "fa"},
         }
         await old.call(14, "completion/complete", tag)
+        old.show("completion/complete id")
+        typed = memory_id[:3]
+        PREFIXES[typed] = memory_id
+        memory = {
+            "ref": {"type": "ref/resource", "uri": "memory://memories/{id}"},
+            "argument": {"name": "id", "value": typed},
+        }
+        await old.call(15, "completion/complete", memory)
+
+        old.show("elicitation/create")
+        await old.send(
+            {
+                "id": 16,
+                "method": "tools/call",
+                "params": {"name": "forget_matching", "arguments": {"tags": ["release"]}},
+            }
+        )
+        question = await old.receive(lambda m: m.get("method") == "elicitation/create")
+        await old.send({"id": question["id"], "result": {"action": "accept", "content": {"confirm": True}}})
+        await old.receive(lambda m: m.get("id") == 16 and "method" not in m)
 
         new, new_input = await connect()  # 2026-07-28: no initialize; every request carries the envelope
         new.show("server/discover")
@@ -160,12 +194,31 @@ async def tour(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         meta = {**MODERN_META, "io.modelcontextprotocol/logLevel": "warning"}
         await new.call(2, "prompts/get", {"name": "remember-session", "arguments": {}, "_meta": meta})
 
+        new.show("subscriptions/listen")
+        listen = {"notifications": {"resourceSubscriptions": ["memory://stats"]}, "_meta": MODERN_META}
+        await new.send({"id": 3, "method": "subscriptions/listen", "params": listen})
+        await new.receive(lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+        errand = {"content": "Pick up the bike from the repair shop on Friday.", "tags": ["errand"]}
+        await new.call(4, "tools/call", {"name": "remember", "arguments": errand, "_meta": MODERN_META}, shown=False)
+        await new.receive(lambda m: m.get("method") == "notifications/resources/updated")
+
+        new.show("input_required")
+        asking = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+        forget = {"name": "forget_matching", "arguments": {"tags": ["errand"]}, "_meta": asking}
+        first = await new.call(5, "tools/call", forget)
+        yes = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+        again = {**forget, "inputResponses": yes, "requestState": first["result"]["requestState"]}
+        await new.call(6, "tools/call", again)
+
         await new_input.aclose()
         await old_input.aclose()
     return shown
 
 
 STORED_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00")
+PREFIXES: dict[str, str] = {}  # a memory id's first characters, as typed in a completion request -> the id
+REQUEST_STATE = re.compile(r'(\\"selected\\": \\")[0-9a-f]{64}(\\", \\"asked\\": )[0-9.]+')
+FIXED_STATE = r"\g<1>" + "5" * 64 + r"\g<2>" + "1796031000.0"  # a digest of the ids asked about, and when
 
 
 def normalised(texts: dict[str, str]) -> dict[str, str]:
@@ -175,6 +228,10 @@ def normalised(texts: dict[str, str]) -> dict[str, str]:
     out = {}
     for name, text in texts.items():
         text = re.sub(r"\b[0-9a-f]{32}\b", lambda m: ids.setdefault(m.group(), FIXED_IDS[len(ids)]), text)
+        for typed, memory_id in PREFIXES.items():
+            if memory_id in ids:
+                text = text.replace(f'"value": "{typed}"', f'"value": "{ids[memory_id][: len(typed)]}"')
+        text = REQUEST_STATE.sub(FIXED_STATE, text)
         text = STORED_TIME.sub(FIXED_TIME, text)
         for day in days:
             text = text.replace(day, FIXED_TIME[:10])

@@ -15,8 +15,11 @@ __all__ = [
     "Hit",
     "Memory",
     "MemoryBackend",
+    "MemoryFilter",
     "MemoryStore",
     "MemserverError",
+    "Page",
+    "Selection",
     "__version__",
     "open_backend",
 ]
@@ -27,12 +30,15 @@ _LAZY = {
     "Memory": "memserver.backend",
     "Hit": "memserver.backend",
     "MemoryBackend": "memserver.backend",
+    "MemoryFilter": "memserver.backend",
+    "Page": "memserver.backend",
+    "Selection": "memserver.backend",
     "open_backend": "memserver.engines",
     "MemserverError": "memserver.errors",
 }
 
 if TYPE_CHECKING:
-    from memserver.backend import Hit, Memory, MemoryBackend
+    from memserver.backend import Hit, Memory, MemoryBackend, MemoryFilter, Page, Selection
     from memserver.embedder import Embedder
     from memserver.engines import open_backend
     from memserver.errors import MemserverError

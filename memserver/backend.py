@@ -24,17 +24,35 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["NEAR_DUPLICATE_SCORE", "SIMILAR_MAX", "Hit", "Memory", "MemoryBackend"]
+__all__ = [
+    "NEAR_DUPLICATE_SCORE",
+    "SIMILAR_MAX",
+    "Hit",
+    "Memory",
+    "MemoryBackend",
+    "MemoryFilter",
+    "Page",
+    "Selection",
+]
 
 # add(): a live memory at least this close (cosine) is reported in Memory.similar. From 25 restatement pairs vs 30
 # distinct memories on the same topic: 92% of restatements and 7% of distinct pairs score >= 0.82.
 NEAR_DUPLICATE_SCORE = 0.82
 SIMILAR_MAX = 3
+DEFAULT_NAMESPACE = "default"  # (inputs.DEFAULT_NAMESPACE; repeated here so this module imports nothing)
 
 
 @dataclass(frozen=True)
 class Memory:
-    """A stored memory. `duplicate` and `similar` describe the add() that returned it; they are not stored."""
+    """A stored memory. `duplicate` and `similar` describe the add() that returned it; they are not stored.
+
+    The conversation fields (issue 12): `occurred_at` is when the thing happened or was said (the storage time
+    unless given; filled from `created_at` when left empty here); `speaker`, `role` and `session` are "" when not
+    set; `namespace` is the partition the memory lives in ("default" unless given); `replaces` is the id of the
+    memory this one updated, and `replaced_by` (derived from the newer memory's `replaces`, never given) the id
+    of the memory that updated this one: a memory with `replaced_by` is history, returned by get() and export()
+    but not by search() or the listings unless `as_of` asks for a time when it was current.
+    """
 
     id: str
     content: str
@@ -43,16 +61,42 @@ class Memory:
     source: str
     duplicate: bool = False
     similar: tuple[tuple[str, float], ...] = ()
+    occurred_at: str = ""
+    speaker: str = ""
+    role: str = ""
+    session: str = ""
+    namespace: str = DEFAULT_NAMESPACE
+    replaces: str = ""
+    replaced_by: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.occurred_at:
+            object.__setattr__(self, "occurred_at", self.created_at)
 
     def to_dict(self) -> dict[str, Any]:
-        """The public JSON shape of a memory (tools.MEMORY_SCHEMA, export lines, memory:// resources)."""
-        return {
+        """The public JSON shape of a memory (tools.MEMORY_SCHEMA, export lines, memory:// resources):
+        `occurred_at` always, speaker/role/session/replaces/replaced_by when set, namespace when not "default"."""
+        d: dict[str, Any] = {
             "id": self.id,
             "content": self.content,
             "created_at": self.created_at,
+            "occurred_at": self.occurred_at,
             "tags": list(self.tags),
             "source": self.source,
         }
+        if self.speaker:
+            d["speaker"] = self.speaker
+        if self.role:
+            d["role"] = self.role
+        if self.session:
+            d["session"] = self.session
+        if self.namespace != DEFAULT_NAMESPACE:
+            d["namespace"] = self.namespace
+        if self.replaces:
+            d["replaces"] = self.replaces
+        if self.replaced_by:
+            d["replaced_by"] = self.replaced_by
+        return d
 
 
 @dataclass(frozen=True)
@@ -66,35 +110,116 @@ class Hit:
         return {**self.memory.to_dict(), "score": self.score}
 
 
+@dataclass(frozen=True)
+class Page:
+    """One page of `list_page`: memories newest first, and the cursor of the next page (None: this is the last)."""
+
+    memories: list[Memory]
+    next_cursor: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"memories": [m.to_dict() for m in self.memories]}
+        if self.next_cursor is not None:
+            d["next_cursor"] = self.next_cursor
+        return d
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories of one namespace a bulk selection (`select`, then `delete_many`) takes: all criteria given
+    must hold (`tags`: any of them). `since`/`until` bound occurred_at like search's; `before` is a storage-time
+    bound (created_at < before). Replaced memories (history) are taken only with `include_replaced`.
+
+    A filter with no criterion but the namespace is refused (InvalidInputError) unless `everything=True`: a bug
+    that drops a criterion must not select, and then forget, a whole namespace.
+    """
+
+    namespace: str | None = None
+    tags: Sequence[str] | None = None
+    source: str | None = None
+    session: str | None = None
+    speaker: str | None = None
+    role: str | None = None
+    since: str | date | None = None
+    until: str | date | None = None
+    before: str | date | None = None
+    include_replaced: bool = False
+    everything: bool = False
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a MemoryFilter selects: how many, a sample (the newest `limit`, newest occurred_at first), and every
+    matching id (newest first too), e.g. to show "forget 212 memories like these?" and then `delete_many(ids)`."""
+
+    count: int
+    sample: list[Memory]
+    ids: list[str]
+
+
 class MemoryBackend(Protocol):
     """A collection of memories that outlives the process, safe to share between threads.
 
     Every call is atomic and sees every write acknowledged before it started, by this process or any other
     sharing the collection. A write is durable when it returns. Ids are 32 lower-case hex characters (uuid4 hex,
     unless imported); an id is never given to two memories of a collection.
+
+    Namespaces: every memory lives in one namespace (`namespace=None` means "default"; a name is 1-64 characters
+    of `inputs.NAMESPACE_PATTERN`, e.g. "user:alice"). Every read and write below sees one namespace only:
+    memories of different namespaces never meet (search, get, the listings, tag_counts, delete, select, dedup).
+    Only `namespaces()`, `stats()`, `export()` (a backup: every namespace unless one is named) and `compact()`
+    span them.
+
+    History: a memory added with `replaces=<id>` updates that one, which is kept (history) with `replaced_by`
+    set; `forget`/`delete` leaves a tombstone (its time) until `compact()`, which purges forgotten memories for
+    good. `as_of` reads answer from both, as the collection stood at that time (see `search`).
     """
 
-    def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
+    def add(
+        self,
+        content: str,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        *,
+        occurred_at: str | date | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        replaces: str | None = None,
+    ) -> Memory:
         """Store one memory and return it.
 
         `content` is trimmed, and must then be non-empty and at most `inputs.MAX_CONTENT_CHARS`; `tags` are
         trimmed, repeated ones dropped (first order kept), at most `inputs.MAX_TAGS` of at most
         `inputs.MAX_TAG_CHARS` each; `source` is trimmed ("" when None). created_at is the time of storing.
 
-        Exact duplicates: when a live memory has the same content once whitespace is collapsed
-        (`inputs.normalised`), nothing is stored and that memory comes back with `duplicate=True` (its own tags
-        and source; the earliest stored if there are several). Otherwise the new memory carries in `similar` up
-        to SIMILAR_MAX (id, cosine rounded to 4 places) of other live memories scoring at least
-        NEAR_DUPLICATE_SCORE against it, best first: still stored, so the caller may forget an outdated one.
+        Conversation fields (each optional, checked by inputs.py): `occurred_at` (ISO 8601 date or date-time,
+        a date alone is 00:00 UTC that day, a naive time is UTC; default: created_at) is when it happened or was
+        said; `speaker` (a name, trimmed, 1..inputs.MAX_SPEAKER_CHARS, no control characters), `role` (one of
+        inputs.ROLES), `session` (a conversation id, trimmed, 1..inputs.MAX_SESSION_CHARS, no control
+        characters), `namespace` (see the class docstring), `replaces` (the id of a current memory of the same
+        namespace that this one updates: it becomes history with `replaced_by` = the new id; an unknown id, one
+        of another namespace, or one already replaced is an InvalidInputError naming `replaces`).
+
+        Exact duplicates: when a current (not replaced) memory of the same namespace has the same content once
+        whitespace is collapsed (`inputs.normalised`), nothing is stored and that memory comes back with
+        `duplicate=True` (its own fields; the earliest stored if there are several): a duplicate stores nothing,
+        so it replaces nothing either. Otherwise the new memory carries in `similar` up to SIMILAR_MAX (id, cosine
+        rounded to 4 places) of other current memories of its namespace scoring at least NEAR_DUPLICATE_SCORE
+        against it, best first: still stored, so the caller may forget (or replace) an outdated one.
         """
         ...
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
-        """Store several memories (a str, or a dict with only "content", "tags", "source"); one result per item.
+        """Store several memories (a str, or a dict of `inputs.MEMORY_FIELDS`: "content" and the optional
+        arguments of add); one result per item.
 
-        All items are checked before any is embedded or written (errors name `items[n].<field>`, unless the
-        items are a list of one). Exact duplicates, of a live memory or of an earlier item of the same call,
-        come back as `duplicate=True` with the id of the memory they duplicate. No `similar` here.
+        `items` must be a list or another iterable of items, not a str, bytes or dict (InvalidInputError naming
+        `items`). All items are checked before any is embedded or written (errors name `items[n].<field>`,
+        unless the items are a list of one). Exact duplicates, of a current memory of the item's namespace or of
+        an earlier item of the same call, come back as `duplicate=True` with the id of the memory they
+        duplicate. Two items replacing the same memory are an InvalidInputError. No `similar` here.
         """
         ...
 
@@ -109,22 +234,34 @@ class MemoryBackend(Protocol):
         min_score: float | None = None,
         mode: str = "hybrid",
         *,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
     ) -> list[Hit]:
-        """The at most `limit` (1..inputs.MAX_LIMIT) memories that best match `query`, best first.
+        """The at most `limit` (1..inputs.MAX_LIMIT) current memories of `namespace` that best match `query`,
+        best first.
 
         Filters restrict the candidates BEFORE ranking, so a selective filter still yields the true top-`limit`
         of the memories that pass it: `tags` matches a memory carrying any of them; `source` equals the memory's
-        source ("" matches memories without one); `since`/`until` bound created_at, both inclusive; a date-only
-        `until` includes that whole UTC day; a time without an offset is UTC; `since` after `until` is an error.
+        source ("" matches memories without one); `speaker`, `role` and `session` equal the memory's (exact,
+        after trimming); `since`/`until` bound occurred_at, both inclusive; a date-only `until` includes that
+        whole UTC day; a time without an offset is UTC; `since` after `until` is an error.
+
+        `as_of` (ISO 8601; a date alone means the end of that UTC day): answer as the collection stood then,
+        over the memories stored by then (created_at <= as_of), not yet replaced by a memory stored by then, and
+        not forgotten by then (a tombstone; compaction purges forgotten memories and with them this history).
+        Such a search ranks exactly over its candidates (slower; as_of is rare).
 
         `mode`: "semantic" ranks by cosine similarity to the query (the exact top-`limit`, but an approximate
-        index may trade a near-tie at the boundary); "keyword" by BM25 over the content and its date words
-        (only memories sharing a word with the query: possibly none); "hybrid" (default) by reciprocal-rank
-        fusion of the two (fusion.py: each ranking cut at FUSION_DEPTH, a weak recency prior). Ties (equal cosine
-        in "semantic", equal BM25 in "keyword") rank the earlier-stored memory first. In every mode `Hit.score`
-        is the cosine similarity to the query, and `min_score` (-1..1) drops hits below it after ranking (so
-        fewer than `limit` may come back).
+        index may trade a near-tie at the boundary); "keyword" by BM25 over the content and the date words of
+        occurred_at (only memories sharing a word with the query: possibly none); "hybrid" (default) by
+        reciprocal-rank fusion of the two (fusion.py: each ranking cut at FUSION_DEPTH, a weak recency prior).
+        Ties (equal cosine in "semantic", equal BM25 in "keyword") rank the earlier-stored memory first. In every
+        mode `Hit.score` is the cosine similarity to the query, and `min_score` (-1..1) drops hits below it after
+        ranking (so fewer than `limit` may come back).
 
         `query_vector`: the query's embedding, if the caller has it (benchmarks, tests): `dim` finite numbers,
         not all zero, normalised here; the query is then not embedded. `query` is still required and used by
@@ -132,33 +269,90 @@ class MemoryBackend(Protocol):
         """
         ...
 
-    def get(self, memory_id: str) -> Memory | None:
-        """The live memory with this id (trimmed, any case), or None. A malformed id is an InvalidInputError."""
+    def get(self, memory_id: str, *, namespace: str | None = None) -> Memory | None:
+        """The memory with this id (trimmed, any case) in `namespace`, current or replaced (history: it has
+        `replaced_by`), or None (no such memory, forgotten, or in another namespace). A malformed id is an
+        InvalidInputError."""
         ...
 
-    def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
-        """At most `limit` live memories, newest created_at first (equal times: the later-stored first); with
-        `tags`, only memories carrying any of them."""
+    def list_recent(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+    ) -> list[Memory]:
+        """At most `limit` current memories of `namespace`, newest occurred_at first (equal times: the
+        later-stored first); with `tags`, only memories carrying any of them; with `session`/`speaker`, only
+        those of that session / speaker. (The first page of `list_page`.)"""
         ...
 
-    def delete(self, memory_id: str) -> bool:
-        """Delete a memory for good (durable when this returns): True if it was live, False if there is no such
-        memory. A malformed id is an InvalidInputError."""
+    def list_page(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        cursor: str | None = None,
+        as_of: str | date | None = None,
+    ) -> Page:
+        """The memories list_recent lists (with `role` and `as_of` as in search), a page at a time, newest
+        first: `cursor` is the `next_cursor` of the previous page (None: the first page). Paging to the end
+        returns every memory that passes the filters exactly once, also while memories are added meanwhile (those
+        placed after the cursor appear; those placed before it, being newer, do not). A cursor is opaque (each
+        engine encodes its own sort key); a string that is not one this backend returned is an InvalidInputError
+        naming `cursor`."""
         ...
 
-    def tag_counts(self) -> dict[str, int]:
-        """Live memories per tag, most used first (equal counts by tag name); tags no live memory carries are
-        absent."""
+    def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
+        """Forget a memory (durable when this returns): True if it was there (current or replaced), False if
+        there is no such memory in `namespace`. It leaves a tombstone for `as_of` until `compact()`. Forgetting a
+        memory of a replace chain forgets just that one: its neighbours keep their `replaces` / `replaced_by` ids,
+        which then name no memory. A malformed id is an InvalidInputError."""
+        ...
+
+    def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
+        """The memories of `filter.namespace` that pass `filter` (current ones; replaced ones too with
+        `include_replaced`): their count, every id, and a sample of the newest `limit` (1..inputs.MAX_LIMIT;
+        None: no sample). An empty filter without `everything=True` is an InvalidInputError."""
+        ...
+
+    def delete_many(self, ids: Iterable[str], *, namespace: str | None = None) -> int:
+        """Forget the memories with these ids in `namespace` in one durable write; returns how many were there
+        (ids of no memory, of another namespace, or repeated count once or not at all). `ids` must be a list
+        (or another iterable) of ids, not a str; a malformed id is an InvalidInputError naming `ids[n]`, and
+        then nothing is forgotten."""
+        ...
+
+    def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
+        """Current memories of `namespace` per tag, most used first (equal counts by tag name); tags no current
+        memory carries are absent."""
+        ...
+
+    def namespaces(self) -> dict[str, int]:
+        """Current memories per namespace, by namespace name; namespaces without any are absent."""
+        ...
+
+    def sessions(self, *, namespace: str | None = None) -> dict[str, int]:
+        """Current memories of `namespace` per session, the session with the newest occurred_at first (memories
+        without a session are not counted)."""
         ...
 
     def stats(self) -> dict[str, Any]:
-        """A JSON-able description of the collection. Every engine fills "engine" (its name), "count" (live
-        memories), "collection", "model" and "dim" (of the embeddings); anything else is the engine's own
-        (the local store adds its path, index parameters and bytes on disk)."""
+        """A JSON-able description of the collection. Every engine fills "engine" (its name), "count" (current
+        memories, every namespace), "collection", "model" and "dim" (of the embeddings), "namespaces" (how many)
+        and "replaced" (memories kept as history); anything else is the engine's own (the local store adds its
+        path, index parameters and bytes on disk)."""
         ...
 
-    def export(self, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
-        """Every live memory as `Memory.to_dict()`, oldest created_at first (equal times: stored order).
+    def export(self, include_vectors: bool = False, *, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every stored memory, current and replaced, as `Memory.to_dict()`, oldest occurred_at first (equal
+        times: stored order); every namespace unless `namespace` names one. Forgotten memories are not exported.
 
         A snapshot taken at the first next(): later writes do not show. With `include_vectors`, each dict also
         has "vector" (the stored unit embedding, a list of `dim` floats), which lets import_ skip embedding.
@@ -166,24 +360,57 @@ class MemoryBackend(Protocol):
         ...
 
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
-        """Add exported records ("content" required; "tags", "source", "id", "created_at", "vector" optional),
-        keeping id and created_at; returns how many were added.
+        """Add exported records ("content" required; "tags", "source", "id", "created_at", "vector" and the
+        conversation fields of add optional; "replaced_by" too), keeping id, created_at, occurred_at and every
+        field; returns how many were added.
 
-        Records whose id is live, or whose content duplicates a live memory or an earlier record, are skipped.
-        An id given twice in one import is an InvalidInputError (which record should win is a guess). Records
-        are checked in batches before each batch is written: on an error, earlier batches may stay written,
-        and running the same import again skips them. A "vector" must come from the same model.
+        Records whose id is stored, or whose content duplicates a current memory of the same namespace or an
+        earlier record, are skipped. An id given twice in one import is an InvalidInputError (which record should
+        win is a guess). `records` must be an iterable of dicts (not a str). Records are checked in batches before
+        each batch is written: on an error, earlier batches may stay written, and running the same import again
+        skips them. A "vector" must come from the same model.
+
+        `replaces` may name a stored memory or a record of the same import, before or after it (a record
+        replacing one further on is written after it): one that names neither, by the end of the import, is an
+        InvalidInputError naming `records[n].replaces`, and the records before it stay written. `replaced_by` is
+        otherwise derived; it is kept only when no record names its memory in `replaces` (its newer version was
+        forgotten): the memory is then history from the time it was stored.
         """
         ...
 
     def compact(self) -> dict[str, Any]:
-        """Reclaim the space of deleted memories; the live memories, their ids and times stay exactly as they
-        were. Returns at least "count" (live memories) and "removed" (records dropped; 0 where the engine
-        reclaims space by itself). Other processes may keep reading and writing meanwhile."""
+        """Reclaim the space of forgotten memories, and purge them (and their history for `as_of`) for good; the
+        other memories, their ids, times, fields and replace links stay exactly as they were. Returns at least
+        "count" (current memories) and "removed" (records dropped; 0 where the engine reclaims space by itself).
+        Other processes may keep reading and writing meanwhile."""
         ...
 
     def close(self) -> None:
         """Release files and connections. Safe to call twice; any other call afterwards raises StoreError."""
+        ...
+
+    # --- for watchers and completions (resource subscriptions, completion/complete) ------------------------------
+
+    def revision(self) -> str:
+        """An opaque token that changes whenever any memory of the collection changes, by this process or any
+        other: compare two tokens for equality, nothing else. It may also change when no memory did (a re-read
+        then finds the same content), never the other way round.
+
+        Cheap enough to poll several times a second while something watches: the local store answers with one
+        stat of its journal (identity and size: the journal only grows, and is replaced, as a new file, only by a
+        compaction), without locks. A database engine answers from a per-collection change counter that every
+        write bumps in its own transaction (or the highest sequence of a change log that records deletes too:
+        max(id) of the live rows would miss them). Raises StoreError once closed.
+        """
+        ...
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """The ids of the memories of `namespace` that get() returns (current or replaced) starting with `prefix`
+        (0-32 hexadecimal characters, trimmed, any case), in ascending order, at most `limit`
+        (1..inputs.MAX_LIMIT): what completing a memory id needs. An empty prefix gives the lowest ids. A prefix
+        that is not hexadecimal, or longer than an id, is an InvalidInputError naming `prefix`. (A database
+        answers it from an index on (namespace, id): a range scan from the prefix, no table scan.)
+        """
         ...
 
     def __enter__(self) -> MemoryBackend: ...

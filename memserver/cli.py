@@ -16,7 +16,9 @@ from memserver.errors import MemserverError
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
+    from memserver.chat import ChatOptions
     from memserver.http_limits import HttpLimits
+    from memserver.server import ToolSet
 
 # --- model commands (owned by the embedder/model work) -------------------------------------------------------
 
@@ -139,6 +141,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     http_only = [flag for flag, value in _http_flags(args).items() if value is not None]
     if not args.http and http_only:
         raise ConfigError(f"{', '.join(http_only)} apply to --http only")
+    chat_only = [flag for flag, value in _chat_flags(args).items() if value not in (None, False)]
+    if args.tools != "chat" and chat_only:
+        raise ConfigError(f"{', '.join(chat_only)} apply to --tools chat only")
+    chat_options = _chat_options(args) if args.tools == "chat" else None
     database = _database(args)
     if not args.http:
         from memserver import stdio
@@ -148,7 +154,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         if database:
             _check_database(database)
-        stdio.serve_stdio(build_server(data_dir=args.data_dir, database=database), fds)
+        server = build_server(data_dir=args.data_dir, database=database, tool_set=_tool_set(chat_options))
+        stdio.serve_stdio(server, fds)
         return 0
     limits = _http_limits(args)
     from memserver import http
@@ -158,7 +165,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tokens = load_tokens()
     if database:
         _check_database(database)
-    server = build_server(data_dir=args.data_dir, per_user=bool(tokens), load_at_start=True, database=database)
+    server = build_server(
+        data_dir=args.data_dir,
+        per_user=bool(tokens),
+        load_at_start=True,
+        database=database,
+        tool_set=_tool_set(chat_options),
+    )
     http.serve_http(
         server,
         host=args.host or http.DEFAULT_HOST,
@@ -186,6 +199,38 @@ _LIMIT_FLAGS = {
     "--max-body-bytes": "max_body_bytes",
     "--max-connections": "max_connections",
 }
+
+
+# --tools chat's options: flag -> chat.ChatOptions field (see memserver/chat.py)
+_CHAT_FLAGS = {
+    "--chat-budget": "budget",
+    "--chat-idle-minutes": "idle_minutes",
+    "--chat-user-name": "user_name",
+    "--chat-assistant-name": "assistant_name",
+    "--chat-namespace": "namespace",
+    "--chat-condense": "condense",
+}
+
+
+def _chat_flags(args: argparse.Namespace) -> dict[str, object]:
+    return {flag: getattr(args, f"chat_{field}") for flag, field in _CHAT_FLAGS.items()}
+
+
+def _chat_options(args: argparse.Namespace) -> ChatOptions:
+    from memserver.chat import ChatOptions
+    from memserver.errors import ConfigError
+
+    given = {field: getattr(args, f"chat_{field}") for field in _CHAT_FLAGS.values()}
+    try:
+        return ChatOptions(**{field: value for field, value in given.items() if value is not None})
+    except (ValueError, MemserverError) as exc:
+        raise ConfigError(f"invalid chat option: {exc}") from None
+
+
+def _tool_set(chat_options: ChatOptions | None) -> ToolSet:
+    from memserver import server
+
+    return server.MEMORY_TOOLS if chat_options is None else server.chat_tools(chat_options)
 
 
 def _http_flags(args: argparse.Namespace) -> dict[str, object]:
@@ -229,7 +274,8 @@ def _check_database(url: str) -> None:
     check_database(url)
 
 
-def _open_store(args: argparse.Namespace) -> MemoryBackend:
+def open_store(args: argparse.Namespace) -> MemoryBackend:
+    """The store the command's --data-dir, --collection and --database name (the one place the CLI opens one)."""
     from memserver.engines import open_backend  # lazily: an engine loads numpy, hnswlib, ...
 
     return open_backend(args.data_dir, args.collection, database=_database(args))
@@ -252,7 +298,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """Print the collection's stats as JSON."""
     import json
 
-    with _open_store(args) as store:
+    with open_store(args) as store:
         print(json.dumps(store.stats(), indent=2, ensure_ascii=False))
     return 0
 
@@ -264,7 +310,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     count = 0
     try:
-        with _open_store(args) as store:
+        with open_store(args) as store:
             for record in store.export(include_vectors=args.vectors):
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
@@ -295,7 +341,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
     try:
-        with _open_store(args) as store:
+        with open_store(args) as store:
             added = store.import_(records(source))
     finally:
         if source is not sys.stdin:
@@ -308,7 +354,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Rewrite the journal without deleted memories and rebuild the index."""
     import json
 
-    with _open_store(args) as store:
+    with open_store(args) as store:
         print(json.dumps(store.compact(), indent=2))
     return 0
 
@@ -410,6 +456,33 @@ def build_parser() -> argparse.ArgumentParser:
         limits.add_argument(flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {shown})")
     serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
     serve.add_argument("--database", metavar="URL", help=DATABASE_HELP)
+    serve.add_argument(
+        "--tools",
+        choices=["memory", "chat"],
+        default="memory",
+        help="memory (default): remember, recall, list_recent, forget; chat: the chat-memory interface "
+        "(CleverChatty's): remember(role, message), recall(), search_in_memory(data)",
+    )
+    # (the defaults are chat.py's, written out: importing chat.py would cost `memserver --help` the MCP SDK's types)
+    chat = serve.add_argument_group("chat-memory interface", "with --tools chat (see the README's Chat memory)")
+    chat.add_argument("--chat-budget", type=int, metavar="CHARS", help="longest recall() answer (default 4000)")
+    chat.add_argument(
+        "--chat-idle-minutes",
+        type=float,
+        metavar="MINUTES",
+        help="a message after a pause this long starts a new session (default 30)",
+    )
+    chat.add_argument("--chat-user-name", metavar="NAME", help="the speaker of the user's messages (default User)")
+    chat.add_argument(
+        "--chat-assistant-name", metavar="NAME", help="the speaker of the assistant's messages (default Assistant)"
+    )
+    chat.add_argument("--chat-namespace", metavar="NAME", help="the namespace the chat reads and writes")
+    chat.add_argument(
+        "--chat-condense",
+        action="store_true",
+        default=None,
+        help="have the client's model condense recall()'s block, when the client supports MCP sampling",
+    )
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser(
@@ -453,6 +526,11 @@ def build_parser() -> argparse.ArgumentParser:
         "rewrite the journal without deleted memories and rebuild the index",
         "memserver compact",
     )
+
+    # -- the memories themselves, for the people whose memories they are (cli_memories.py)
+    from memserver import cli_memories
+
+    cli_memories.add_commands(store_command)
 
     db = commands.add_parser(
         "db",

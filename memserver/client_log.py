@@ -55,8 +55,9 @@ DEFAULT_LEVEL = "warning"
 FORWARDED_LOGGERS = frozenset(
     f"memserver.{name}"
     for name in (
-        *("server", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
+        *("server", "chat", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
         *("generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend", "postgres.pool"),
+        *("subscriptions", "postgres.ranking", "postgres.watchdog"),
     )
 )
 # Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the
@@ -106,7 +107,7 @@ class ClientLog:
 
     def set_level(self, ctx: ServerRequestContext[Any], level: str) -> None:
         """logging/setLevel: this connection's records from `level` on, including those logged outside requests."""
-        key = _connection_key(ctx)
+        key = connection_key(ctx)
         _put_newest(self._levels, key, LEVELS[level])
         if not self.per_user:
             _put_newest(self._listeners, key, _Route(ctx.session, None, LEVELS[level]))
@@ -174,7 +175,7 @@ class ClientLog:
             level = meta.get(types.LOG_LEVEL_META_KEY) if isinstance(meta, dict) else None
             threshold = LEVELS.get(level) if isinstance(level, str) else None
         else:
-            threshold = self._levels.get(_connection_key(ctx), LEVELS[DEFAULT_LEVEL])
+            threshold = self._levels.get(connection_key(ctx), LEVELS[DEFAULT_LEVEL])
         return _Route(ctx.session, ctx.request_id, threshold) if threshold is not None else None
 
     def _enqueue(self, route: _Route, params: types.LoggingMessageNotificationParams) -> None:
@@ -290,7 +291,7 @@ def _put_newest(table: dict[str | None, Any], key: str | None, value: Any) -> No
         del table[next(iter(table))]
 
 
-def _connection_key(ctx: ServerRequestContext[Any]) -> str | None:
+def connection_key(ctx: ServerRequestContext[Any]) -> str | None:
     """The connection a handshake-era request belongs to: its HTTP session, by the mcp-session-id header on /mcp
     or the session_id in a legacy SSE POST's URL (each checked by its transport); over stdio there is one."""
     request = ctx.request

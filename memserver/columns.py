@@ -16,6 +16,7 @@ import hashlib
 import logging
 import operator
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 
@@ -99,6 +100,87 @@ class RowSets:
             out._base[name] = flat[end - c : end]
         if len(out._base) != len(names):
             raise ValueError("duplicate row set names")
+        return out
+
+
+class Labels:
+    """A short, repeated text by row (speaker, role, session, namespace): an int32 code per row into the table of
+    distinct values (code 0: the column's default), and the current rows of each other value (RowSets).
+
+    Why: 4 bytes per row instead of an 8-byte list slot, a snapshot loads the codes as one buffer, and a filter
+    on a value reads its rows (sorted by row: stored order, which is also a session's turn order) instead of
+    scanning. The default value has no row set: most rows carry it, so its rows are found by one vectorised scan
+    of the codes (`rows`), only needed when a store also holds other values.
+    """
+
+    def __init__(self, default: str = "") -> None:
+        self.default = default
+        self.names: list[str] = [default]  # code -> value; only appended to (a copy of `codes` stays readable)
+        self.code_of: dict[str, int] = {default: 0}
+        self.codes = np.zeros(0, dtype=np.int32)
+        self.sets = RowSets()  # value -> current rows (not for the default)
+
+    def grow(self, capacity: int) -> None:
+        new = np.zeros(capacity, dtype=np.int32)
+        new[: len(self.codes)] = self.codes
+        self.codes = new
+
+    def set(self, row: int, value: str, current: bool = True) -> None:
+        """Row `row` holds `value` (`current`: also listed under it for the filters)."""
+        code = self.code_of.get(value)
+        if code is None:
+            code = self.code_of[value] = len(self.names)
+            self.names.append(value)
+        self.codes[row] = code
+        if code and current:
+            self.sets.add(value, row)
+
+    def get(self, row: int) -> str:
+        names = self.names
+        return names[0] if len(names) == 1 else names[self.codes.item(row)]  # (most stores: the default only)
+
+    def rows(self, value: str, alive: np.ndarray) -> np.ndarray:
+        """The rows of `value` that `alive` marks (sorted; a new array)."""
+        code = self.code_of.get(value)
+        if code is None:
+            return NO_ROWS
+        if code:
+            return self.sets.rows(value, alive)
+        n = len(alive)
+        return np.flatnonzero(alive & (self.codes[:n] == 0)).astype(np.int64)
+
+    def matching(self, rows: np.ndarray, value: str) -> np.ndarray:
+        """Which of `rows` (any rows, current or not) hold `value`: a mask."""
+        code = self.code_of.get(value)
+        if code is None:
+            return np.zeros(len(rows), dtype=bool)
+        matched: np.ndarray = self.codes[rows] == code
+        return matched
+
+    def values(self) -> list[str]:
+        """The values other than the default that current rows may hold (some may hold none any more)."""
+        return self.sets.names()
+
+    def payload(self, n: int, alive: np.ndarray) -> tuple[list[str], np.ndarray, list[str], np.ndarray, np.ndarray]:
+        return (self.names, self.codes[:n], *self.sets.payload(alive))
+
+    @classmethod
+    def from_payload(cls, default: str, parts: tuple[Any, ...], n: int) -> Labels:
+        """Inverse of `payload`; raises ValueError unless every code names a value."""
+        names, codes_b, set_names, set_counts, set_flat = parts
+        if not isinstance(names, list) or not names or names[0] != default or len(set(names)) != len(names):
+            raise ValueError("label names")
+        if not all(isinstance(name, str) for name in names):
+            raise TypeError("label name")
+        out = cls(default)
+        out.names = names
+        out.code_of = {name: code for code, name in enumerate(names)}
+        out.codes = np.frombuffer(codes_b, np.int32).copy()
+        if len(out.codes) != n or (n and not 0 <= int(out.codes.min()) <= int(out.codes.max()) < len(names)):
+            raise ValueError("label codes do not match the row count or the names")
+        out.sets = RowSets.from_payload(set_names, set_counts, set_flat, n)
+        if any(name not in out.code_of or name == default for name in set_names):
+            raise ValueError("label row sets name an unknown value")
         return out
 
 
@@ -375,9 +457,10 @@ class IdMap:
         """The id of the live memory at `row`, or None."""
         return self.ids.get(row) if 0 <= row < len(self.ids.a) else None
 
-    def payload(self, n: int, alive: np.ndarray) -> tuple[np.ndarray | list[str | None], np.ndarray, np.ndarray]:
-        """(ids by row, id keys, their rows) of the first `n` rows, for the metadata snapshot."""
-        return (self.ids.payload(n), *self.index.payload(alive))
+    def payload(self, n: int) -> tuple[np.ndarray | list[str | None], np.ndarray, np.ndarray]:
+        """(ids by row, id keys, their rows) of the first `n` rows, for the metadata snapshot. (Every row holding
+        an id is kept: the catalog's `alive` marks current rows, and an id stays findable while it is history.)"""
+        return (self.ids.payload(n), *self.index.payload(self.ids.occupied(n)))
 
     @classmethod
     def from_payload(cls, ids: object, keys_b: bytes, rows_b: bytes, n: int) -> IdMap:

@@ -1,4 +1,9 @@
-"""Compaction: a new journal generation holding only the live memories, built beside the old one, then switched in.
+"""Compaction: a new journal generation holding only the stored memories, built beside the old one, then switched in.
+
+Stored: current memories and replaced ones (history, with their links); forgotten memories are purged for good,
+and with them the history an `as_of` read could tell about them. The memories keep their order (rows are
+renumbered 0..n-1 in stored order), so ties in time and rank stay as they were. A replaced memory's line carries
+`replaced_by` and `replaced_at`, so its state survives even when the newer memory was forgotten and purged.
 
 Why it is safe at every instant is in journal.py's crash story. The slow part (`copy`: every live memory renumbered
 0..n-1 into `compacting-<generation>.*` files, with the new vector index and the catalog of the new generation)
@@ -42,7 +47,7 @@ _BATCH = 10_000
 
 
 class Compaction:
-    """One compaction of the generation whose live memories are `live` (oldest first), read through `vectors`."""
+    """One compaction of the generation whose stored memories are `live` (in row order), read through `vectors`."""
 
     def __init__(
         self, folder: Path, journal: Journal, vectors: VectorFile, live: list[AddRecord], vindex: VectorIndex
@@ -52,6 +57,8 @@ class Compaction:
         self.old_generation = journal.generation
         self.header = {k: v for k, v in journal.header.items() if k not in ("crc", "op", "format")}
         self.live = live
+        self.copied = {r.id: r.row for r in live}  # id -> its row in the old generation
+        self.copied_history = {r.id for r in live if r.replaced_by}
         self.dim = vectors.dim
         self.crcs = vectors.crcs.copy()
         self.repaired = dict(vectors.repaired)
@@ -106,39 +113,59 @@ class Compaction:
                     catalog.add(moved)
                     lines.append(encode_line(replay.add_line(moved, crc)))
                 write_all(jfd, b"".join(lines), fs)
-                self.index.add_rows(np.arange(i, i + len(batch), dtype=np.int64), vecs)
+                current = np.fromiter((not r.replaced_by for r in batch), dtype=bool, count=len(batch))
+                if current.any():
+                    self.index.add_rows(np.arange(i, i + len(batch), dtype=np.int64)[current], vecs[current])
             fs.fsync(vfd)
             fs.fsync(jfd)
         finally:
             fs.close(vfd)
             fs.close(jfd)
         offset = paths["jsonl"].stat().st_size
-        graph_stamp = {"generation": self.generation, "offset": offset, "count": len(live)}
+        graph_stamp = {"generation": self.generation, "offset": offset, "count": len(catalog)}
         self.graph = self.index.write_graph(self.folder, graph_stamp, name=paths["hnsw"].name)
-        stamp = snapshot.stamp_for(self.generation, offset, len(live), snapshot.line_crc(paths["jsonl"], offset))
+        stamp = snapshot.stamp_for(self.generation, offset, len(catalog), snapshot.line_crc(paths["jsonl"], offset))
         snapshot.save(paths["snap"], stamp, snapshot.encode(catalog, crcs), fs)
+
+    def can_switch(self, catalog: Catalog) -> bool:
+        """Whether the changes since the copy can be appended: False when a memory copied as current has since
+        been replaced by a memory that has since been forgotten too (no line of the new journal could say it is
+        history). Rare; the compaction is dropped, and the next one copies it as history."""
+        for row in catalog.history.replaced_rows():
+            memory_id = catalog.id_at(row)
+            fresh = self.copied.get(memory_id or "") == row and memory_id not in self.copied_history  # as current
+            if fresh and catalog.row_of(catalog.history.replaced[row][0]) is None:
+                return False
+        return True
 
     def switch(self, catalog: Catalog, vectors: VectorFile, embed: Embed) -> None:
         """The locked part (exclusive lock, caught up on the old journal, whose live memories `catalog` holds):
         append the changes since the copy, rename everything into place, switch journals.
 
         A memory is told by its row, not its id (rows are never reused within a generation): one deleted and
-        imported again under its id since the copy is gone (its delete line first) and added (its new record)."""
-        copied = {r.id: r.row for r in self.live}
-        live = catalog.live_rows().tolist()
-        added = [catalog.record(row) for row in live if copied.get(catalog.id_at(row) or "") != row]
+        imported again under its id since the copy is gone (its delete line comes before its new add) and added
+        (its new record). Every other delete comes after the adds, so a memory replaced and then forgotten since
+        the copy reads back as history first, then forgotten (each tombstone keeps the time of its forget)."""
+        copied = self.copied
+        stored = catalog.stored_rows().tolist()
+        added = [catalog.record(row) for row in stored if copied.get(catalog.id_at(row) or "") != row]
         gone = [r for r in self.live if catalog.row_of(r.id) != r.row]
+        again = {r.id for r in added}
         paths, fs = self.paths, self.files
         if added or gone:
             vfd = fs.open(paths["f32"], os.O_WRONLY)
             jfd = fs.open(paths["jsonl"], os.O_WRONLY | os.O_APPEND)
             try:
-                lines = [encode_line(replay.delete_line(r.id, inputs.now())) for r in gone]
+                now = inputs.now()
+                forgotten = catalog.history.forgotten
+                deletes = [(r.id in again, replay.delete_line(r.id, forgotten.get(r.row, ("", now))[1])) for r in gone]
+                lines = [encode_line(line) for first, line in deletes if first]
                 if added:
                     vecs = vectors.checked(added, embed)
                     pwrite_all(vfd, vecs.tobytes(), len(self.live) * vectors.rowbytes, fs)
                     for n, r in enumerate(added):
                         lines.append(encode_line(replay.add_line(r._replace(row=len(self.live) + n), row_crc(vecs[n]))))
+                lines += [encode_line(line) for first, line in deletes if not first]
                 write_all(jfd, b"".join(lines), fs)
                 fs.fsync(vfd)
                 fs.fsync(jfd)

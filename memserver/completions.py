@@ -1,13 +1,18 @@
 """What `completion/complete` suggests: values for a prompt argument or a resource template variable, by prefix.
 
-    ref/resource memory://tags/{tag}       tag         tags in use starting with the prefix, most used first
-    ref/resource memory://memories/{id}    id          none yet (phase B: ids by prefix, from the storage contract)
-    ref/prompt   recall-context            topic       matching tags, then words of the recent memories
-    ref/prompt   remember-session          focus       matching tags
+    ref/resource memory://tags/{tag}        tag        tags in use starting with the prefix, most used first
+    ref/resource memory://memories/{id}     id         ids of stored memories starting with the prefix, in order
+    ref/resource either, + {?namespace}     namespace  namespaces starting with the prefix, most memories first
+    ref/prompt   recall-context             topic      matching tags, then words of the recent memories
+    ref/prompt   recall-context             namespace  namespaces, as above
+    ref/prompt   remember-session           focus      matching tags
 
 Prefixes match case-insensitively. The spec allows at most 100 values per answer; `total` and `hasMore` say how
-many more matched. A reference to a prompt or template this server does not have, or to an argument it does not
-take, is a protocol error (-32602), like prompts/get's.
+many more matched. A variable already chosen (the request's `context.arguments`, 2025-06-18 on) narrows the
+others: with a `namespace` there, tags, ids and topics come from that namespace. Sessions are completed nowhere: no
+resource template or prompt of ours takes one (tool arguments cannot be completed in MCP). A reference to a prompt
+or template this server does not have, or to an argument it does not take, is a protocol error (-32602), like
+prompts/get's.
 
 `suggest` is blocking (it calls the store); the server runs it in a worker thread. Knows nothing about transports.
 """
@@ -16,13 +21,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import mcp_types as types
 
 from memserver import prompts, resources
+from memserver.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
@@ -46,17 +52,40 @@ class UnknownCompletionError(LookupError):
 
 @dataclass(frozen=True)
 class Target:
-    """What is being completed: `kind` is "tag", "memory-id", "topic" or "focus"."""
+    """What is being completed: `kind` is "tag", "memory-id", "topic", "focus" or "namespace"; `namespace` is the
+    one already chosen in the request's context (None: the default)."""
 
     kind: str
+    namespace: str | None = None
 
 
-def target(ref: types.PromptReference | types.ResourceTemplateReference, argument: str) -> Target:
-    """Resolve a completion reference and argument name.
+NAMESPACE_VARIABLE = "{?namespace}"  # RFC 6570 form-style query expansion: memory://tags/{tag}{?namespace}
+_KINDS = {"tag": "tag", "id": "memory-id", "namespace": "namespace"}
+
+
+def _template_variables() -> dict[str, tuple[str, ...]]:
+    """Each template we serve, by its URI template, with its variables; each also spelled with {?namespace}."""
+    plain: dict[str, tuple[str, ...]] = {
+        resources.TAG_TEMPLATE.uri_template: ("tag",),
+        resources.MEMORY_TEMPLATE.uri_template: ("id",),
+    }
+    for uri, variables in list(plain.items()):
+        if NAMESPACE_VARIABLE not in uri:
+            plain[uri + NAMESPACE_VARIABLE] = (*variables, "namespace")
+    return plain
+
+
+def target(
+    ref: types.PromptReference | types.ResourceTemplateReference,
+    argument: str,
+    context: Mapping[str, str] | None = None,
+) -> Target:
+    """Resolve a completion reference and argument name (and what the context says was chosen already).
 
     Raises:
         UnknownCompletionError: the prompt, the template or the argument does not exist here.
     """
+    namespace = (context or {}).get("namespace", "").strip() or None
     if isinstance(ref, types.PromptReference):
         try:
             prompt = prompts.find(ref.name)
@@ -65,41 +94,51 @@ def target(ref: types.PromptReference | types.ResourceTemplateReference, argumen
         names = [a.name for a in prompt.arguments or []]
         if argument not in names:
             raise UnknownCompletionError(f"Prompt {prompt.name} has no argument {argument!r} (arguments: {names})")
-        return Target(argument)
-    variables = {resources.TAG_TEMPLATE.uri_template: "tag", resources.MEMORY_TEMPLATE.uri_template: "id"}
-    variable = variables.get(ref.uri)
-    if variable is None:
-        templates = ", ".join(variables)
-        raise UnknownCompletionError(f"Unknown resource template: {ref.uri} (templates: {templates})")
-    if argument != variable:
-        raise UnknownCompletionError(f"Template {ref.uri} has no variable {argument!r} (it has {variable!r})")
-    return Target("tag" if variable == "tag" else "memory-id")
+        return Target(argument, namespace)
+    templates = _template_variables()
+    variables = templates.get(ref.uri)
+    if variables is None:
+        raise UnknownCompletionError(f"Unknown resource template: {ref.uri} (templates: {', '.join(templates)})")
+    if argument not in variables:
+        has = ", ".join(repr(v) for v in variables)
+        raise UnknownCompletionError(f"Template {ref.uri} has no variable {argument!r} (it has {has})")
+    return Target(_KINDS[argument], namespace)
 
 
 def suggest(store: MemoryBackend, target: Target, prefix: str) -> types.Completion:
     """The values for `target` starting with `prefix` (blocking: call it from a worker thread)."""
-    return _SUGGESTERS[target.kind](store, prefix.strip().casefold())
+    return _SUGGESTERS[target.kind](store, prefix.strip().casefold(), target.namespace)
 
 
-def _tags(store: MemoryBackend, prefix: str) -> types.Completion:
-    return _bounded(_matching_tags(store, prefix))
+def _tags(store: MemoryBackend, prefix: str, namespace: str | None) -> types.Completion:
+    return _bounded(_matching_tags(store, prefix, namespace))
 
 
-def _matching_tags(store: MemoryBackend, prefix: str) -> list[str]:
-    counts = store.tag_counts()
+def _matching_tags(store: MemoryBackend, prefix: str, namespace: str | None) -> list[str]:
+    counts = store.tag_counts(namespace=namespace)
     return sorted((t for t in counts if t.casefold().startswith(prefix)), key=lambda t: (-counts[t], t))
 
 
-def _topics(store: MemoryBackend, prefix: str) -> types.Completion:
+def _topics(store: MemoryBackend, prefix: str, namespace: str | None) -> types.Completion:
     """Tags first (the user's own labels), then words the recent memories use most, if a prefix was typed."""
-    found = _matching_tags(store, prefix)
+    found = _matching_tags(store, prefix, namespace)
     if prefix:
         seen = {tag.casefold() for tag in found}
         words: Counter[str] = Counter()
-        for memory in store.list_recent(limit=RECENT_MEMORIES):
+        recent = (
+            store.list_recent(limit=RECENT_MEMORIES, namespace=namespace)
+            if namespace
+            else store.list_recent(limit=RECENT_MEMORIES)
+        )
+        for memory in recent:
             words.update(_words(memory.content, prefix))
         found += [word for word, _ in sorted(words.items(), key=lambda wc: (-wc[1], wc[0])) if word not in seen]
     return _bounded(found)
+
+
+def _namespaces(store: MemoryBackend, prefix: str, namespace: str | None) -> types.Completion:
+    counts = store.namespaces()
+    return _bounded(sorted((n for n in counts if n.casefold().startswith(prefix)), key=lambda n: (-counts[n], n)))
 
 
 def _words(text: str, prefix: str) -> Iterable[str]:
@@ -109,18 +148,26 @@ def _words(text: str, prefix: str) -> Iterable[str]:
             yield word
 
 
-def _memory_ids(store: MemoryBackend, prefix: str) -> types.Completion:
-    # Phase B: ids by prefix need a storage-contract method (the store keeps hashed ids, not a sorted list).
-    return types.Completion(values=[], total=0, has_more=False)
+def _memory_ids(store: MemoryBackend, prefix: str, namespace: str | None) -> types.Completion:
+    """The lowest ids starting with the prefix; one more than fits is asked for, to know whether there are more
+    (`total` is then left out: counting every id that starts with "a" would cost a scan for a number)."""
+    try:
+        ids = store.ids_with_prefix(prefix, MAX_VALUES + 1, namespace=namespace)
+    except InvalidInputError:  # not the start of an id (not hexadecimal, too long), no namespace: nothing matches
+        return types.Completion(values=[], total=0, has_more=False)
+    if len(ids) > MAX_VALUES:
+        return types.Completion(values=ids[:MAX_VALUES], has_more=True)
+    return _bounded(ids)
 
 
 def _bounded(values: list[str]) -> types.Completion:
     return types.Completion(values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES)
 
 
-_SUGGESTERS: dict[str, Callable[[MemoryBackend, str], types.Completion]] = {
+_SUGGESTERS: dict[str, Callable[[MemoryBackend, str, str | None], types.Completion]] = {
     "tag": _tags,
     "focus": _tags,
     "topic": _topics,
     "memory-id": _memory_ids,
+    "namespace": _namespaces,
 }

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
 from memserver.errors import StoreWriteError
 
@@ -58,6 +59,7 @@ __all__ = [
     "StrPath",
     "atomic_write",
     "disk_error",
+    "disk_errors_as",
     "fdatasync_fd",
     "fsync_dir",
     "fsync_fd",
@@ -106,6 +108,29 @@ def disk_error(exc: OSError, doing: str, folder: StrPath) -> StoreWriteError:
     }.get(exc.errno or 0, "check the disk (dmesg) and retry")
     detail = exc.strerror or str(exc)
     return StoreWriteError(f"{doing}: {problem} ({detail}) at {folder}; {fix}", exc.errno)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+
+
+def disk_errors_as(doing: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
+    """A public method (of an object with a `folder`) whose disk refuses a write raises StoreWriteError ("`doing`:
+    the disk is full ..."), one line a person (and the MCP client's model) can act on, instead of an OSError and
+    its traceback."""
+
+    def wrap(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(method)
+        def translated(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise disk_error(exc, doing, getattr(self, "folder", "the data directory")) from exc
+
+        return translated
+
+    return wrap
 
 
 # --- the raw syscalls ----------------------------------------------------------------------------------------------

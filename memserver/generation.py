@@ -161,8 +161,9 @@ class Generation:
         )
 
     def deleted_pending(self) -> int:
-        """Deleted memories whose rows are still in the files (what a compaction would remove)."""
-        return self.catalog.next_row - len(self.catalog)
+        """Forgotten memories whose rows (tombstones, for as_of) are still in the files: what a compaction would
+        remove. Replaced memories are history, kept by compaction too."""
+        return len(self.catalog.history.forgotten)
 
     def vectors_of(self, records: Sequence[AddRecord]) -> np.ndarray:
         """The stored vectors of `records`, each checked against its CRC (a damaged one re-embedded)."""
@@ -215,7 +216,14 @@ class Generation:
                     continue
                 if "vcrc" in rec:
                     vectors.expect(r.row, int(rec["vcrc"], 16))
-                pending.append((end, r))
+                if r.replaces:  # the older memory becomes history: the derived indexes drop it
+                    old = catalog.supersede(r)
+                    if old is not None:
+                        self._feed(pending)
+                        pending = []
+                        self._drop(catalog.record(old), end)
+                if not r.replaced_by:  # (a memory that is history from the start is never indexed)
+                    pending.append((end, r))
             elif op == "del":
                 row = catalog.row_of(rec.get("id", ""))
                 if row is None:
@@ -223,10 +231,8 @@ class Generation:
                 self._feed(pending)
                 pending = []
                 gone = catalog.record(row)
-                catalog.remove(gone)
-                for d in self.derived:
-                    if end > cov.feeds_from(d.name):
-                        d.remove([gone])
+                if catalog.forget(row, str(rec.get("at") or "")):
+                    self._drop(gone, end)
             elif op == "vfix":  # a re-embedded vector row was written back (see VectorFile.write_back_repairs)
                 vectors.fixed(int(rec["row"]), int(rec["vcrc"], 16))
             else:
@@ -236,6 +242,12 @@ class Generation:
                 cov.reached(end, len(catalog))
         cov.uncovered += past
         self._feed(pending)
+
+    def _drop(self, gone: AddRecord, end: int) -> None:
+        """A memory stopped being current at the record ending at `end`: out of every derived index fed by then."""
+        for d in self.derived:
+            if end > self.coverage.feeds_from(d.name):
+                d.remove([gone])
 
     def _feed(self, pending: list[tuple[int, AddRecord]]) -> None:
         """Give the derived indexes the added records (with their checked vectors) past each one's checkpoint."""
@@ -266,8 +278,10 @@ class Generation:
         self.journal.append([add_line(r, row_crc(v)) for r, v in zip(records, vecs, strict=True)])
         self.catch_up(repair=False)
 
-    def write_delete(self, memory_id: str) -> None:
-        self.journal.append([delete_line(memory_id, now())])
+    def write_deletes(self, memory_ids: Sequence[str]) -> None:
+        """Forget memories in one durable write (their tombstones: one del line each, with the time)."""
+        at = now()
+        self.journal.append([delete_line(memory_id, at) for memory_id in memory_ids])
         self.catch_up(repair=False)
 
     # --- checkpoints ---------------------------------------------------------------------------------------------

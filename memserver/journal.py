@@ -81,7 +81,8 @@ from pathlib import Path
 from typing import Any
 
 from memserver.durable import OS, FileLayer, atomic_write, write_all, write_new_file
-from memserver.errors import CorruptJournalError, StoreError, StoreLockedError
+from memserver.errors import CorruptJournalError, ModelMismatchError, StoreError, StoreLockedError
+from memserver.inputs import now
 
 __all__ = [
     "FORMAT",
@@ -135,6 +136,22 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
+
+
+def revision(path: Path) -> str:
+    """What changes whenever the journal at `path` does: its file's identity, size and modification time, from one
+    stat.
+
+    A journal only grows, and is replaced only by a compaction, whose rename puts a new file (a new identity) at
+    the path. The one change the size can miss: a torn tail (a crash's) cut off by a writer that then appends a
+    line of exactly its length (review SF1); the modification time catches that. A missing journal (the moment
+    of no file never happens: the rename is atomic) reads as "none".
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "none"
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 # --- the cross-process lock --------------------------------------------------------------------------------------
@@ -369,3 +386,24 @@ class Journal:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.files.close(self._fd)
+
+
+def open_journal(folder: Path, dim: int, model: str, lock: FileLock, files: FileLayer) -> Journal:
+    """The collection's journal, created (under the exclusive lock) if there is none; ModelMismatchError if it
+    holds vectors of another model or dimension."""
+    path = folder / JOURNAL_NAME
+    if not path.exists():
+        with lock.hold(exclusive=True):
+            if not path.exists():
+                header = {"generation": uuid.uuid4().hex, "dim": dim, "model": model, "created_at": now()}
+                Journal.create(path, header, files)
+    journal = Journal(path, files)
+    header = journal.header
+    if header.get("dim") != dim or header.get("model") != model:
+        journal.close()
+        raise ModelMismatchError(
+            f"collection {folder.name!r} at {folder} holds vectors of model {header.get('model')!r} "
+            f"(dim {header.get('dim')}), but the embedder is {model!r} (dim {dim}); "
+            "use the same model, or another collection (MCP_MEMORY_COLLECTION)"
+        )
+    return journal

@@ -2,7 +2,7 @@
 
 Derived data, like the vector index: the store feeds it from the journal replay (`add` / `remove` per record), so
 every process that replays the same journal holds the same index, and nothing the journal kept can be missing from
-it. A memory is indexed under its content plus the date terms of its created_at (terms.py).
+it. A memory is indexed under its content plus the date terms of its occurred_at (terms.py).
 
 A full rebuild costs ~1.0-1.5 s of CPU per 100k memories of ~17 words (`benchmarks/keyword_speed.py`; creating the
 token objects is most of it), over the store's open budget, so the index is checkpointed with the vector index:
@@ -38,8 +38,9 @@ KEYWORD_META = "keyword.json"
 
 
 def indexed_text(record: AddRecord) -> str:
-    """What the store indexes for a memory: its content and the date words of its created_at."""
-    return f"{record.content} {date_text(record.created_at)}"
+    """What the store indexes for a memory: its content and the date words of its occurred_at (when it happened;
+    created_at for a memory stored before that field, where the two are equal, so old checkpoints stay valid)."""
+    return f"{record.content} {date_text(record.occurred_at or record.created_at)}"
 
 
 class KeywordDerivedIndex:

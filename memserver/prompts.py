@@ -1,9 +1,10 @@
 """The two prompts as MCP `Prompt` constants, their argument checks, and the messages `prompts/get` returns.
 
     recall-context    topic (required)  a user message holding the memories most relevant to the topic (hybrid
-                                        search, best first, each with its date and tags), ready to paste into a
+                      namespace         search, best first, each with its date and tags), ready to paste into a
                                         conversation; only those in the range of relevant text (WEAK_MATCH_SCORE),
-                                        bounded to RECALL_LIMIT memories and MAX_PROMPT_CHARS
+                                        bounded to RECALL_LIMIT memories and MAX_PROMPT_CHARS; from `namespace` if
+                                        given (else the default one)
     remember-session  focus (optional)  asks the model to pick out the facts of this conversation worth keeping
                                         and store each with `remember`, reusing the tags already in use
 
@@ -47,7 +48,13 @@ RECALL_CONTEXT = types.Prompt(
             name="topic",
             description="What the conversation is about, e.g. 'the kitchen renovation' or a tag such as 'project-x'.",
             required=True,
-        )
+        ),
+        types.PromptArgument(
+            name="namespace",
+            description="Optional: whose or which memories, e.g. 'user:alice' or 'project-x' (default: the default "
+            "namespace).",
+            required=False,
+        ),
     ],
 )
 
@@ -120,16 +127,20 @@ def check_arguments(prompt: types.Prompt, arguments: Mapping[str, str] | None) -
 def render(store: MemoryBackend, prompt: types.Prompt, arguments: Mapping[str, str]) -> types.GetPromptResult:
     """The prompts/get result for checked `arguments` (blocking: call it from a worker thread)."""
     if prompt.name == RECALL_CONTEXT.name:
-        return _recall_context(store, arguments["topic"])
+        return _recall_context(store, arguments["topic"], arguments.get("namespace"))
     return _remember_session(store, arguments.get("focus"))
 
 
-def _recall_context(store: MemoryBackend, topic: str) -> types.GetPromptResult:
-    hits = store.search(topic, limit=RECALL_LIMIT, mode="hybrid")
+def _recall_context(store: MemoryBackend, topic: str, namespace: str | None) -> types.GetPromptResult:
+    if namespace is None:
+        hits = store.search(topic, limit=RECALL_LIMIT, mode="hybrid")
+    else:  # (an InvalidInputError for a namespace that cannot be one: the server answers -32602)
+        hits = store.search(topic, limit=RECALL_LIMIT, mode="hybrid", namespace=namespace)
+    where = f" (namespace {namespace})" if namespace else ""
     if not hits:
-        text = f'My long-term memory (memserver) has nothing about "{topic}".'
+        text = f'My long-term memory (memserver) has nothing about "{topic}"{where}.'
         return _user_message(f"No memories about {topic!r}", text)
-    lines = [f'What my long-term memory (memserver) holds about "{topic}", most relevant first:', ""]
+    lines = [f'What my long-term memory (memserver) holds about "{topic}"{where}, most relevant first:', ""]
     best = max(hit.score for hit in hits)
     if best < tools.WEAK_MATCH_SCORE:
         lines[1:1] = [f"None of these is a strong match for the topic (best score {best:.2f}); they may be unrelated."]

@@ -4,9 +4,16 @@
 journal (the vector and keyword indexes), fed by the one replay path (generation.py). Records (journal.py has the
 line format and the crash story):
 
-    {"op":"add","id":...,"content":...,"created_at":...,"tags":[...],"source":...,"row":N,"vcrc":"<crc32 hex>"}
-    {"op":"del","id":...,"at":...}
+    {"op":"add","id":...,"content":...,"created_at":...,"tags":[...],"source":...,<fields>,"row":N,"vcrc":"<hex>"}
+    {"op":"del","id":...,"at":...}                  a forget: the tombstone of `id`, at that time
     {"op":"vfix","row":N,"vcrc":"<crc32 hex>"}     a re-embedded vector row written back (vectors.py)
+
+`<fields>` are the conversation fields of issue 12, each present only when it differs from its default, so a
+memory without them is written exactly as before this change, and a line written before it reads as one without
+them: "occurred_at" (omitted when equal to created_at), "speaker", "role", "session" (omitted when ""),
+"namespace" (omitted when "default"), "replaces" (the id of the memory this one replaced), and "replaced_by" with
+"replaced_at" (the newer memory's id and created_at: written only where that memory is not in the journal, by a
+compaction that purged it, or an import of a memory whose newer version was forgotten).
 
 `Coverage` is the bookkeeping that says how far the journal is applied and how much of it the checkpoints on
 disk cover: what was six loose attributes of the store.
@@ -38,6 +45,15 @@ class AddRecord(NamedTuple):
     tags: tuple[str, ...]
     source: str
     row: int
+    # The conversation fields (their line keys below; absent from a line = these defaults).
+    occurred_at: str = ""  # "" only before the write path fills it in: replay gives created_at for a line without
+    speaker: str = ""
+    role: str = ""
+    session: str = ""
+    namespace: str = "default"
+    replaces: str = ""  # the id this memory replaced
+    replaced_by: str = ""  # set on a line only where the newer memory is gone (compaction, import): with its time
+    replaced_at: str = ""
 
 
 class DerivedIndex(Protocol):
@@ -59,18 +75,30 @@ class DerivedIndex(Protocol):
     def load(self, folder: Path, generation: str) -> dict[str, Any] | None: ...
 
 
+# The optional keys of an add line, in line order, and the value each one is omitted at.
+OPTIONAL_KEYS = ("speaker", "role", "session", "namespace", "replaces", "replaced_by", "replaced_at")
+_DEFAULTS = AddRecord("", "", "", (), "", 0)
+
+
 def add_line(r: AddRecord, vcrc: int) -> dict[str, Any]:
     """The journal record of an add (`r.row` is its vector row; `vcrc` that row's CRC-32)."""
-    return {
+    line: dict[str, Any] = {
         "op": "add",
         "id": r.id,
         "content": r.content,
         "created_at": r.created_at,
         "tags": list(r.tags),
         "source": r.source,
-        "row": r.row,
-        "vcrc": f"{vcrc:08x}",
     }
+    if r.occurred_at and r.occurred_at != r.created_at:
+        line["occurred_at"] = r.occurred_at
+    for key in OPTIONAL_KEYS:
+        value = getattr(r, key)
+        if value != getattr(_DEFAULTS, key):
+            line[key] = value
+    line["row"] = r.row
+    line["vcrc"] = f"{vcrc:08x}"
+    return line
 
 
 def delete_line(memory_id: str, at: str) -> dict[str, Any]:
@@ -82,8 +110,26 @@ def vfix_line(row: int, vcrc: int) -> dict[str, Any]:
 
 
 def added(rec: dict[str, Any]) -> AddRecord:
-    """The memory an add record describes."""
-    return AddRecord(rec["id"], rec["content"], rec["created_at"], tuple(rec["tags"]), rec["source"], int(rec["row"]))
+    """The memory an add record describes (a key it lacks: that field's default)."""
+    created = rec["created_at"]
+    if len(rec) == 7 or (len(rec) == 8 and "vcrc" in rec):  # op id content created_at tags source row [vcrc]
+        return AddRecord(rec["id"], rec["content"], created, tuple(rec["tags"]), rec["source"], rec["row"], created)
+    return AddRecord(
+        rec["id"],
+        rec["content"],
+        created,
+        tuple(rec["tags"]),
+        rec["source"],
+        int(rec["row"]),
+        rec.get("occurred_at") or created,
+        rec.get("speaker", ""),
+        rec.get("role", ""),
+        rec.get("session", ""),
+        rec.get("namespace", "default"),
+        rec.get("replaces", ""),
+        rec.get("replaced_by", ""),
+        rec.get("replaced_at", ""),
+    )
 
 
 class Coverage:

@@ -19,11 +19,12 @@ import numpy as np
 
 from memserver import inputs
 from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit
+from memserver.bm25 import KeywordIndex
 from memserver.catalog import Catalog
 from memserver.fusion import FUSION_DEPTH, hybrid_order
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
-from memserver.keyword import KeywordDerivedIndex
+from memserver.keyword import KeywordDerivedIndex, indexed_text
 from memserver.vectors import VectorFile
 
 BRUTE_FORCE_COST_RATIO = 4.0  # c_h / c_e, from the crossovers measured by benchmarks/store.py
@@ -71,24 +72,28 @@ class Searcher:
         self, q: np.ndarray, text: str, mode: str, limit: int, f: inputs.SearchFilter, min_score: float | None
     ) -> list[Hit]:
         """The hits of a checked search (`q`: the unit query vector; `text` "" ranks by vector only)."""
-        cand = self.catalog.candidates(f)  # filters first: both rankings see only these rows
-        if mode == "semantic" or not text:
-            rows, scores = self.rank(q, limit, cand)
-        else:
-            rows, scores = self._ranked_by_words(q, text, limit, cand, mode == "keyword", min_score is not None)
-        hits: list[Hit] = []
         catalog = self.catalog
+        past = f.as_of is not None
+        # Filters first: both rankings see only these rows. As of a past time the candidates may include history
+        # and tombstones, which no index holds: they are ranked exactly.
+        cand = catalog.candidates_as_of(f) if past else catalog.candidates(f)
+        if mode == "semantic" or not text:
+            rows, scores = self.rank(q, limit, cand, exact=past)
+        else:
+            rows, scores = self._ranked_by_words(q, text, limit, cand, mode == "keyword", min_score is not None, past)
+        hits: list[Hit] = []
         for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
-            if (min_score is not None and score < min_score) or catalog.id_at(row) is None:
+            if (min_score is not None and score < min_score) or (not past and not catalog.is_current(row)):
                 continue
             hits.append(Hit(catalog.memory(row), float(score)))
             if len(hits) == limit:
                 break
         return hits
 
-    def similar(self, q: np.ndarray, exclude: str) -> tuple[tuple[str, float], ...]:
-        """Live memories (other than `exclude`) with cosine >= NEAR_DUPLICATE_SCORE to `q`, best first."""
-        rows, scores = self.rank(q, SIMILAR_MAX + 1, None)
+    def similar(self, q: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
+        """Current memories of `namespace` (other than `exclude`) with cosine >= NEAR_DUPLICATE_SCORE to `q`,
+        best first."""
+        rows, scores = self.rank(q, SIMILAR_MAX + 1, self.catalog.namespace_rows(namespace))
         out = []
         for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
             memory_id = self.catalog.id_at(row)
@@ -96,13 +101,16 @@ class Searcher:
                 out.append((memory_id, round(float(score), 4)))
         return tuple(out[:SIMILAR_MAX])
 
-    def rank(self, q: np.ndarray, limit: int, cand: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Top rows among `cand` (None = all): exact for small sets, HNSW otherwise, never fewer than possible."""
+    def rank(
+        self, q: np.ndarray, limit: int, cand: np.ndarray | None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top rows among `cand` (None = every current row): exact for small sets (or when asked: rows no index
+        holds), HNSW otherwise, never fewer than possible."""
         total = len(self.catalog) if cand is None else len(cand)
         k = min(limit, total)
         if k == 0:
             return _NO_ROWS, _NO_SCORES
-        if cand is not None and total <= exact_limit(len(self.catalog), self.vindex.ef):
+        if cand is not None and (exact or total <= exact_limit(len(self.catalog), self.vindex.ef)):
             self.hooks.planned("exact", total)
             return top_k(self.vectors.matrix(cand), q, k, cand)
         allowed = None if cand is None else set(cand.tolist())
@@ -118,18 +126,35 @@ class Searcher:
         return rows, scores
 
     def _ranked_by_words(
-        self, q: np.ndarray, text: str, limit: int, cand: np.ndarray | None, keyword_only: bool, deep: bool
+        self,
+        q: np.ndarray,
+        text: str,
+        limit: int,
+        cand: np.ndarray | None,
+        keyword_only: bool,
+        deep: bool,
+        exact: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows in keyword (BM25) or hybrid order, each with its cosine to `q` (from the stored vectors, also for
-        keyword-only rows); `limit` of them, or with `deep` all (min_score will drop some)."""
+        keyword-only rows); `limit` of them, or with `deep` all (min_score will drop some). With `exact`, the
+        candidates may hold rows the indexes do not (history, tombstones)."""
         depth = max(limit, FUSION_DEPTH)
-        words = [row for row, _ in self.kindex.search(text, depth, cand) if isinstance(row, int)]  # keys are rows
+        words = [row for row, _ in self._keyword(text, depth, cand, exact) if isinstance(row, int)]  # keys are rows
         if keyword_only:
             order = words
         else:
-            near = self.rank(q, depth, cand)[0].tolist()
-            order = hybrid_order(near, words, self.catalog.created_at)
+            near = self.rank(q, depth, cand, exact)[0].tolist()
+            order = hybrid_order(near, words, self.catalog.occurred_at)
         rows = np.asarray(order if deep else order[:limit], dtype=np.int64)
         if len(rows) == 0:
             return rows, _NO_SCORES
         return rows, np.einsum("ij,j->i", self.vectors.matrix(rows), q)
+
+    def _keyword(self, text: str, k: int, cand: np.ndarray | None, exact: bool) -> list[tuple[int, float]]:
+        """BM25 over the candidates: the store's keyword index, or, when some candidates are not current (so not
+        in it), an index built for the candidates alone (its term statistics are theirs: an as_of ranking)."""
+        if not exact or cand is None or self.catalog.alive[cand].all():
+            return self.kindex.search(text, k, cand)
+        scratch = KeywordIndex()
+        scratch.add_many((row, indexed_text(self.catalog.record(row))) for row in cand.tolist())
+        return scratch.search(text, k)

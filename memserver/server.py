@@ -1,11 +1,25 @@
 """The MCP server: `build_server()` returns an `mcp.server.lowlevel.Server` whose handlers answer the MCP methods.
 
 Read it in protocol order: `initialized` (the end of the handshake; the SDK's runner answers `initialize`
-itself), then `list_tools`, `call_tool`, `list_resources`, `list_resource_templates`, `read_resource`,
-`list_prompts`, `get_prompt`, and the utilities `complete` and `set_logging_level`, each named after the method it
-answers and passed to the `Server` constructor as `on_<name>=`. `forward_logs` wraps every request (middleware).
-The capabilities in the `initialize` result follow from which handlers are passed: tools, resources, prompts,
-completions, logging.
+itself) and `discover` (2026-07-28's replacement for the handshake), then `list_tools`, `call_tool`,
+`list_resources`, `list_resource_templates`, `read_resource`, `subscribe_resource`, `unsubscribe_resource` and
+`subscriptions_listen`, `list_prompts`, `get_prompt`, and the utilities `complete` and `set_logging_level`, each
+named after the method it answers and passed to the `Server` constructor as `on_<name>=`. `forward_logs` wraps
+every request (middleware). The capabilities in the `initialize` result follow from which handlers are passed:
+tools, resources (with `subscribe`), prompts, completions, logging; `listChanged` is false everywhere, since no
+list ever changes while the server runs.
+
+Two handlers talk back to the client outside a plain request/answer: subscriptions (subscriptions.py watches the
+store for the lifespan and sends `notifications/resources/updated`), and `forget_matching`, which asks the user to
+confirm before it forgets anything (elicitation: an `elicitation/create` request of the server's own in the
+handshake era, an `input_required` answer in 2026-07-28).
+
+Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
+is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching, answering structuredContent);
+`memserver serve --tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory,
+answering plain text), whose work knows the connection a call comes from. With --chat-condense, a chat recall
+asks the client's model to condense its block (`_condensed`: sampling/createMessage, a request from the server to
+the client).
 
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
@@ -30,10 +44,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -45,15 +60,18 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from memserver import __version__, client_log, completions, inputs, prompts, resources, tools
+from memserver import __version__, chat, client_log, completions, forgetting, inputs, prompts, resources, tools
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
+from memserver.subscriptions import Subscriptions, TooManySubscriptionsError
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
+CONDENSE_SECONDS = 60.0  # how long a chat recall waits for the client's model to condense its block
 
 INSTRUCTIONS = (
     "memserver is the user's long-term memory, kept on their own machine. Call recall before answering when "
@@ -65,15 +83,42 @@ INSTRUCTIONS = (
 # --- the handlers, in protocol order --------------------------------------------------------------------------------
 
 
+Payload = dict[str, Any] | str | chat.ContextBlock  # structured JSON, plain text, or a block to condense
+Work = Callable[["MemoryBackend", dict[str, Any]], Payload]
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """The tools a server serves: the Tool constants `tools/list` shows, and the work each `tools/call` runs.
+
+    `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching);
+    `--tools chat` serves the chat-memory interface (chat.py: remember, recall, search_in_memory), whose work
+    depends on the connection the call comes from (its conversation). (forget_matching is no work of a worker
+    thread: `call_tool` runs it, since it asks the user first.)
+    """
+
+    name: str
+    tools: tuple[types.Tool, ...]
+    work: Callable[[str, chat.Conversation], Work]
+    instructions: str
+
+    def find(self, name: str) -> types.Tool | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+
 @dataclass
 class Lifespan:
     """What every handler reaches as `ctx.lifespan_context`: entered once per HTTP server, once per stdio connection.
 
-    Per-session state lives here, keyed by session: the log levels (`logs`); resource subscriptions will too.
+    Per-session state lives here, keyed by session: the log levels (`logs`), the chat tool set's conversations (in
+    its ToolSet), and the resource subscriptions (`subscriptions`, with the watch that tells the subscribers of
+    changes).
     """
 
     stores: Stores
     logs: client_log.ClientLog
+    tool_set: ToolSet
+    subscriptions: Subscriptions
 
 
 Context = ServerRequestContext[Lifespan]
@@ -89,14 +134,34 @@ async def initialized(ctx: Context, params: types.NotificationParams) -> None:
     ctx.lifespan_context.stores.start()
 
 
+async def discover(server: Server[Lifespan], ctx: Context, params: types.RequestParams) -> types.DiscoverResult:
+    """server/discover (2026-07-28, which has no initialize): the SDK's answer, with `listChanged` made true to fact.
+
+    The SDK sets `listChanged` wherever subscriptions/listen is served; our tools, resources and prompts never
+    change, so it is false here as in the `initialize` result. (`subscribe` stays true: listen serves updates.)
+    """
+    capabilities = server.get_capabilities(protocol_version=ctx.protocol_version)
+    for listed in (capabilities.tools, capabilities.resources, capabilities.prompts):
+        if listed is not None:
+            listed.list_changed = False
+    return types.DiscoverResult(
+        supported_versions=list(MODERN_PROTOCOL_VERSIONS), capabilities=capabilities, instructions=server.instructions
+    )
+
+
 async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    """tools/list: the four tools, with the schemas `call_tool` validates against."""
-    return types.ListToolsResult(tools=list(tools.TOOLS))
+    """tools/list: the tool set's tools (by default the memory tools), with the schemas `call_tool` validates
+    against."""
+    return types.ListToolsResult(tools=list(ctx.lifespan_context.tool_set.tools))
 
 
-async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-    """tools/call: validate the arguments against the advertised schema, then run the tool in a worker thread."""
-    tool = tools.TOOLS_BY_NAME.get(params.name)
+async def call_tool(
+    ctx: Context, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    """tools/call: validate the arguments against the advertised schema, then run the tool in a worker thread
+    (forget_matching first asks the user: `forget_matching` below)."""
+    tool_set = ctx.lifespan_context.tool_set
+    tool = tool_set.find(params.name)
     if tool is None:
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_shown(params.name)}")
@@ -108,9 +173,18 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     started = time.perf_counter()
     timing: dict[str, float] = {}
     try:
-        store = await _store(ctx)
-        payload = await anyio.to_thread.run_sync(partial(_timed, _TOOL_WORK[tool.name], store, args, timing))
-    except InvalidInputError as exc:
+        if tool is tools.FORGET_MATCHING:
+            asked = await forget_matching(ctx, params, args)
+            if isinstance(asked, types.InputRequiredResult):
+                return asked
+            payload: Payload = asked
+        else:
+            store = await _store(ctx)
+            work = tool_set.work(tool.name, _conversation(ctx))
+            payload = await anyio.to_thread.run_sync(partial(_timed, work, store, args, timing))
+            if isinstance(payload, chat.ContextBlock):  # --tools chat --chat-condense
+                payload = await _condensed(ctx, payload)
+    except (InvalidInputError, forgetting.CannotAskError) as exc:
         return _tool_error(str(exc))
     except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
@@ -120,15 +194,62 @@ async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.
     except Exception:
         logger.exception("%s failed", tool.name)
         return _tool_error(f"{tool.name} failed because of an internal error in memserver; its log has the details")
-    # Spec: structuredContent must match outputSchema; for older clients, the same JSON also goes in a text block.
-    result = types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-        structured_content=payload,
-    )
+    if not (tool.annotations and tool.annotations.read_only_hint):
+        ctx.lifespan_context.subscriptions.changed()  # subscribers hear of this write now, not at the next poll
+    if isinstance(payload, str):  # the chat tools answer plain text (and have no outputSchema)
+        result = types.CallToolResult(content=[types.TextContent(type="text", text=payload)])
+    else:
+        # Spec: structuredContent must match outputSchema; for older clients, the same JSON also goes in a text block.
+        result = types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+            structured_content=payload,
+        )
     if TIMING:  # spec: _meta keys may carry a prefix ending in "/"
         timing["handler_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result.meta = {"memserver/timing": timing}
     return result
+
+
+async def forget_matching(
+    ctx: Context, params: types.CallToolRequestParams, args: dict[str, Any]
+) -> dict[str, Any] | types.InputRequiredResult:
+    """forget_matching: select what the filter matches, ask the person to confirm (elicitation), then forget
+    exactly the memories they were shown, in one write; anything but an explicit yes forgets nothing.
+
+    Handshake era: an elicitation/create request to the client, tied to this call, which waits for the answer.
+    2026-07-28: a server sends no requests of its own (SEP-2322, multi round-trip requests): the call answers
+    `input_required` with the question and a `requestState`, and the client calls again with the answer.
+    """
+    store = await _store(ctx)
+    selection = await anyio.to_thread.run_sync(store.select, forgetting.memory_filter(args), forgetting.SAMPLE)
+    if not selection.count:
+        return forgetting.outcome("nothing_matched", 0)
+    if not forgetting.can_ask(ctx.session.client_capabilities):
+        raise forgetting.CannotAskError(forgetting.cannot_ask(selection))
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answer = (params.input_responses or {}).get(forgetting.CONFIRM_FIELD)
+        shown = forgetting.shown_digest(params.request_state)
+        if not isinstance(answer, types.ElicitResult) or shown != forgetting.digest(selection.ids):
+            # The first round, or the matching memories changed since the question: ask (again) about these.
+            ask = types.ElicitRequest(params=forgetting.question(selection, args))
+            return types.InputRequiredResult(
+                input_requests={forgetting.CONFIRM_FIELD: ask}, request_state=forgetting.state(selection)
+            )
+    else:
+        form = forgetting.question(selection, args)
+        answer = None
+        with anyio.move_on_after(forgetting.CONFIRM_SECONDS):
+            try:
+                answer = await ctx.session.elicit_form(form.message, form.requested_schema, ctx.request_id)
+            except MCPError as exc:  # the client said elicitation, then failed to ask
+                raise forgetting.CannotAskError(forgetting.failed_to_ask(selection, exc.error.message)) from None
+        if answer is None:
+            return forgetting.outcome("unanswered", selection.count)
+    if not forgetting.confirmed(answer):
+        return forgetting.outcome(forgetting.refusal(answer), selection.count)
+    forget = partial(store.delete_many, selection.ids, namespace=args.get("namespace"))
+    forgotten = await anyio.to_thread.run_sync(forget)  # one write, exactly the ids the question counted
+    return forgetting.outcome("forgotten", selection.count, forgotten)
 
 
 async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
@@ -139,30 +260,56 @@ async def list_resources(ctx: Context, params: types.PaginatedRequestParams | No
 async def list_resource_templates(
     ctx: Context, params: types.PaginatedRequestParams | None
 ) -> types.ListResourceTemplatesResult:
-    """resources/templates/list: memory://tags/{tag} and memory://memories/{id}."""
+    """resources/templates/list: memory://tags/{tag} and memory://memories/{id} (every URI takes ?namespace=)."""
     return types.ListResourceTemplatesResult(resource_templates=list(resources.TEMPLATES))
 
 
 async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
     """resources/read: parse the memory:// URI and read it from the store."""
     uri = str(params.uri)
-    try:
+    with _resource_errors(uri, "Reading"):
         target = resources.parse(uri)
         store = await _store(ctx)
         text = await anyio.to_thread.run_sync(resources.read, store, target)
-    except (resources.UnknownResourceError, InvalidInputError) as exc:
-        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
-        # (unless it is longer than any of ours: no answer repeats large input).
-        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
-        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
-    except NotAuthenticatedError as exc:
-        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
-    except Exception:
-        logger.exception("reading %s failed", "/".join(uri.split("/")[:3]))  # not the tag or id: user data
-        raise MCPError(
-            code=types.INTERNAL_ERROR, message=f"Reading {_shown(uri)} failed; the server log has the details"
-        ) from None
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=resources.JSON, text=text)])
+
+
+async def subscribe_resource(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    """resources/subscribe: send this session notifications/resources/updated whenever the resource changes,
+    whoever changes it (another process on the same store too: subscriptions.py watches the store).
+
+    Replaced in 2026-07-28 by subscriptions/listen (SEP-2575); the SDK never calls this there.
+    """
+    uri = str(params.uri)
+    key = client_log.connection_key(ctx)
+    if ctx.request is not None and key is None:  # HTTP without a session: there is no stream to send updates on
+        message = "resources/subscribe needs a session (stdio, or HTTP with sessions)"
+        raise MCPError(code=types.INVALID_REQUEST, message=message)
+    subscriptions = ctx.lifespan_context.subscriptions
+    with _resource_errors(uri, "Subscribing to"):
+        await _store(ctx)  # (a client that sent a progressToken hears what a first call waits for)
+        if await subscriptions.subscribe(ctx.session, key, _user(ctx), uri):
+            _when_connection_closes(ctx, partial(subscriptions.end_session, key))
+    return types.EmptyResult()
+
+
+async def unsubscribe_resource(ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+    """resources/unsubscribe: no more updates of that resource for this session (none subscribed: no error).
+
+    Replaced in 2026-07-28 by closing the subscriptions/listen stream (SEP-2575)."""
+    ctx.lifespan_context.subscriptions.unsubscribe(client_log.connection_key(ctx), str(params.uri))
+    return types.EmptyResult()
+
+
+async def subscriptions_listen(
+    ctx: Context, params: types.SubscriptionsListenRequestParams
+) -> types.SubscriptionsListenResult:
+    """subscriptions/listen (2026-07-28, SEP-2575: replaces resources/subscribe and unsubscribe): one request whose
+    response stream first acknowledges the URIs honoured, then carries notifications/resources/updated for them
+    until the client closes it. The SDK's ListenHandler serves the stream."""
+    with _protocol_errors("Listening"):
+        await _store(ctx)
+        return await ctx.lifespan_context.subscriptions.listen(ctx, params, _user(ctx))
 
 
 async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
@@ -186,7 +333,8 @@ async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> type
 async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
     """completion/complete: values for a prompt argument or a template variable that start with what was typed."""
     try:
-        target = completions.target(params.ref, params.argument.name)
+        context = params.context.arguments if params.context is not None else None  # variables chosen already
+        target = completions.target(params.ref, params.argument.name, context)
     except completions.UnknownCompletionError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
     with _protocol_errors("Completion"):
@@ -217,11 +365,28 @@ async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
 
 
 def _remember(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    memory = store.add(args["content"], tags=args.get("tags"), source=args.get("source"))
+    memory = store.add(
+        args["content"],
+        tags=args.get("tags"),
+        source=args.get("source"),
+        occurred_at=args.get("occurred_at"),
+        speaker=args.get("speaker"),
+        role=args.get("role"),
+        session=args.get("session"),
+        namespace=args.get("namespace"),
+        replaces=args.get("replaces"),
+    )
     payload: dict[str, Any] = {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
+    if memory.duplicate and args.get("replaces"):
+        payload["note"] = (
+            "Nothing was stored, so nothing was replaced: this content is already stored under this id. To retire "
+            f"{args['replaces']}, forget it."
+        )
+    elif memory.replaces:
+        payload["replaces"] = memory.replaces
     similar = []
     for memory_id, score in memory.similar:
-        other = store.get(memory_id)
+        other = store.get(memory_id, namespace=args.get("namespace"))
         if other is not None:  # may have been forgotten meanwhile
             similar.append({"id": memory_id, "score": round(float(score), 4), "content": other.content})
     if similar:  # only when there is something to decide: the common answer stays two fields
@@ -239,6 +404,11 @@ def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         until=args.get("until"),
         min_score=args.get("min_score"),
         mode=args["mode"],
+        speaker=args.get("speaker"),
+        role=args.get("role"),
+        session=args.get("session"),
+        namespace=args.get("namespace"),
+        as_of=args.get("as_of"),
     )
     payload: dict[str, Any] = {
         "results": [{**hit.memory.to_dict(), "score": round(float(hit.score), 4)} for hit in hits]
@@ -249,17 +419,26 @@ def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+_RECALL_FILTERS = ("tags", "source", "speaker", "role", "session", "since", "until")
+
+
 def _recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
     """Say plainly when recall found nothing relevant, rather than let weak results pass for answers."""
     if not scores:
         if args["mode"] == "keyword":
             return "Nothing found: no memory shares a word with the query. Try mode 'hybrid' to search by meaning."
         why = []
-        if any(args.get(name) is not None for name in ("tags", "source", "since", "until")):
-            why.append("the filters (tags, source, since, until)")
+        given = [name for name in _RECALL_FILTERS if args.get(name) is not None]
+        if given and not {"speaker", "role", "session"} & set(given):
+            why.append("the filters (tags, source, since, until)")  # as before the conversation filters came
+        elif given:
+            why.append(f"the filters ({', '.join(given)})")
         if args.get("min_score") is not None:
             why.append(f"min_score {args['min_score']}")
-        return "Nothing found" + (": no memory passed " + " and ".join(why) if why else ": the memory is empty") + "."
+        if why:
+            return "Nothing found: no memory passed " + " and ".join(why) + "."
+        where = f"namespace {args['namespace']!r}" if args.get("namespace") else "the memory"
+        return f"Nothing found: {where} {'held nothing then' if args.get('as_of') else 'is empty'}."
     best = max(scores)
     if best < tools.WEAK_MATCH_SCORE:
         return (
@@ -270,31 +449,41 @@ def _recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
 
 
 def _list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    memories = store.list_recent(limit=args["limit"], tags=args.get("tags"))
-    return {"memories": [m.to_dict() for m in memories]}
+    page = store.list_page(
+        limit=args["limit"],
+        tags=args.get("tags"),
+        namespace=args.get("namespace"),
+        session=args.get("session"),
+        speaker=args.get("speaker"),
+        role=args.get("role"),
+        cursor=args.get("cursor"),
+    )
+    return page.to_dict()  # {"memories": [...], "next_cursor": ... when there are more}
 
 
 def _forget(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     memory_id = args["memory_id"]
     if not inputs.is_memory_id(memory_id):  # contract: an id that names no memory is deleted: false, not an error
         return {"id": memory_id, "deleted": False}
-    return {"id": memory_id, "deleted": bool(store.delete(memory_id))}
+    return {"id": memory_id, "deleted": bool(store.delete(memory_id, namespace=args.get("namespace")))}
 
 
-_TOOL_WORK: dict[str, Callable[[MemoryBackend, dict[str, Any]], dict[str, Any]]] = {
+_TOOL_WORK: dict[str, Work] = {
     tools.REMEMBER.name: _remember,
     tools.RECALL.name: _recall,
     tools.LIST_RECENT.name: _list_recent,
     tools.FORGET.name: _forget,
 }
+MEMORY_TOOLS = ToolSet("memory", tools.TOOLS, lambda name, conversation: _TOOL_WORK[name], INSTRUCTIONS)
 
 
-def _timed(
-    run: Callable[[MemoryBackend, dict[str, Any]], dict[str, Any]],
-    store: MemoryBackend,
-    args: dict[str, Any],
-    timing: dict[str, float],
-) -> dict[str, Any]:
+def chat_tools(options: chat.ChatOptions | None = None) -> ToolSet:
+    """The chat-memory interface (chat.py), with its own record of each connection's conversation."""
+    memory = chat.ChatMemory(options)
+    return ToolSet("chat", chat.TOOLS, memory.work, chat.INSTRUCTIONS)
+
+
+def _timed(run: Work, store: MemoryBackend, args: dict[str, Any], timing: dict[str, float]) -> Payload:
     """Run a tool's work; with TIMING, record embed_ms and work_ms into `timing` (in the worker thread)."""
     if not TIMING:
         return run(store, args)
@@ -322,11 +511,68 @@ async def _store(ctx: Context) -> MemoryBackend:
     return store
 
 
+async def _condensed(ctx: Context, block: chat.ContextBlock) -> str:
+    """sampling/createMessage: ask the client's model to condense a chat recall() block (--chat-condense).
+
+    Only when the client declared the sampling capability and the request can carry a server-to-client request;
+    the extractive block is the answer otherwise, and whenever the client refuses, fails, takes longer than
+    CONDENSE_SECONDS, or answers something empty or over the budget.
+    """
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.sampling is None or not ctx.session.can_send_request:
+        return block.text
+    system, text = block.sampling_request()
+    try:
+        with anyio.fail_after(CONDENSE_SECONDS), warnings.catch_warnings():
+            # Sampling is deprecated as of 2026-07-28 (SEP-2577); handshake-era clients still offer it.
+            warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+            answer = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+                max_tokens=max(64, block.budget // 3),  # ~4 characters a token, with room
+                system_prompt=system,
+                related_request_id=ctx.request_id,  # over HTTP: on this call's response stream
+            )
+    except Exception as exc:  # MCPError, a timeout, a malformed answer: the extractive block stands
+        logger.warning("condensing the chat context through sampling failed: %s", type(exc).__name__)
+        return block.text
+    condensed = answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
+    if not condensed or len(condensed) > block.budget:
+        logger.warning("the client's condensed chat context was empty or over the budget; sending the extractive one")
+        return block.text
+    return condensed
+
+
+@contextmanager
+def _resource_errors(uri: str, what: str) -> Iterator[None]:
+    """Failures of a request about one resource, as JSON-RPC errors without internals."""
+    try:
+        yield
+    except (resources.UnknownResourceError, InvalidInputError) as exc:
+        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
+        # (unless it is longer than any of ours: no answer repeats large input).
+        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
+    except TooManySubscriptionsError as exc:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
+    except NotAuthenticatedError as exc:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
+    except MCPError:
+        raise
+    except Exception:
+        shown = "/".join(uri.partition("?")[0].split("/")[:3])  # not the tag, id or namespace: user data
+        logger.exception("%s %s failed", what.lower(), shown)
+        raise MCPError(
+            code=types.INTERNAL_ERROR, message=f"{what} {_shown(uri)} failed; the server log has the details"
+        ) from None
+
+
 @contextmanager
 def _protocol_errors(what: str) -> Iterator[None]:
     """Failures answering a request that is not a tool call, as JSON-RPC errors without internals."""
     try:
         yield
+    except MCPError:  # the SDK's own (the listen stream limit, ...): already a protocol error
+        raise
     except InvalidInputError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
     except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
@@ -348,6 +594,32 @@ def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
+def _conversation(ctx: Context) -> chat.Conversation:
+    """The connection a call comes from: its user and its HTTP session id (None over stdio: the process is one)."""
+    request = ctx.request
+    session_id = request.headers.get("mcp-session-id") if request is not None else None
+    return _user(ctx), session_id
+
+
+def _when_connection_closes(ctx: Context, callback: Callable[[], None]) -> None:
+    """Run `callback` when the connection of `ctx` closes, however it ends (the SDK's per-connection exit stack:
+    stdio EOF, HTTP DELETE, idle expiry, shutdown).
+
+    The low-level handler context has no way to the connection yet (SDK TODO L54; docs/upstream.md), so this takes
+    the session's reference to it; if the SDK renames that, a session's subscriptions are dropped only when
+    subscriptions.MAX_SESSIONS newer sessions push them out, and the server says so once.
+    """
+    stack = getattr(getattr(ctx.session, "_connection", None), "exit_stack", None)
+    if isinstance(stack, AsyncExitStack):
+        stack.callback(callback)
+    elif not _NO_CLOSE_HOOK.is_set():
+        _NO_CLOSE_HOOK.set()
+        logger.warning("this MCP SDK gives no hook for a connection's end; subscriptions of closed sessions linger")
+
+
+_NO_CLOSE_HOOK = threading.Event()
+
+
 def _user(ctx: Context) -> str | None:
     """The user named by the request's bearer token (HTTP with tokens), else None."""
     request = ctx.request
@@ -365,6 +637,7 @@ def build_server(
     data_dir: str | Path | None = None,
     load_at_start: bool = False,
     database: str | None = None,
+    tool_set: ToolSet = MEMORY_TOOLS,
 ) -> Server[Lifespan]:
     """The memserver MCP server.
 
@@ -376,6 +649,7 @@ def build_server(
         load_at_start: start loading when the server starts (HTTP: clients come later) rather than when a client
             has finished the handshake (stdio: the client's `initialize` is already waiting on stdin).
         database: a postgresql:// URL: the default factory keeps the memories there instead of in data_dir.
+        tool_set: the tools to serve: MEMORY_TOOLS (default), or `chat_tools(options)` (`--tools chat`).
     """
     stores = Stores(store_factory or DefaultStoreFactory(data_dir, database=database), per_user=per_user)
 
@@ -384,9 +658,14 @@ def build_server(
         if load_at_start:
             stores.start()  # background: requests are answered meanwhile
         logs = client_log.ClientLog(per_user=per_user)
+        subscriptions = Subscriptions(stores)
         try:
-            yield Lifespan(stores=stores, logs=logs)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(subscriptions.watch)  # idle (an event) while nothing is subscribed
+                yield Lifespan(stores=stores, logs=logs, tool_set=tool_set, subscriptions=subscriptions)
+                tasks.cancel_scope.cancel()
         finally:
+            subscriptions.close()
             logs.close()
             await anyio.to_thread.run_sync(stores.close, abandon_on_cancel=True)
 
@@ -399,13 +678,16 @@ def build_server(
             version=__version__,
             title="memserver",
             description="Long-term memory for MCP clients, searched by meaning, stored on this machine.",
-            instructions=INSTRUCTIONS,
+            instructions=tool_set.instructions,
             lifespan=lifespan,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
             on_list_resources=list_resources,
             on_list_resource_templates=list_resource_templates,
             on_read_resource=read_resource,
+            on_subscribe_resource=subscribe_resource,
+            on_unsubscribe_resource=unsubscribe_resource,
+            on_subscriptions_listen=subscriptions_listen,
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
             on_completion=complete,
@@ -413,5 +695,6 @@ def build_server(
         )
     # The lowlevel Server's constructor takes no handler for notifications/initialized; this is the SDK's way in.
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    server.add_request_handler("server/discover", types.RequestParams, partial(discover, server))
     server.middleware.append(forward_logs)
     return server

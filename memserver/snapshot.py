@@ -6,11 +6,16 @@ magic, a JSON stamp, the payload, with its length and CRC-32), and trusted only 
 generation, this Python (marshal's format), SNAPSHOT_FORMAT, an offset no later than the oldest loaded index
 checkpoint, and the CRC of the journal line ending at that offset. Anything else is replayed over, never trusted.
 
-Payload, format 4 (marshal: fast, and loading it runs no code): a tuple of the format, the row count n, then
+Payload, format 5 (marshal: fast, and loading it runs no code): a tuple of the format, the row count n, then
 buffers by row, written by marshal as bytes without a copy: ids, the id keys and their rows, the texts with each
-row's start and end, created_at; tags and sources as lists by row (None for a removed row; equal tuples and
-sources are one object, so marshal writes each once); the live rows in created_at order, the vector CRCs, the
-content keys and their rows, and the rows of each tag and source (names, counts, concatenated rows).
+row's start and end, created_at; tags and sources as lists by row (equal tuples and sources are one object, so
+marshal writes each once); the current rows in (occurred_at, row) order, the vector CRCs, the content keys and
+their rows, and the rows of each tag and source (names, counts, concatenated rows). Format 5 appends occurred_at
+(a buffer by row), the four label columns (speaker, role, session, namespace: each its names, its codes by row
+and the row sets of its values) and the history (replace links and tombstones, history.py).
+
+A format-4 snapshot (written before the conversation fields) is decoded too: it holds no field, so occurred_at is
+created_at and every label its default, and its rows are all current; the next checkpoint writes format 5.
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ from typing import Any
 import numpy as np
 
 from memserver import columns
-from memserver.catalog import Catalog
+from memserver.catalog import DEFAULT_NAMESPACE, Catalog
 from memserver.durable import OS, FileLayer, atomic_write
+from memserver.history import History
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 4  # a snapshot of another format is replayed over
+SNAPSHOT_FORMAT = 5  # written; READABLE formats are decoded, any other is replayed over
+READABLE = (4, 5)
 _MAGIC = b"memserver-meta-snapshot\n"
 
 
@@ -78,7 +85,7 @@ def encode(catalog: Catalog, crcs: np.ndarray) -> bytes:
     parts: tuple[Any, ...] = (  # marshal writes any buffer (the numpy columns) as bytes, without a copy here
         SNAPSHOT_FORMAT,
         n,
-        *catalog.ids.payload(n, alive),
+        *catalog.ids.payload(n),
         *catalog.contents.payload(n),
         catalog.created.payload(n),
         catalog.tags[:n],
@@ -88,32 +95,51 @@ def encode(catalog: Catalog, crcs: np.ndarray) -> bytes:
         *catalog.content_keys.payload(alive),
         *catalog.tag_rows.payload(alive),
         *catalog.source_rows.payload(alive),
+        catalog.occurred.payload(n),
+        *(labels.payload(n, alive) for labels in catalog.labels()),
+        catalog.history.payload(),
     )
     return marshal.dumps(parts)
 
 
 def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
-    """(catalog, vector CRCs by row) from an unmarshalled payload holding `count` live memories. Raises
+    """(catalog, vector CRCs by row) from an unmarshalled payload holding `count` current memories. Raises
     ValueError, TypeError or IndexError when the parts do not fit together."""
     fmt, n, ids_b, id_h, id_r, texts, starts, ends, created_b, tags, sources, order_b, vcrc_b = parts[:13]
-    key_h, key_r, tag_names, tag_counts, tag_flat, src_names, src_counts, src_flat = parts[13:]
-    if fmt != SNAPSHOT_FORMAT:
+    key_h, key_r, tag_names, tag_counts, tag_flat, src_names, src_counts, src_flat = parts[13:21]
+    if fmt not in READABLE or len(parts) != (21 if fmt == 4 else 27):
         raise ValueError(f"format {fmt!r}")
     if not isinstance(n, int) or not all(isinstance(col, list) and len(col) == n for col in (tags, sources)):
         raise ValueError("columns do not match the row count")
     c = Catalog()
     c.ids = columns.IdMap.from_payload(ids_b, id_h, id_r, n)
-    live = len(c.ids)
-    if live != count:
-        raise ValueError("record count mismatch")
-    alive = c.ids.ids.occupied(n)
+    stored = c.ids.ids.occupied(n)
     c.contents = columns.TextHeap.from_payload(texts, starts, ends, n)
     c.created = columns.FixedText.from_payload(32, created_b, n)
+    if fmt == 4:
+        c.occurred = columns.FixedText.from_payload(32, created_b, n)
+        for labels in c.labels():
+            labels.codes = np.zeros(n, dtype=np.int32)
+    else:
+        occurred_b, speakers, roles, sessions, spaces, history = parts[21:]
+        c.occurred = columns.FixedText.from_payload(32, occurred_b, n)
+        c.speakers = columns.Labels.from_payload("", speakers, n)
+        c.roles = columns.Labels.from_payload("", roles, n)
+        c.sessions = columns.Labels.from_payload("", sessions, n)
+        c.namespaces = columns.Labels.from_payload(DEFAULT_NAMESPACE, spaces, n)
+        c.history = History.from_payload(history, n)
+    if any(stored[row] for row in c.history.forgotten) or not all(stored[row] for row in c.history.replaced_rows()):
+        raise ValueError("history does not match the stored rows")
+    alive = stored.copy()
+    alive[list(c.history.replaced)] = False
+    live = int(alive.sum())
+    if live != count:
+        raise ValueError("record count mismatch")
     order = np.frombuffer(order_b, np.int64)
     if len(order) != live or (live and not (0 <= int(order.min()) <= int(order.max()) < n)):
-        raise ValueError("created_at order does not match the records")
+        raise ValueError("time order does not match the records")
     if not alive[order].all():
-        raise ValueError("created_at order names a dead row")
+        raise ValueError("time order names a row that is not current")
     vcrc = np.frombuffer(vcrc_b, np.int64).copy()
     if len(vcrc) != n:
         raise ValueError("vector CRCs do not match the row count")
@@ -122,7 +148,10 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
         raise ValueError("content keys do not match the records")
     c.tag_rows = columns.RowSets.from_payload(tag_names, tag_counts, tag_flat, n)
     c.source_rows = columns.RowSets.from_payload(src_names, src_counts, src_flat, n)
-    c.tags, c.sources, c.alive, c.by_time, c.next_row = tags, sources, alive, order.tolist(), n
+    c.tags, c.sources, c.alive, c.by_time, c.next_row, c.live = tags, sources, alive, order.tolist(), n, live
+    c.plain = all(len(labels.names) == 1 for labels in c.labels()) and not (c.history.replaces or c.history.replaced)
+    spaces_of = np.bincount(c.namespaces.codes[:n][alive], minlength=len(c.namespaces.names))
+    c.per_namespace = {c.namespaces.names[code]: int(k) for code, k in enumerate(spaces_of.tolist()) if k}
     return c, vcrc
 
 
@@ -176,7 +205,7 @@ def load(
     if (
         stamp.get("generation") != generation
         or stamp.get("python") != list(sys.version_info[:2])
-        or stamp.get("format") != SNAPSHOT_FORMAT
+        or stamp.get("format") not in READABLE
         or not isinstance(offset, int)
         or not lowest <= offset <= floor
         or not stamp.get("line_crc")

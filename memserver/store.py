@@ -6,16 +6,20 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     generation.py  one journal generation in memory: restored from its checkpoints, fed by the one replay path
     replay.py      the journal's record shapes, what they feed (DerivedIndex), and how far replay and the
                    checkpoints on disk stand (Coverage)
-    catalog.py     the live memories' metadata by row, and the lookups on it
+    catalog.py     the memories' metadata by row (current, history, tombstones), and the lookups on it
+    history.py     replace links and the tombstones of forgotten memories, for get() and as_of
+    listing.py     pages newest first with their cursors, bulk selections, counts per session
+    writes.py      the write path's rules: duplicates per namespace, what each memory replaces, the records
     snapshot.py    the catalog saved at a checkpoint, so an open need not replay the whole journal
     vectors.py     the vector row file, its CRC checks and the repair of damaged rows
-    index.py, keyword.py   the derived indexes (HNSW, BM25), checkpointed beside the journal
+    index.py, keyword.py   the derived indexes (HNSW, BM25) of the current memories, checkpointed beside the journal
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
-    compaction.py  a new generation without the deleted memories, switched in under the lock
+    compaction.py  a new generation without the forgotten memories, switched in under the lock
 
 Two classes keep the orchestration: `Collection` the locks, opening and refreshing (one stat per call: catch up
 if the journal grew, reload if another process compacted), checkpoints and closing; `MemoryStore` the write path
-(dedup, embedding outside the locks, group commit) and the public methods.
+(embedding outside the locks, group commit) and the public methods, each a check (inputs.py), a lock and a call
+into the parts.
 
 Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
 (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
@@ -26,32 +30,32 @@ imports the Embedder (onnxruntime) only when none is given.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import config, inputs
-from memserver.backend import Hit, Memory
-from memserver.catalog import Catalog
+from memserver import config, inputs, listing, writes
+from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
+from memserver.catalog import memory_of
 from memserver.compaction import Compaction, remove_other_generations
-from memserver.durable import OS, FileLayer, disk_error, make_dirs, make_private
-from memserver.errors import InvalidInputError, ModelMismatchError, StoreError
+from memserver.durable import OS, FileLayer, disk_errors_as, make_dirs, make_private
+from memserver.errors import InvalidInputError, StoreError
 from memserver.generation import Generation
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, Journal
+from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, open_journal
+from memserver.journal import revision as journal_revision
 from memserver.keyword import KeywordDerivedIndex
-from memserver.replay import AddRecord
+from memserver.writes import Pending
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -67,45 +71,6 @@ WRITE_CHECKPOINT_RECORDS = 5000
 IMPORT_BATCH = 1000
 
 
-@dataclass
-class _Pending:
-    """A checked memory on its way to the journal (`vector` set once embedded; `dup_of` an earlier item)."""
-
-    content: str
-    tags: tuple[str, ...]
-    source: str
-    key: int  # inputs.content_key(content)
-    id: str = ""
-    created_at: str = ""
-    vector: np.ndarray | None = None
-    dup_of: int = -1  # index of an earlier item with the same content in the same batch
-
-    @classmethod
-    def of(cls, m: inputs.NewMemory) -> _Pending:
-        return cls(m.content, m.tags, m.source, inputs.content_key(m.content), m.id, m.created_at, m.vector)
-
-
-def open_journal(folder: Path, dim: int, model: str, lock: FileLock, files: FileLayer) -> Journal:
-    """The collection's journal, created (under the exclusive lock) if there is none; ModelMismatchError if it
-    holds vectors of another model or dimension."""
-    path = folder / JOURNAL_NAME
-    if not path.exists():
-        with lock.hold(exclusive=True):
-            if not path.exists():
-                header = {"generation": uuid.uuid4().hex, "dim": dim, "model": model, "created_at": inputs.now()}
-                Journal.create(path, header, files)
-    journal = Journal(path, files)
-    header = journal.header
-    if header.get("dim") != dim or header.get("model") != model:
-        journal.close()
-        raise ModelMismatchError(
-            f"collection {folder.name!r} at {folder} holds vectors of model {header.get('model')!r} "
-            f"(dim {header.get('dim')}), but the embedder is {model!r} (dim {dim}); "
-            "use the same model, or another collection (MCP_MEMORY_COLLECTION)"
-        )
-    return journal
-
-
 def folder_bytes(folder: Path) -> int:
     """Bytes of the files in `folder`; other processes create and remove temp files meanwhile, so skip vanished ones."""
     total = 0
@@ -114,28 +79,6 @@ def folder_bytes(folder: Path) -> int:
             if entry.is_file():
                 total += entry.stat().st_size
     return total
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-S = TypeVar("S", bound="Collection")
-
-
-def _disk_errors(doing: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
-    """A public method whose disk refuses a write raises StoreWriteError ("`doing`: the disk is full ..."), one
-    line a person (and the MCP client's model) can act on, instead of an OSError and its traceback."""
-
-    def wrap(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
-        @functools.wraps(method)
-        def translated(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return method(self, *args, **kwargs)
-            except OSError as exc:
-                raise disk_error(exc, doing, getattr(self, "folder", "the data directory")) from exc
-
-        return translated
-
-    return wrap
 
 
 class Collection:
@@ -148,7 +91,7 @@ class Collection:
     before every call; `_writing` for every write.
     """
 
-    @_disk_errors("cannot open the store")
+    @disk_errors_as("cannot open the store")
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -273,7 +216,7 @@ class Collection:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         return vecs / np.where(norms == 0, 1, norms)
 
-    # --- the write locks -----------------------------------------------------------------------------------------
+    # --- the write locks ------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Generation]:
@@ -311,7 +254,7 @@ class Collection:
 
     # --- checkpoints and closing ---------------------------------------------------------------------------------
 
-    @_disk_errors("the checkpoint was not written (the journal still has every memory)")
+    @disk_errors_as("the checkpoint was not written (the journal still has every memory)")
     def checkpoint(self) -> None:
         """Save every derived index and the metadata snapshot at the journal's current end, so the next open
         replays nothing. The store checkpoints by itself (on open, close, imports, and every
@@ -367,85 +310,169 @@ class MemoryStore(Collection):
 
     # --- writing -------------------------------------------------------------------------------------------------
 
-    def _write_adds(self, items: list[_Pending]) -> list[Memory]:
-        """Write the non-duplicate items (vectors already set) in one group commit; results in item order.
+    def _write_adds(self, items: list[Pending], importing: bool = False) -> tuple[list[Memory], list[Pending]]:
+        """Write the non-duplicate items (vectors already set) in one group commit; results in item order. Returns
+        also the items held back (an import's, replacing a memory not there yet: see writes.check_links).
 
         An item without a vector (a duplicate when embedding began, whose memory has been deleted since: rare) is
         embedded with the locks released, and the write tried again."""
         while True:
             with self._writing() as gen:
                 catalog = gen.catalog
-                fresh, out = _without_duplicates(catalog, items)
+                fresh, out = writes.without_duplicates(catalog, items)
+                held = writes.check_links(catalog, fresh, defer=importing)
+                if held:
+                    fresh = [it for it in fresh if it not in held]
                 missing = [it for it in fresh if it.vector is None]
                 if not missing:
                     if fresh:
-                        gen.write_adds(_records(fresh, catalog.next_row), np.stack([_vector(it) for it in fresh]))
+                        for it in fresh:
+                            it.id = it.id or uuid.uuid4().hex
+                        records = writes.records(fresh, catalog.next_row, inputs.now())
+                        gen.write_adds(records, np.stack([writes.vector_of(it) for it in fresh]))
                     result = []
                     for it, memory in zip(items, out, strict=True):
+                        if it in held:
+                            continue
                         if memory is None:  # written now, or a duplicate of an earlier item written now
                             own = items[it.dup_of] if it.dup_of >= 0 else it
                             memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
                         result.append(memory)
-                    return result
-            for it, v in zip(missing, self._embed([it.content for it in missing]), strict=True):
+                    return result, held
+            for it, v in zip(missing, self._embed([it.m.content for it in missing]), strict=True):
                 it.vector = v
 
-    def _embed_missing(self, items: list[_Pending]) -> None:
-        """Embed (outside every lock) the items that are not already known duplicates and have no vector."""
+    def _embed_missing(self, items: list[Pending], check: bool = False) -> None:
+        """Embed (outside every lock) the items that are not already known duplicates and have no vector; with
+        `check`, refuse a bad `replaces` first (it is checked again when written)."""
         with self._thread_lock:
             catalog = self._refresh().catalog
-            todo = [it for it in items if it.vector is None and catalog.duplicate_row(it.key, it.content) is None]
+            if check:
+                writes.check_links(catalog, writes.without_duplicates(catalog, items)[0])
+            todo = [
+                it
+                for it in items
+                if it.vector is None and catalog.duplicate_row(it.key, it.m.content, it.m.namespace) is None
+            ]
         if todo:  # known duplicates need no vector: the write path returns the existing memory
-            for it, v in zip(todo, self._embed([it.content for it in todo]), strict=True):
+            for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
                 it.vector = v
 
-    @_disk_errors("nothing was stored")
-    def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
+    @disk_errors_as("nothing was stored")
+    def add(
+        self,
+        content: str,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        *,
+        occurred_at: str | date | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        replaces: str | None = None,
+    ) -> Memory:
         """See backend.MemoryBackend.add. (add_many and import_ skip `similar`: one index query per item.)"""
-        item = _Pending.of(inputs.new_memory(content, tags, source))
-        self._embed_missing([item])
-        memory = self._write_adds([item])[0]
+        checked = inputs.new_memory(
+            content,
+            tags,
+            source,
+            occurred_at=occurred_at,
+            speaker=speaker,
+            role=role,
+            session=session,
+            namespace=namespace,
+            replaces=replaces,
+        )
+        item = Pending.of(checked)
+        self._embed_missing([item], check=True)
+        memory = self._write_adds([item])[0][0]
         if memory.duplicate or item.vector is None:
             return memory
         with self._thread_lock:
-            similar = self._refresh().searcher.similar(item.vector, memory.id)
+            similar = self._refresh().searcher.similar(item.vector, memory.id, memory.namespace)
         return replace(memory, similar=similar) if similar else memory
 
-    @_disk_errors("nothing was stored")
+    @disk_errors_as("nothing was stored")
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
-        new = [_Pending.of(m) for m in inputs.new_memories(items)]
+        one = isinstance(items, list) and len(items) == 1  # (named like add's arguments, as inputs.py does)
+        new = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(inputs.new_memories(items))]
         if not new:
             return []
-        self._embed_missing(new)
-        return self._write_adds(new)
+        self._embed_missing(new, check=True)
+        return self._write_adds(new)[0]
 
-    @_disk_errors("the memory was not deleted")
-    def delete(self, memory_id: str) -> bool:
+    @disk_errors_as("the memory was not deleted")
+    def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
         """See backend.MemoryBackend.delete."""
-        mid = inputs.check_id(memory_id)
+        return self.delete_many([inputs.check_id(memory_id)], namespace=namespace) == 1
+
+    @disk_errors_as("nothing was deleted")
+    def delete_many(self, ids: Iterable[str], *, namespace: str | None = None) -> int:
+        """See backend.MemoryBackend.delete_many."""
+        wanted = inputs.check_ids(ids)
+        space = inputs.check_namespace(namespace)
         with self._writing() as gen:
-            if mid not in gen.catalog:
-                return False
-            gen.write_delete(mid)
-            return True
+            there = [mid for mid in wanted if gen.catalog.row_of(mid, space) is not None]
+            if there:
+                gen.write_deletes(there)
+            return len(there)
 
     # --- reading -------------------------------------------------------------------------------------------------
 
-    def get(self, memory_id: str) -> Memory | None:
+    def get(self, memory_id: str, *, namespace: str | None = None) -> Memory | None:
         mid = inputs.check_id(memory_id)
+        space = inputs.check_namespace(namespace)
         with self._thread_lock:
             catalog = self._refresh().catalog
-            row = catalog.row_of(mid)
+            row = catalog.row_of(mid, space)
             return None if row is None else catalog.memory(row)
 
-    def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
+    def list_recent(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+    ) -> list[Memory]:
         """See backend.MemoryBackend.list_recent."""
-        limit = inputs.check_limit(limit)
-        wanted = inputs.check_tags(tags)
+        return self.list_page(limit, tags, namespace=namespace, session=session, speaker=speaker).memories
+
+    def list_page(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        cursor: str | None = None,
+        as_of: str | date | None = None,
+    ) -> Page:
+        """See backend.MemoryBackend.list_page (listing.py has the order and the cursors)."""
+        fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
+        req = inputs.list_request(limit, tags, cursor=cursor, **fields)
+        with self._thread_lock:
+            gen = self._refresh()
+            catalog, generation = gen.catalog, gen.journal.generation
+            below = None if req.cursor is None else listing.decode_cursor(req.cursor, catalog, generation)
+            rows, more = listing.page(catalog, req.filter, req.limit, below)
+            after = listing.encode_cursor(catalog, rows[-1], generation) if more and rows else None
+            return Page([catalog.memory(row) for row in rows], after)
+
+    def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
+        """See backend.MemoryBackend.select."""
+        wanted = inputs.select_filter(filter)
+        n = 0 if limit is None else inputs.check_limit(limit)
         with self._thread_lock:
             catalog = self._refresh().catalog
-            return [catalog.memory(row) for row in catalog.newest(limit, wanted)]
+            rows = listing.select_rows(catalog, wanted)
+            ids = [catalog.id_at(row) or "" for row in rows]
+            return Selection(len(rows), [catalog.memory(row) for row in rows[:n]], ids)
 
     def search(
         self,
@@ -458,10 +485,16 @@ class MemoryStore(Collection):
         min_score: float | None = None,
         mode: str = "hybrid",
         *,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
-        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode)
+        fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
+        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
         if query_vector is not None:
             q = inputs.check_vector(query_vector, self.dim, "query_vector")
         else:
@@ -480,27 +513,71 @@ class MemoryStore(Collection):
         since: str | date | None = None,
         until: str | date | None = None,
         min_score: float | None = None,
+        *,
+        namespace: str | None = None,
     ) -> list[Hit]:
         """A semantic search with a ready query vector and no query text: `search(mode="semantic",
         query_vector=vector)`, which then never reads its query text."""
-        return self.search("(by vector)", limit, tags, source, since, until, min_score, "semantic", query_vector=vector)
+        return self.search(
+            "(by vector)",
+            limit,
+            tags,
+            source,
+            since,
+            until,
+            min_score,
+            "semantic",
+            namespace=namespace,
+            query_vector=vector,
+        )
 
-    def tag_counts(self) -> dict[str, int]:
+    def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
         """See backend.MemoryBackend.tag_counts."""
+        space = inputs.check_namespace(namespace)
         with self._thread_lock:
-            return self._refresh().catalog.tag_counts()
+            return self._refresh().catalog.tag_counts(space)
+
+    def namespaces(self) -> dict[str, int]:
+        """See backend.MemoryBackend.namespaces."""
+        with self._thread_lock:
+            return dict(sorted(self._refresh().catalog.per_namespace.items()))
+
+    def sessions(self, *, namespace: str | None = None) -> dict[str, int]:
+        """See backend.MemoryBackend.sessions."""
+        space = inputs.check_namespace(namespace)
+        with self._thread_lock:
+            return listing.session_counts(self._refresh().catalog, space)
+
+    def revision(self) -> str:
+        """See backend.MemoryBackend.revision: one stat of the journal's path, no lock (a poller never waits for a
+        write or a search in progress)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        return journal_revision(self.folder / JOURNAL_NAME)
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """See backend.MemoryBackend.ids_with_prefix."""
+        start = inputs.check_id_prefix(prefix)
+        limit = inputs.check_limit(limit)
+        space = inputs.check_namespace(namespace)
+        with self._thread_lock:
+            return self._refresh().catalog.ids_with_prefix(start, limit, space)
 
     def stats(self) -> dict[str, Any]:
         """See backend.MemoryBackend.stats; the local store adds where it lives and what is on disk."""
         with self._thread_lock:
             gen = self._refresh()
+            catalog = gen.catalog
+            replaced = len(catalog.history.replaced_rows())
             return {
                 "engine": "local",
-                "count": len(gen.catalog),
+                "count": len(catalog),
                 "collection": self.collection,
                 "path": str(self.folder),
                 "model": str(self.embedder.model_name),
                 "dim": self.dim,
+                "namespaces": len(catalog.per_namespace),
+                "replaced": replaced,
                 **gen.index_stats(),
                 "bytes_on_disk": folder_bytes(self.folder),
                 "journal_bytes": gen.journal_bytes(),
@@ -509,12 +586,13 @@ class MemoryStore(Collection):
 
     # --- bulk: export / import / compact ----------------------------------------------------------------------
 
-    def export(self, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+    def export(self, include_vectors: bool = False, *, namespace: str | None = None) -> Iterator[dict[str, Any]]:
         """See backend.MemoryBackend.export. A vector export raises StoreError if the store is compacted meanwhile
         (its rows are renumbered); run it again."""
+        space = None if namespace is None else inputs.check_namespace(namespace)
         with self._thread_lock:
             gen = self._refresh()
-            cols = gen.catalog.export_columns()
+            cols = gen.catalog.export_columns(space)
         for i in range(0, len(cols.rows), IMPORT_BATCH):
             batch = cols.records(i, i + IMPORT_BATCH)
             vecs = None
@@ -524,33 +602,39 @@ class MemoryStore(Collection):
                         raise StoreError("the store was compacted during export; run the export again")
                     vecs = gen.vectors_of(batch)
             for n, r in enumerate(batch):
-                d = Memory(r.id, r.content, r.created_at, r.tags, r.source).to_dict()
+                d = memory_of(r).to_dict()
                 if vecs is not None:
                     d["vector"] = vecs[n].tolist()
                 yield d
 
-    @_disk_errors("the import stopped (the records before this batch were stored)")
+    @disk_errors_as("the import stopped (the records before this batch were stored)")
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_. Records with a "vector" are not re-embedded: the bulk-load path.
-        Batches of IMPORT_BATCH."""
+        Batches of IMPORT_BATCH; a record replacing one not there yet waits for the end of the import."""
         added = 0
-        batch: list[_Pending] = []
+        batch: list[Pending] = []
+        held: list[Pending] = []
         ids: set[str] = set()
         with self._thread_lock:
             self._importing += 1
         try:
-            for n, rec in enumerate(records):
-                item = _Pending.of(inputs.imported_memory(rec, n, self.dim))
+            for n, rec in enumerate(inputs.check_items(records, "records")):
+                item = Pending.of(inputs.imported_memory(rec, n, self.dim), f"records[{n}].")
                 if item.id:
                     if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
                         raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
                     ids.add(item.id)
                 batch.append(item)
                 if len(batch) >= IMPORT_BATCH:
-                    added += self._import_batch(batch)
+                    added += self._import_batch(batch, held)
                     batch = []
-            if batch:
-                added += self._import_batch(batch)
+            added += self._import_batch(batch, held)
+            while held:  # each pass writes those whose memory is there now; none written: they name nothing
+                waiting, held = held, []
+                added += self._import_batch(waiting, held)
+                if len(held) == len(waiting):
+                    first = held[0]
+                    raise inputs.no_such_memory(f"{first.where}replaces", first.m.replaces, first.m.namespace)
         finally:
             with self._thread_lock:
                 self._importing -= 1
@@ -559,20 +643,20 @@ class MemoryStore(Collection):
                 self._checkpoint()
         return added
 
-    def _import_batch(self, batch: list[_Pending]) -> int:
+    def _import_batch(self, batch: list[Pending], held: list[Pending]) -> int:
+        if not batch:
+            return 0
         with self._thread_lock:
             catalog = self._refresh().catalog
-            batch = [
-                it
-                for it in batch
-                if not (it.id and it.id in catalog) and catalog.duplicate_row(it.key, it.content) is None
-            ]
+            batch = [it for it in batch if not (it.id and it.id in catalog)]
         if not batch:
             return 0
         self._embed_missing(batch)
-        return sum(1 for m in self._write_adds(batch) if not m.duplicate)
+        written, waiting = self._write_adds(batch, importing=True)
+        held += waiting
+        return sum(1 for m in written if not m.duplicate)
 
-    @_disk_errors("compaction failed and the store is unchanged")
+    @disk_errors_as("compaction failed and the store is unchanged")
     def compact(self) -> dict[str, Any]:
         """See backend.MemoryBackend.compact: journal and vectors rewritten without the deleted memories (see
         compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
@@ -581,7 +665,7 @@ class MemoryStore(Collection):
             gen = self._refresh()
             before = folder_bytes(self.folder)
             removed = gen.deleted_pending()
-            live = [gen.catalog.record(row) for row in gen.catalog.by_time]
+            live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
             job = Compaction(self.folder, gen.journal, gen.vectors, live, gen.vindex)
         try:
             job.copy(self._embed)
@@ -591,6 +675,8 @@ class MemoryStore(Collection):
                 with self._exclusive() as gen:  # the current journal (checked before a torn tail is repaired)
                     if gen.journal.generation != job.old_generation:
                         log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
+                    elif not job.can_switch(gen.catalog):
+                        log.info("a memory of %s changed state during compaction; dropping it", self.folder)
                     else:
                         self.hooks.compaction_switching()
                         job.switch(gen.catalog, gen.vectors, self._embed)
@@ -607,40 +693,3 @@ class MemoryStore(Collection):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _without_duplicates(catalog: Catalog, items: list[_Pending]) -> tuple[list[_Pending], list[Memory | None]]:
-    """The items to write (`fresh`), and for the others the live memory they duplicate (by content, or by an
-    imported id); an item repeating an earlier one of `items` gets `dup_of` and None (it is written as that one)."""
-    fresh: list[_Pending] = []
-    out: list[Memory | None] = [None] * len(items)
-    first: dict[str, int] = {}  # normalised content -> first item
-    for i, it in enumerate(items):
-        existing = catalog.duplicate_row(it.key, it.content)
-        if existing is None and it.id:
-            existing = catalog.row_of(it.id)  # an imported id that is live already
-        text = inputs.normalised(it.content)
-        if existing is not None:
-            out[i] = catalog.memory(existing, duplicate=True)
-        elif text in first:
-            it.dup_of = first[text]
-        else:
-            first[text] = i
-            fresh.append(it)
-    return fresh, out
-
-
-def _records(fresh: list[_Pending], first_row: int) -> list[AddRecord]:
-    """The journal records of the items to write, on rows from `first_row` on (ids and times given here)."""
-    records = []
-    for n, it in enumerate(fresh):
-        it.id = it.id or uuid.uuid4().hex
-        stored = it.created_at or inputs.now()
-        records.append(AddRecord(it.id, it.content, stored, it.tags, it.source, first_row + n))
-    return records
-
-
-def _vector(item: _Pending) -> np.ndarray:
-    if item.vector is None:
-        raise StoreError("a memory reached the journal without its vector")  # (the write path embeds them all)
-    return item.vector

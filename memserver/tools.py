@@ -1,4 +1,4 @@
-"""The four memory tools as MCP `Tool` constants, with hand-written JSON Schemas, and argument validation.
+"""The memory tools as MCP `Tool` constants, with hand-written JSON Schemas, and argument validation.
 
 The schemas below are the contract: `tools/list` advertises them verbatim and `validate_arguments` checks every
 `tools/call` against the very same dicts (the low-level SDK server validates nothing). Messages follow pydantic's
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -19,14 +18,20 @@ import mcp_types as types
 # The bounds come from inputs.py, beside the engines' own checks, so a schema never allows what an engine refuses.
 # Results are bounded: no tool can dump the whole store.
 from memserver.inputs import (
+    DEFAULT_NAMESPACE,
     ISO_DATE_PATTERN,
     MAX_CONTENT_CHARS,
+    MAX_CURSOR_CHARS,
     MAX_LIST,
     MAX_QUERY_CHARS,
     MAX_RECALL,
+    MAX_SESSION_CHARS,
     MAX_SOURCE_CHARS,
+    MAX_SPEAKER_CHARS,
     MAX_TAG_CHARS,
     MAX_TAGS,
+    NAMESPACE_PATTERN,
+    ROLES,
     SEARCH_MODES,
     SOURCE_PATTERN,
     TAG_PATTERN,
@@ -47,6 +52,21 @@ _TAGS = {
     "maxItems": MAX_TAGS,
 }
 _SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS, "pattern": SOURCE_PATTERN}
+# A speaker or a session is, like a tag, something other than white space and no control characters.
+_SPEAKER = {"type": "string", "minLength": 1, "maxLength": MAX_SPEAKER_CHARS, "pattern": TAG_PATTERN}
+_SESSION = {"type": "string", "minLength": 1, "maxLength": MAX_SESSION_CHARS, "pattern": TAG_PATTERN}
+_ROLE = {"type": "string", "enum": list(ROLES)}
+_NAMESPACE = {
+    "type": "string",
+    "pattern": NAMESPACE_PATTERN,
+    "description": f"The partition to work in, e.g. 'user:alice' or 'project-x' (default '{DEFAULT_NAMESPACE}'). "
+    "Memories of different namespaces never meet: give the same namespace to every call about one person or "
+    "project, and none when there is only one.",
+}
+_MEMORY_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+# A next_cursor as list_recent returns it: printable ASCII, something other than spaces (what the store's check
+# takes is wider: any ASCII of at most MAX_CURSOR_CHARS once trimmed).
+CURSOR_PATTERN = "^[ -~]*[!-~][ -~]*(?![\\s\\S])"
 
 MEMORY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -54,10 +74,23 @@ MEMORY_SCHEMA: dict[str, Any] = {
         "id": {"type": "string", "description": "The memory's id (use it with forget)."},
         "content": {"type": "string"},
         "created_at": {"type": "string", "description": "When it was stored, ISO 8601 UTC."},
+        "occurred_at": {
+            "type": "string",
+            "description": "When it happened or was said, ISO 8601 UTC (the storage time unless given).",
+        },
         "tags": {"type": "array", "items": {"type": "string"}},
         "source": {"type": "string", "description": "Where it came from; empty when not given."},
+        "speaker": {"type": "string", "description": "Who said it; present when known."},
+        "role": {"type": "string", "enum": list(ROLES), "description": "The speaker's role; present when known."},
+        "session": {"type": "string", "description": "The conversation it belongs to; present when known."},
+        "namespace": {"type": "string", "description": f"Present when not '{DEFAULT_NAMESPACE}'."},
+        "replaces": {"type": "string", "description": "The id of the older memory this one updated."},
+        "replaced_by": {
+            "type": "string",
+            "description": "The id of the newer memory that updated this one: this one is history.",
+        },
     },
-    "required": ["id", "content", "created_at", "tags", "source"],
+    "required": ["id", "content", "created_at", "occurred_at", "tags", "source"],
 }
 
 HIT_SCHEMA: dict[str, Any] = {
@@ -81,7 +114,9 @@ REMEMBER = types.Tool(
         "a transcript. Storing exactly the same text again stores nothing and returns status 'duplicate' with the "
         "existing id. If the new fact is very close to memories already stored (a restatement or an update), it is "
         "still stored and the result lists them under 'similar' (id, score, content): if one is now outdated, "
-        "forget it by id."
+        "store the corrected fact with replaces set to its id (the old one is kept as history), or forget it. "
+        "When storing what was said in a conversation, give speaker, role, session and occurred_at (when it was "
+        "said, if not now), so that later questions about who said what, and when, can be answered."
     ),
     input_schema={
         "type": "object",
@@ -98,6 +133,30 @@ REMEMBER = types.Tool(
                 "description": "Optional labels to group and filter by, e.g. ['project:x', 'preference'].",
             },
             "source": {**_SOURCE, "description": "Optional origin, e.g. 'chat', a file path or a URL."},
+            "occurred_at": {
+                "type": "string",
+                "pattern": ISO_DATE_PATTERN,
+                "description": "When it happened or was said, ISO 8601 date or date-time (UTC unless an offset "
+                "is given), e.g. '2023-05-14' for an event of that day or the time of an imported chat message. "
+                "Default: now. recall's since/until and list_recent's order use it.",
+            },
+            "speaker": {**_SPEAKER, "description": "Who said it or whom it is about, e.g. 'Alice'."},
+            "role": {
+                **_ROLE,
+                "description": "The speaker's role in the conversation: user, assistant, participant (another "
+                "person in it), system or tool.",
+            },
+            "session": {
+                **_SESSION,
+                "description": "An id of the conversation it comes from, the same for every memory of that "
+                "conversation, e.g. 'chat-2026-05-14'.",
+            },
+            "namespace": _NAMESPACE,
+            "replaces": {
+                **_MEMORY_ID,
+                "description": "The id of a memory this one corrects or updates (from recall, list_recent or "
+                "'similar'); it is kept as history and no longer recalled.",
+            },
         },
         "required": ["content"],
         "additionalProperties": False,
@@ -107,6 +166,8 @@ REMEMBER = types.Tool(
         "properties": {
             "id": {"type": "string"},
             "status": {"type": "string", "enum": ["stored", "duplicate"]},
+            "replaces": {"type": "string", "description": "Present when the new memory replaced this id."},
+            "note": {"type": "string", "description": "Present when something asked for did not happen."},
             "similar": {
                 "type": "array",
                 "description": "Present when stored memories say nearly the same (restated or updated); closest first.",
@@ -139,8 +200,10 @@ RECALL = types.Tool(
         "Search long-term memory by words and meaning and return the most relevant memories, best first. Call it "
         "before answering whenever something the user told you earlier could matter: their preferences, past "
         "decisions, names, ids, dates, project facts. Phrase the query as what you need to know ('which editor "
-        "does the user use?'); names, numbers and dates in it are matched exactly. Narrow it with tags, source, or "
-        "a time window (since/until: an ISO 8601 date or date-time, UTC when no offset is given). Each result has "
+        "does the user use?'); names, numbers and dates in it are matched exactly. Narrow it with tags, source, "
+        "speaker, role, session, or a time window (since/until bound when it happened: an ISO 8601 date or "
+        "date-time, UTC when no offset is given); as_of answers as the memory stood at a past time (memories "
+        "replaced or forgotten since then come back, newer ones do not). Each result has "
         "a score, the cosine similarity to the query: unrelated text typically scores 0.1-0.35 (rarely above "
         "0.45), a relevant memory 0.4-0.8; min_score drops weaker results. When nothing matches, or nothing "
         f"scores {WEAK_MATCH_SCORE} or more, the result carries a 'note' saying so: do not treat such results as "
@@ -168,12 +231,23 @@ RECALL = types.Tool(
             "since": {
                 "type": "string",
                 "pattern": ISO_DATE_PATTERN,
-                "description": "Only memories stored at or after this ISO 8601 date or date-time.",
+                "description": "Only memories of things that happened at or after this ISO 8601 date or date-time.",
             },
             "until": {
                 "type": "string",
                 "pattern": ISO_DATE_PATTERN,
-                "description": "Only memories stored at or before this ISO 8601 date or date-time.",
+                "description": "Only memories of things that happened at or before this ISO 8601 date or "
+                "date-time (a date alone includes that whole day).",
+            },
+            "speaker": {**_SPEAKER, "description": "Only what this speaker said (exactly as stored, e.g. 'Alice')."},
+            "role": {**_ROLE, "description": "Only memories of speakers in this role."},
+            "session": {**_SESSION, "description": "Only memories of this conversation."},
+            "namespace": _NAMESPACE,
+            "as_of": {
+                "type": "string",
+                "pattern": ISO_DATE_PATTERN,
+                "description": "Answer as the memory stood at this ISO 8601 date-time (a date alone: the end of "
+                "that day): what had been stored by then and was not yet replaced or forgotten.",
             },
             "min_score": {
                 "type": "number",
@@ -213,9 +287,11 @@ LIST_RECENT = types.Tool(
     name="list_recent",
     title="List recent memories",
     description=(
-        "List the most recently stored memories, newest first, optionally only those carrying one of the given tags. "
-        "Use it to review what was remembered lately or to browse a tag; use recall instead when looking for "
-        "something specific."
+        "List memories newest first (by when they happened), optionally only those carrying one of the given "
+        "tags, of one conversation (session), or of one speaker or role. Use it to review what was remembered "
+        "lately, to browse a tag, or to read a conversation back; use recall instead when looking for something "
+        "specific. When there are more, the result has next_cursor: pass it as cursor to get the next page, and "
+        "so on until there is no next_cursor, to see everything."
     ),
     input_schema={
         "type": "object",
@@ -228,12 +304,30 @@ LIST_RECENT = types.Tool(
                 "description": "How many memories at most.",
             },
             "tags": {**_TAGS, "description": "Only memories carrying at least one of these tags."},
+            "session": {**_SESSION, "description": "Only memories of this conversation."},
+            "speaker": {**_SPEAKER, "description": "Only what this speaker said."},
+            "role": {**_ROLE, "description": "Only memories of speakers in this role."},
+            "namespace": _NAMESPACE,
+            "cursor": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_CURSOR_CHARS,
+                "pattern": CURSOR_PATTERN,
+                "description": "The next_cursor of the previous page, with the same filters; omit it for the "
+                "first page.",
+            },
         },
         "additionalProperties": False,
     },
     output_schema={
         "type": "object",
-        "properties": {"memories": {"type": "array", "items": MEMORY_SCHEMA, "maxItems": MAX_LIST}},
+        "properties": {
+            "memories": {"type": "array", "items": MEMORY_SCHEMA, "maxItems": MAX_LIST},
+            "next_cursor": {
+                "type": "string",
+                "description": "Present when there are more memories: pass it as cursor for the next page.",
+            },
+        },
         "required": ["memories"],
     },
     annotations=types.ToolAnnotations(
@@ -246,13 +340,15 @@ FORGET = types.Tool(
     title="Forget a memory",
     description=(
         "Permanently delete one memory by its id (ids come from recall, list_recent or remember). Use it when the "
-        "user asks you to forget something, or when a memory is wrong or out of date (then remember the corrected "
-        "fact). An id that does not exist returns deleted: false."
+        "user asks you to forget something, or when a memory is plainly wrong. To correct or update a fact, prefer "
+        "remember with replaces set to the old id: the old version is kept as history. An id that does not exist "
+        "(in the namespace) returns deleted: false."
     ),
     input_schema={
         "type": "object",
         "properties": {
-            "memory_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The id to delete."},
+            "memory_id": {**_MEMORY_ID, "description": "The id to delete."},
+            "namespace": _NAMESPACE,
         },
         "required": ["memory_id"],
         "additionalProperties": False,
@@ -271,7 +367,64 @@ FORGET = types.Tool(
     ),
 )
 
-TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET)
+# --- bulk forgetting, confirmed by the person (issue 14: elicitation) -----------------------------------------------
+# A tool of its own rather than a filter on forget: forget keeps its schema and answers, and stays idempotent; this
+# one says in its description that the user will be asked, so a model reaches for it only for a whole group.
+
+FORGET_MATCHING = types.Tool(
+    name="forget_matching",
+    title="Forget matching memories",
+    description=(
+        "Permanently delete every memory matching a filter, at once: carrying any of the given tags, from a "
+        "source, of a conversation session, in a namespace, and/or stored before a date (all the criteria given "
+        "must hold). Use it only when the user asks to forget a whole group ('forget everything about project "
+        "X'); to forget one memory use forget. Before anything is deleted the user is shown how many memories "
+        "match and a sample, and asked to confirm; nothing is deleted unless they say yes, and the result says "
+        "what they answered. Clients that cannot ask the user get an error and nothing is deleted."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "tags": {**_TAGS, "minItems": 1, "description": "Memories carrying at least one of these tags."},
+            "source": {**_SOURCE, "description": "Memories with exactly this source."},
+            "session": {**_SESSION, "description": "Memories of this conversation session."},
+            "namespace": {
+                **_NAMESPACE,
+                "description": "The namespace to forget in (default: the default namespace); given alone, all of it.",
+            },
+            "before": {
+                "type": "string",
+                "pattern": ISO_DATE_PATTERN,
+                "description": "Memories stored before this ISO 8601 date or date-time (UTC when no offset is given).",
+            },
+        },
+        "minProperties": 1,
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["forgotten", "declined", "cancelled", "unanswered", "nothing_matched"],
+                "description": "forgotten: the user confirmed; otherwise nothing was deleted, and this says why.",
+            },
+            "matched": {"type": "integer", "description": "How many memories matched (and were shown)."},
+            "forgotten": {"type": "integer", "description": "How many were deleted."},
+            "note": {"type": "string", "description": "The outcome in one sentence."},
+        },
+        "required": ["status", "matched", "forgotten", "note"],
+    },
+    annotations=types.ToolAnnotations(
+        title="Forget matching memories",
+        read_only_hint=False,
+        destructive_hint=True,
+        idempotent_hint=False,  # a second call forgets what has come to match since
+        open_world_hint=False,
+    ),
+)
+
+TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET, FORGET_MATCHING)
 TOOLS_BY_NAME: dict[str, types.Tool] = {tool.name: tool for tool in TOOLS}
 
 
@@ -291,7 +444,7 @@ def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) ->
     """
     schema = tool.input_schema
     args = dict(arguments or {})
-    problems = sorted(_validator(tool.name).iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = sorted(_validator(schema).iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
     not_unicode = _lone_surrogates(args)
     if problems or not_unicode:
         messages: list[str] = list(not_unicode)
@@ -336,14 +489,22 @@ def _shown(text: str, limit: int = 64) -> str:
     return shown.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-@cache
-def _validator(tool_name: str) -> Any:
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Any]] = {}
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    """The validator of a tool's input schema, built on first use. Keyed by the schema object, not the tool name:
+    the chat tool set (chat.py) has its own `remember` and `recall`."""
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
     # jsonschema is imported on the first tools/call, not at start-up (it is a dependency of mcp as well).
     from jsonschema import Draft202012Validator
 
-    schema = TOOLS_BY_NAME[tool_name].input_schema
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    validator = Draft202012Validator(schema)
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
 
 
 _TYPE_NAMES = {
@@ -361,6 +522,8 @@ _PATTERN_HINTS = {
     TEXT_PATTERN: "String should contain more than white space",
     TAG_PATTERN: "String should contain more than white space, and no control characters (newlines, tabs, ...)",
     SOURCE_PATTERN: "String should contain no control characters (newlines, tabs, ...)",
+    NAMESPACE_PATTERN: "String should be 1-64 letters, digits or _.:@- (e.g. user:alice)",
+    CURSOR_PATTERN: "String should be a next_cursor returned by list_recent",
 }
 
 
@@ -375,6 +538,10 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
     def at(message: str, field: str = where) -> str:
         return f"{field}: {message}" if field else message
 
+    if rule == "minProperties":
+        return [at("Name at least one of: " + ", ".join(schema.get("properties", {})))]
+    if rule == "minItems":
+        return [at(f"List should have at least {value} item{'s' if value != 1 else ''}")]
     if rule == "required":
         missing = [name for name in value if isinstance(instance, dict) and name not in instance]
         return [at("Field required", f"{where}.{name}" if where else name) for name in missing]

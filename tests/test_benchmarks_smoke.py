@@ -99,6 +99,16 @@ def test_startup_quick(real_embedder, bench_cache, tmp_path):
         assert 0 < m["initialize_s"] <= m["first_recall_s"] and m["rss"] > 0
 
 
+def test_watch_quick(real_embedder, tmp_path):
+    """watch.py --quick times write -> notifications/resources/updated across processes and the idle CPU cost."""
+    out = tmp_path / "watch.json"
+    run = _run_bench("watch.py", "--quick", "--out", str(out))
+    assert "write by another process" in run.stdout
+    r = json.loads(out.read_text())
+    assert r["other_process"]["n"] == 4 and r["own_write"]["n"] == 2
+    assert r["idle_cpu_ms_per_s"]["subscribed"] >= 0 and len(r["idle_cpu_ms_per_s"]["windows"]) == 1
+
+
 def test_scale_quick(real_embedder, bench_cache, tmp_path):
     """scale.py --quick measures recall@10 against exact search, search latency, open time and RSS."""
     out = tmp_path / "scale.json"
@@ -164,6 +174,12 @@ def test_quality_quick(real_embedder, bench_cache, tmp_path):
     assert r["overall"]["hybrid"]["recall@10"] >= r["overall"]["semantic"]["recall@10"]
     assert r["near_duplicates"]["add_similar_found_original"] > 0.5
     assert r["scale"]["n"] == 2000 and r["scale"]["search_ms"]["hybrid"]["p50"] > 0
+    conv = r["conversations"]  # part of one conversation, with the fields (issue 12) and without
+    assert conv["fields_supported"] == ["speaker", "session", "occurred_at", "namespace"]
+    (data,) = conv["sets"].values()
+    assert set(data["variants"]) == {"hybrid", "hybrid+fields"}
+    assert data["variants"]["hybrid+fields"]["overall"]["recall@10"] > 0
+    assert "hybrid+fields" in run.stdout
 
 
 def test_conversations_quick(real_embedder, tmp_path):

@@ -148,7 +148,7 @@ def test_a_store_that_keeps_the_fields_gets_them_and_the_row_runs(tmp_path, fiel
     assert len(with_fields) == 5  # one conversation of five turns, imported once with its fields
     first = next(r for r in with_fields if r["content"].startswith("Maya: A wire-haired"))
     assert first["speaker"] == "Maya" and first["session"] == "tiny-1/S1" and first["namespace"] == "tiny-1"
-    assert first["occurred_at"] == first["created_at"] == "2024-03-08T18:42:00"
+    assert first["occurred_at"] == "2024-03-08T18:42:00" and "created_at" not in first  # stored at import time
     assert any(r["content"].startswith("[22 March 2024] Tom: ") for r in field_store.imported)  # hybrid+date
     namespaced = [s for s in field_store.searched if s["namespace"] == "tiny-1"]
     assert namespaced and all(s["tags"] == ["tiny-1"] for s in field_store.searched)

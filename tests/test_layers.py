@@ -12,12 +12,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memserver"
 # (backend, inputs, errors), engines.open_backend, and each other, never a storage engine or its parts.
 FRONT = (
     "server",
+    "chat",
+    "versions",
+    "cli_memories",
     "loader",
     "resources",
     "tools",
     "prompts",
     "completions",
     "client_log",
+    "subscriptions",
+    "forgetting",
     "cli",
     "wire",
     "stdio",

@@ -1,10 +1,10 @@
 """Power loss, simulated, on the whole local store (tests/powerloss/ has the crash model).
 
-A workload of adds, batches, deletes, an import, a checkpoint and a compaction runs on a MemoryStore whose one file
-layer (`files=`) records everything it writes. Each crash state drawn from the log is opened with a real store:
-it opens, every acknowledged add is there with its exact fields, no acknowledged delete is back, nothing appears
-that was never written, searches find what is there, no temp file is left over, and a second open after the first
-one's repairs finds the same store.
+A workload of adds, batches (their lines carrying the conversation fields), deletes, an import, a checkpoint and a
+compaction runs on a MemoryStore whose one file layer (`files=`) records everything it writes. Each crash state
+drawn from the log is opened with a real store: it opens, every acknowledged add is there with its exact fields, no
+acknowledged delete is back, nothing appears that was never written, searches find what is there, no temp file is
+left over, and a second open after the first one's repairs finds the same store.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ class Call:
 
 def _fields(m: Memory | dict[str, Any]) -> tuple[Any, ...]:
     d = m.to_dict() if isinstance(m, Memory) else m
-    return (d["id"], d["content"], d["created_at"], tuple(d["tags"]), d["source"])
+    fields = (d.get("occurred_at", d["created_at"]), d.get("speaker", ""), d.get("role", ""), d.get("session", ""))
+    return (d["id"], d["content"], d["created_at"], tuple(d["tags"]), d["source"], *fields)
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -80,6 +81,10 @@ def run_workload(root: Path, seed: int) -> tuple[PowerLossFiles, list[Call]]:
             items = [{"content": _text(rng, n + k), "tags": [f"t{(n + k) % 3}"], "source": "s"} for k in range(3)]
             if r < 0.6:
                 items = items[:1]
+            else:  # a batch's lines carry the conversation fields too (their keys beside the batch mark)
+                for k, item in enumerate(items):
+                    item.update(speaker="Maya", role="user", session=f"chat-{n % 4}")
+                    item["occurred_at"] = f"2023-05-{1 + (n + k) % 28:02d}T10:00:00Z"
             n += len(items)
             call = begin("add")
             call.memories = [store.add(**items[0])] if len(items) == 1 else store.add_many(items)

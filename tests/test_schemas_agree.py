@@ -160,6 +160,101 @@ def test_texts_agree(store: MemoryStore, tool: Any, field: str, limit: int, call
     assert N * 0.2 < accepted < N * 0.9
 
 
+@pytest.mark.parametrize(
+    ("tool", "field", "limit", "call"),
+    [
+        (tools.RECALL, "speaker", tools.MAX_SPEAKER_CHARS, lambda s, v: s.search("x", speaker=v)),
+        (tools.RECALL, "session", tools.MAX_SESSION_CHARS, lambda s, v: s.search("x", session=v)),
+        (tools.LIST_RECENT, "speaker", tools.MAX_SPEAKER_CHARS, lambda s, v: s.list_page(speaker=v)),
+        (tools.LIST_RECENT, "session", tools.MAX_SESSION_CHARS, lambda s, v: s.list_page(session=v)),
+    ],
+    ids=["recall-speaker", "recall-session", "list-speaker", "list-session"],
+)
+def test_labels_agree(store: MemoryStore, tool: Any, field: str, limit: int, call: Callable[..., Any]) -> None:
+    """speaker/session (the conversation labels): what the schema accepts the store takes; they agree wherever
+    str.strip() cannot remove a control character and the length is in bounds (as for tags)."""
+    required = {"query": "x"} if tool is tools.RECALL else {}
+    accepted = 0
+    for value in values(lambda rng: a_string(rng, limit), sum(map(ord, tool.name + field))):
+        by_schema = schema_accepts(tool, {**required, field: value}) is not None
+        by_store = store_accepts(lambda v=value: call(store, v))
+        assert by_store or not by_schema, f"schema accepts {value!r}, the store refuses it"
+        if len(value) <= limit and not strips_controls(value):
+            assert by_schema == by_store, f"{value!r}: schema {by_schema}, store {by_store}"
+        accepted += by_schema
+    assert N * 0.2 < accepted < N * 0.9
+
+
+def a_namespace(rng: random.Random) -> str:
+    alphabet = rng.choice(["abcXYZ019_.:@-", "abc:@-" + "".join(SPACES), "ab/ ?#%&=" + "".join(ODD)])
+    length = rng.choice([0, 1, 2, 63, 64, 65, rng.randrange(70)])
+    text = "".join(rng.choice(alphabet) for _ in range(length))
+    return rng.choice([" " + text, text + "\n"]) if rng.random() < 0.1 else text
+
+
+def test_namespaces_agree(store: MemoryStore) -> None:
+    """namespace: the schema accepts exactly what the store takes, but for white space around a name (the store
+    trims it; the schema does not)."""
+    accepted = 0
+    for value in values(a_namespace, 7):
+        by_schema = schema_accepts(tools.RECALL, {"query": "x", "namespace": value}) is not None
+        by_store = store_accepts(lambda v=value: store.search("x", namespace=v))
+        assert by_store or not by_schema, f"schema accepts {value!r}, the store refuses it"
+        if value == value.strip():
+            assert by_schema == by_store, f"{value!r}: schema {by_schema}, store {by_store}"
+        accepted += by_schema
+    assert N * 0.1 < accepted < N * 0.9
+
+
+@pytest.mark.parametrize("field", ["occurred_at", "as_of"])
+def test_conversation_dates_agree(store: MemoryStore, field: str) -> None:
+    """occurred_at (remember) and as_of (recall): every date the pattern accepts the store takes; on canonical
+    syntax they agree exactly, as since/until do (the same parser)."""
+    tool = tools.REMEMBER if field == "occurred_at" else tools.RECALL
+    required = {"content": "x"} if field == "occurred_at" else {"query": "x"}
+    call = (  # the same content again stores nothing: a duplicate, checked as a new memory first
+        (lambda v: store.add("Agreement.", occurred_at=v))
+        if field == "occurred_at"
+        else (lambda v: store.search("x", as_of=v))
+    )
+    accepted = 0
+    for value in values(a_date, 3 + len(field)):
+        by_schema = schema_accepts(tool, {**required, field: value}) is not None
+        by_store = store_accepts(lambda v=value: call(v))
+        assert by_store or not by_schema, f"schema accepts {value!r}, the store refuses it"
+        if CANONICAL_DATE.fullmatch(value) and not edge_day_with_offset(value) and not minutes_over_59(value):
+            assert by_schema == by_store, f"{value!r}: schema {by_schema}, store {by_store}"
+        accepted += by_schema
+    assert N * 0.1 < accepted < N * 0.9
+
+
+def minutes_over_59(value: str) -> bool:
+    """An offset such as -14:60, which Python's datetime takes (as -15:00) and the schema refuses."""
+    offset = re.search(r"[+-][0-9]{2}:([0-9]{2})$", value)
+    return offset is not None and int(offset.group(1)) > 59
+
+
+def test_roles_and_cursors_agree(store: MemoryStore) -> None:
+    """role: the schema's enum is the store's list; cursor: every next_cursor the store hands out matches the
+    schema (the store refuses cursors it did not make, so the schema cannot promise more)."""
+    for value in [*tools.ROLES, " user", "User", "USER", "", "bot", "assistant\n", 1]:
+        by_schema = schema_accepts(tools.RECALL, {"query": "x", "role": value}) is not None
+        assert by_schema == (value in tools.ROLES)
+        assert store_accepts(lambda v=value: store.search("x", role=v)) or not by_schema
+    for i in range(5):
+        store.add(f"Cursor agreement {i}.", namespace="cursors")
+    cursor = None
+    seen = 0
+    while True:
+        page = store.list_page(limit=1, namespace="cursors", cursor=cursor)
+        seen += len(page.memories)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+        assert schema_accepts(tools.LIST_RECENT, {"cursor": cursor, "namespace": "cursors"}) is not None, cursor
+    assert seen == 5
+
+
 def a_number(rng: random.Random) -> Any:
     edges = [0, 1, 5, 49, 50, 51, 100, 101, 1000, 1001, -1, 2**63, 5.0, 2.5, 1e400, -1e400, True, False, "5", None]
     scores = [-1.0, 1.0, -0.0, 1.0000001, -1.0000001, round(rng.uniform(-1.5, 1.5), rng.choice([0, 1, 3]))]
@@ -196,7 +291,9 @@ def test_javascript_reads_the_patterns_as_python_does(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     corpus = [a_date(rng) for _ in range(2000)] + [a_string(rng, 70) for _ in range(2000)]
     corpus = [text for text in corpus if text.encode("utf-8", "surrogatepass") == text.encode("utf-8", "replace")]
+    corpus += [a_namespace(rng) for _ in range(1000)]
     patterns = [tools.ISO_DATE_PATTERN, tools.TAG_PATTERN, tools.SOURCE_PATTERN, tools.TEXT_PATTERN]
+    patterns += [tools.NAMESPACE_PATTERN, tools.CURSOR_PATTERN]
     expected = [[bool(re.search(p, text)) for text in corpus] for p in patterns]
     script = (
         "const {patterns, corpus} = JSON.parse(require('fs').readFileSync(0, 'utf8'));"

@@ -19,8 +19,8 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from memserver import resources, tools
-from memserver.backend import Hit, Memory
+from memserver import inputs, resources, tools
+from memserver.backend import Hit, Memory, Page
 from memserver.errors import InvalidInputError
 from memserver.server import build_server
 
@@ -47,13 +47,19 @@ class StubStore:
         if self.fail is not None:
             raise self.fail
 
-    def add(self, content: str, tags: Any = None, source: Any = None) -> Memory:
-        self._check("add", (content, tags, source))
+    def add(self, content: str, tags: Any = None, source: Any = None, **fields: Any) -> Memory:
+        self._check("add", (content, tags, source, *([fields] if any(fields.values()) else [])))
         for memory in self.memories.values():
             if memory.content == content:
                 return replace(memory, duplicate=True)
+        given = {name: value for name, value in fields.items() if value is not None}
         memory = Memory(
-            f"{len(self.memories) + 1:032x}", content, "2026-01-01T00:00:00+00:00", tuple(tags or ()), source or ""
+            f"{len(self.memories) + 1:032x}",
+            content,
+            "2026-01-01T00:00:00+00:00",
+            tuple(tags or ()),
+            source or "",
+            **given,
         )
         self.memories[memory.id] = memory
         return replace(self.memories[memory.id], similar=self.similar)
@@ -62,20 +68,28 @@ class StubStore:
         self._check("search", kwargs)
         return [Hit(m, self.score) for m in list(self.memories.values())[: kwargs["limit"]]]
 
-    def list_recent(self, limit: int = 10, tags: Any = None) -> list[Memory]:
+    def list_recent(self, limit: int = 10, tags: Any = None, **filters: Any) -> list[Memory]:
         self._check("list_recent", (limit, tags))
         found = [m for m in self.memories.values() if not tags or set(tags) <= set(m.tags)]
         return found[::-1][:limit]
 
-    def get(self, memory_id: str) -> Memory | None:
+    def list_page(self, limit: int = 10, tags: Any = None, *, cursor: str | None = None, **filters: Any) -> Page:
+        """Pages of the newest first; the cursor is the offset as text."""
+        self._check("list_page", (limit, tags, cursor, filters))
+        found = [m for m in self.memories.values() if not tags or set(tags) <= set(m.tags)][::-1]
+        start = int(cursor) if cursor else 0
+        more = start + limit < len(found)
+        return Page(found[start : start + limit], str(start + limit) if more else None)
+
+    def get(self, memory_id: str, *, namespace: str | None = None) -> Memory | None:
         self._check("get", memory_id)
         return self.memories.get(memory_id)
 
-    def delete(self, memory_id: str) -> bool:
+    def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
         self._check("delete", memory_id)
         return self.memories.pop(memory_id, None) is not None
 
-    def tag_counts(self) -> dict[str, int]:
+    def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
         self._check("tag_counts", None)
         counts: dict[str, int] = {}
         for memory in self.memories.values():
@@ -86,6 +100,14 @@ class StubStore:
     def stats(self) -> dict[str, Any]:
         self._check("stats", None)
         return {"count": len(self.memories)}
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: Any = None) -> list[str]:
+        self._check("ids_with_prefix", (prefix, limit))
+        start = inputs.check_id_prefix(prefix)
+        return sorted(i for i in self.memories if i.startswith(start))[:limit]
+
+    def revision(self) -> str:
+        return str(hash(tuple(self.memories.items())))
 
     def close(self) -> None:
         pass
@@ -117,11 +139,12 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 @pytest.mark.anyio
-async def test_tools_list_advertises_the_four_tools_with_valid_schemas(client: Client) -> None:
-    """tools/list returns remember, recall, list_recent, forget, each with Draft 2020-12 input and output schemas."""
+async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client) -> None:
+    """tools/list returns remember, recall, list_recent, forget and forget_matching, each with Draft 2020-12 input
+    and output schemas."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_tools()).tools
-    assert [tool.name for tool in listed] == ["remember", "recall", "list_recent", "forget"]
+    assert [tool.name for tool in listed] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
     for tool in listed:
         assert tool.description and tool.title
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"
@@ -189,8 +212,16 @@ async def test_defaults_are_applied_and_filters_passed_to_the_store(client: Clie
         "until": None,
         "min_score": 0.3,
         "mode": "hybrid",
+        "speaker": None,
+        "role": None,
+        "session": None,
+        "namespace": None,
+        "as_of": None,
     }
-    assert recent == ("list_recent", (10, None))
+    assert recent == (
+        "list_page",
+        (10, None, None, {"namespace": None, "session": None, "speaker": None, "role": None}),
+    )
     assert search2[1]["limit"] == 7 and isinstance(search2[1]["limit"], int)
 
 
@@ -339,11 +370,12 @@ async def test_internal_failure_reading_a_resource_is_internal_error(client: Cli
 
 @pytest.mark.anyio
 async def test_resources_and_templates_are_listed(client: Client) -> None:
-    """resources/list shows stats, recent and tags; templates/list the per-tag and per-memory templates."""
+    """resources/list shows stats, recent, tags and namespaces; templates/list the per-tag and per-memory
+    templates."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
-    assert [str(r.uri) for r in listed] == ["memory://stats", "memory://recent", "memory://tags"]
+    assert [str(r.uri) for r in listed] == ["memory://stats", "memory://recent", "memory://tags", "memory://namespaces"]
     assert [t.uri_template for t in templates] == ["memory://tags/{tag}", "memory://memories/{id}"]
     assert all(r.mime_type == "application/json" for r in [*listed, *templates])
 
@@ -399,7 +431,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
     server = build_server(slow_factory)
     with anyio.fail_after(TIMEOUT):
         async with Client(server, mode="legacy") as client:
-            assert len((await client.list_tools()).tools) == 4
+            assert len((await client.list_tools()).tools) == len(tools.TOOLS)
             async with anyio.create_task_group() as tg:
                 results: list[types.CallToolResult] = []
 
@@ -407,7 +439,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
                     results.append(await client.call_tool("remember", {"content": "x"}))
 
                 tg.start_soon(remember)
-                assert len((await client.list_resources()).resources) == 3  # the loop still serves meanwhile
+                assert len((await client.list_resources()).resources) == 4  # the loop still serves meanwhile
                 assert not results  # ... while the call waits on the store
                 release.set()
             assert results[0].structured_content["status"] == "stored"
@@ -523,10 +555,11 @@ def test_stdout_carries_only_protocol_even_when_a_library_prints(tmp_path) -> No
 
 EDGE_SERVER = """
 from memserver import stdio
+from memserver.backend import Page
 from memserver.server import build_server
 
 class Empty:
-    def list_recent(self, limit, tags=None): return []
+    def list_page(self, limit, tags=None, **filters): return Page([])
     def close(self): pass
 
 stdio.serve_stdio(build_server(lambda user: Empty()), max_line_bytes=100_000)

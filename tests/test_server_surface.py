@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from memserver import client_log, completions, prompts
-from memserver.backend import Hit, Memory
+from memserver.backend import Hit, Memory, Page
 from memserver.server import build_server
 from tests.test_server_protocol import StubStore
 
@@ -101,7 +101,7 @@ async def test_capabilities_show_exactly_what_is_served(mode: str) -> None:
         caps = client.server_capabilities.model_dump(by_alias=True, exclude_none=True)
     assert caps == {
         "tools": {"listChanged": False},
-        "resources": {"subscribe": False, "listChanged": False},
+        "resources": {"subscribe": True, "listChanged": False},
         "prompts": {"listChanged": False},
         "completions": {},
         "logging": {},
@@ -240,11 +240,87 @@ async def test_prompt_argument_completion(store: StubStore) -> None:
         words = (await client.complete(topic, {"name": "topic", "value": "att"})).completion.values
         roofs = (await client.complete(topic, {"name": "topic", "value": "roo"})).completion.values
         focuses = (await client.complete(focus, {"name": "focus", "value": "H"})).completion.values
-        ids = (await client.complete(replace_uri("memory://memories/{id}"), {"name": "id", "value": "0"})).completion
     assert topics == ["hobbies", "house"]  # tags first
     assert words == ["attic"] and roofs == ["roof", "roofers"]
     assert focuses == ["hobbies", "house"]
-    assert ids.values == []  # memory ids by prefix: phase B (a storage-contract method)
+
+
+MEMORY_REF = types.ResourceTemplateReference(type="ref/resource", uri="memory://memories/{id}")
+
+
+@pytest.mark.anyio
+@ERAS
+async def test_memory_id_completion_by_prefix(store: StubStore, mode: str) -> None:
+    """The ids starting with what was typed (trimmed, any case), lowest first; more than 100: hasMore, no total."""
+    made = [add(store, f"memory {n}").id for n in range(150)]
+
+    async def complete(value: str) -> types.Completion:
+        return (await client.complete(MEMORY_REF, {"name": "id", "value": value})).completion
+
+    async with Client(build_server(lambda user: store), mode=mode) as client:
+        with anyio.fail_after(TIMEOUT):
+            everything, one, upper = await complete(""), await complete(made[17]), await complete(" " + made[5].upper())
+            tens, junk, long = await complete(made[16][:31]), await complete("xyz"), await complete("0" * 33)
+    assert (everything.values, everything.has_more, everything.total) == (made[:100], True, None)
+    assert (one.values, one.total, one.has_more) == ([made[17]], 1, False)
+    assert upper.values == [made[5]]
+    assert tens.values == made[15:31] and tens.total == 16  # ids 0x10..0x1f share their first 31 characters
+    assert [(c.values, c.total) for c in (junk, long)] == [([], 0), ([], 0)]  # not the start of an id
+
+
+@pytest.mark.anyio
+@ERAS
+async def test_namespaces_complete_and_a_chosen_namespace_narrows_the_other_values(tmp_path: Any, mode: str) -> None:
+    """A `namespace` (a prompt argument, or the {?namespace} of a template) completes to the namespaces in use, most
+    memories first; once chosen (the request's context), tags, ids and topics come from that namespace only."""
+    from memserver.store import MemoryStore
+    from tests.fakes import FakeEmbedder
+
+    store = MemoryStore(tmp_path, "ns", embedder=FakeEmbedder())
+    alice = [store.add(f"alice likes kayaking {n}", tags=["sport"], namespace="user:alice").id for n in range(2)]
+    store.add("bob likes knitting", tags=["crafts"], namespace="user:bob")
+    store.add("a default memory", tags=["misc"])
+    topic = types.PromptReference(type="ref/prompt", name="recall-context")
+    tags_ns = replace_uri("memory://tags/{tag}{?namespace}")
+    ids_ns = replace_uri("memory://memories/{id}{?namespace}")
+
+    async def complete(ref: Any, name: str, value: str, **context: str) -> list[str]:
+        with anyio.fail_after(TIMEOUT):
+            done = await client.complete(ref, {"name": name, "value": value}, context_arguments=context or None)
+        return list(done.completion.values)
+
+    async with Client(build_server(lambda user: store), mode=mode) as client:
+        namespaces = await complete(topic, "namespace", "")
+        users = await complete(tags_ns, "namespace", "USER:")
+        tags = await complete(tags_ns, "tag", "", namespace="user:bob")
+        default_tags = await complete(TAG_REF, "tag", "")
+        ids = await complete(ids_ns, "id", "", namespace="user:alice")
+        words = await complete(topic, "topic", "k", namespace="user:alice")
+    assert namespaces == ["user:alice", "default", "user:bob"]  # 2, 1 and 1 memories
+    assert users == ["user:alice", "user:bob"]
+    assert tags == ["crafts"] and default_tags == ["misc"]
+    assert ids == sorted(alice)
+    assert words == ["kayaking"]
+
+
+@pytest.mark.anyio
+async def test_recall_context_reads_the_namespace_it_is_given(tmp_path: Any) -> None:
+    from memserver.store import MemoryStore
+    from tests.fakes import FakeEmbedder
+
+    store = MemoryStore(tmp_path, "ns", embedder=FakeEmbedder())
+    store.add("alice paddles a sea kayak on weekends", namespace="user:alice")
+    store.add("bob paddles a canoe on weekends", namespace="user:bob")
+    async with Client(build_server(lambda user: store), mode="legacy") as client:
+        with anyio.fail_after(TIMEOUT):
+            alice = await client.get_prompt("recall-context", {"topic": "paddles weekends", "namespace": "user:alice"})
+            default = await client.get_prompt("recall-context", {"topic": "paddles weekends"})
+            with pytest.raises(MCPError) as caught:
+                await client.get_prompt("recall-context", {"topic": "x", "namespace": "not a namespace"})
+    text = alice.messages[0].content.text  # type: ignore[union-attr]
+    assert '"paddles weekends" (namespace user:alice)' in text and "sea kayak" in text and "canoe" not in text
+    assert "has nothing about" in default.messages[0].content.text  # type: ignore[union-attr]
+    assert caught.value.error.code == types.INVALID_PARAMS and "namespace" in caught.value.error.message
 
 
 def replace_uri(uri: str) -> types.ResourceTemplateReference:
@@ -365,11 +441,11 @@ class SlowWrites(StubStore):
         self.started: anyio.Event | None = None
         self.portal_token: Any = None
 
-    def add(self, content: str, tags: Any = None, source: Any = None) -> Memory:
+    def add(self, content: str, tags: Any = None, source: Any = None, **fields: Any) -> Memory:
         anyio.from_thread.run_sync(self.started.set, token=self.portal_token)  # type: ignore[union-attr]
         assert self.finish.wait(TIMEOUT)
         try:
-            return super().add(content, tags, source)
+            return super().add(content, tags, source, **fields)
         finally:
             self.finished.set()
 
@@ -396,16 +472,17 @@ async def test_cancelling_a_write_in_progress_lets_it_finish_whole() -> None:
 
 
 class LoggingStore(StubStore):
-    """list_recent logs what `logs` holds (in the worker thread serving the call), like the store does."""
+    """list_page (the list_recent tool's store call) logs what `logs` holds (in the worker thread serving the
+    call), like the store does."""
 
     def __init__(self) -> None:
         super().__init__()
         self.logs: list[tuple[str, int, str]] = []  # (logger, level, message)
 
-    def list_recent(self, limit: int = 10, tags: Any = None) -> list[Memory]:
+    def list_page(self, limit: int = 10, tags: Any = None, **filters: Any) -> Page:
         for name, level, message in self.logs:
             logging.getLogger(name).log(level, message)
-        return super().list_recent(limit, tags)
+        return super().list_page(limit, tags, **filters)
 
 
 @pytest.fixture

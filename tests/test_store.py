@@ -289,7 +289,7 @@ def test_export_import_round_trip(tmp_path: Path) -> None:
     with _reopen(tmp_path) as s:
         plain = list(s.export())
         with_vectors = list(s.export(include_vectors=True))
-    assert len(plain) == 49 and set(plain[0]) == {"id", "content", "created_at", "tags", "source"}
+    assert len(plain) == 49 and set(plain[0]) == {"id", "content", "created_at", "occurred_at", "tags", "source"}
     assert len(with_vectors[0]["vector"]) == 384
     target = tmp_path / "other"
     counting = FakeEmbedder()

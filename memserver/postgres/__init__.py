@@ -1,9 +1,13 @@
 """memserver on PostgreSQL + pgvector (the optional extra `memserver[postgres]`): see docs/scale-out.md.
 
     backend.py     PostgresBackend: the MemoryBackend contract, one tenant of one database
-    search.py      the search plans (exact / HNSW / probe) as SQL, filters before ranking
+    rows.py        a memory as a row: the columns read, text escaping, the default namespace, "current"
+    writes.py      the write path: content locks, duplicates per namespace, replace links, INSERT + UPDATE
+    search.py      the search plans (exact / HNSW / probe) as SQL, filters (and as_of) before ranking
+    listing.py     pages newest first by occurred_at with cursors, bulk selections, counts per tag/session
     terms.py       the keyword side: memserver's tokenizer in Python, BM25 in SQL
-    pool.py        the connection pool, the tenant per transaction, faults
+    pool.py        the connection pool, the tenant per transaction, retries, timeouts, faults
+    watchdog.py    the client-side deadline of a call the server never answers
     schema.py      versioned migrations (migrations/*.sql) under an advisory lock; `meta`
 
 `open_tenant` is what engines.open_backend calls: every tenant a process opens on one database shares one pool.
@@ -36,10 +40,11 @@ class _SharedBackend(PostgresBackend):
     """A PostgresBackend on the process's shared pool for its URL; the last one closed closes the pool."""
 
     def close(self) -> None:
-        if self._closed:
-            return
-        super().close()
-        key = (self.db.url, *self.db.model)
+        with self._lock:  # check-then-close once, also when two threads close at the same time
+            if self._closed:
+                return
+            self._closed = True
+        key = (self._database.url, *self._database.model)
         with _lock:
             db, users = _shared[key]
             if users > 1:

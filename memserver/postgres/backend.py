@@ -5,30 +5,33 @@ the keyword index with its own tokenizer (terms.py), so both engines answer alik
 one database (the HTTP token's user and the collection); any number of processes on any number of hosts may
 open the same tenant, and each sees the others' writes as soon as they are acknowledged.
 
-Writes are one transaction each (pool.Database.run: one round trip), acknowledged after COMMIT. Exact dedup is
-the unique index on (tenant, namespace, content hash) with INSERT ... ON CONFLICT DO NOTHING, so it holds under
-any concurrency. Inputs are checked by memserver.inputs, the rules every engine shares.
+Writes are one transaction each (writes.py: content locks, the rules, INSERT and UPDATE), acknowledged after
+COMMIT; reads are one statement each (pool.Database.run: one round trip). Exact dedup per namespace is the
+partial unique index on (tenant, namespace, content hash) of the current memories, behind advisory locks on the
+same keys, so it holds under any concurrency. History stays in the table: a replaced memory has replaced_by, a
+forgotten one forgotten_at (its tombstone, for as_of) until compact() deletes it. Inputs are checked by
+memserver.inputs, the rules every engine shares.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from memserver import inputs
-from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory
+from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
 from memserver.errors import InvalidInputError, StoreError
 from memserver.fusion import FUSION_DEPTH, hybrid_order
-from memserver.postgres import schema, search, terms
-from memserver.postgres.pool import Database
+from memserver.postgres import listing, ranking, rows, schema, terms, writes
+from memserver.postgres.pool import CALL_DEADLINE_S, Database
+from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
@@ -37,35 +40,8 @@ log = logging.getLogger(__name__)
 
 IMPORT_BATCH = 1000
 EXPORT_BATCH = 1000
-COLUMNS = search.MEMORY_COLUMNS
-
-
-def content_hash(content: str) -> bytes:
-    """The dedup key: BLAKE2b-128 of the whitespace-normalised content (the unique index is on it)."""
-    return hashlib.blake2b(inputs.normalised(content).encode("utf-8"), digest_size=16).digest()
-
-
-# PostgreSQL's text cannot hold U+0000, and content is free text that may. So stored text escapes it with the
-# private-use character U+E000 (itself escaped): "\x00" <-> "\ue000\ue002", "\ue000" <-> "\ue000\ue001". Text with
-# neither (all but a few memories) is stored as it is.
-_ESCAPED = re.compile("\ue000([\ue001\ue002])")
-
-
-def stored_text(text: str) -> str:
-    if "\x00" not in text and "\ue000" not in text:
-        return text
-    return text.replace("\ue000", "\ue000\ue001").replace("\x00", "\ue000\ue002")
-
-
-def loaded_text(text: str) -> str:
-    if "\ue000" not in text:
-        return text
-    return _ESCAPED.sub(lambda m: "\ue000" if m.group(1) == "\ue001" else "\x00", text)
-
-
-def _memory(row: Sequence[Any], duplicate: bool = False) -> Memory:
-    """A Memory from (id, seq, created_at, content, tags, source, ...)."""
-    return Memory(row[0].hex, loaded_text(row[3]), inputs.stored_time(row[2]), tuple(row[4]), row[5], duplicate)
+T = TypeVar("T")
+Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]]]
 
 
 class PostgresBackend:
@@ -77,7 +53,8 @@ class PostgresBackend:
             backend.add("The staging DB password rotates every Monday", tags=["ops"])
 
     On open it connects, migrates the schema if needed (schema.py: advisory-locked, idempotent) and refuses a
-    database built with another model. `database` may be a shared `Database` (one pool for many tenants).
+    database built with another model. `database` may be a shared `Database` (one pool for many tenants); then
+    close() closes this backend only (every later call raises StoreError), and the pool stays for the others.
     """
 
     def __init__(
@@ -101,126 +78,156 @@ class PostgresBackend:
             if not url:
                 raise StoreError("no database URL given")
             database = open_database(url, str(embedder.model_name), self.dim, migrate=migrate)
-        self.db = database
+        self._database = database
         if database.model != (str(embedder.model_name), self.dim):
             raise StoreError(f"the shared database was opened for the model {database.model}, not this embedder's")
         self.model_id = database.model_id
         self._closed = False
         self._lock = threading.Lock()
-        self._rows = (0, 0)  # (tenant rows, table rows): plan estimates, refreshed by every search
-        self._rows = self._count()
+        self._estimates = ranking.Estimates(*self._count())  # the plans' inputs, refreshed by every search
+
+    @property
+    def db(self) -> Database:
+        """The pool, while this backend is open (StoreError after close: M3 of the review)."""
+        if self._closed:
+            raise StoreError("this PostgreSQL backend is closed")
+        return self._database
 
     # --- writing -----------------------------------------------------------------------------------------------
 
-    def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None) -> Memory:
-        new = inputs.new_memory(content, tags, source)
-        existing = self._by_hashes([content_hash(new.content)])
-        if existing:
-            return _memory(next(iter(existing.values())), duplicate=True)
-        vector = self._embed([new.content])[0]
-        memory = self._write([new], [vector])[0]
-        if memory.duplicate:
+    def add(
+        self,
+        content: str,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        *,
+        occurred_at: str | date | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        replaces: str | None = None,
+    ) -> Memory:
+        """See backend.MemoryBackend.add."""
+        new = inputs.new_memory(
+            content,
+            tags,
+            source,
+            occurred_at=occurred_at,
+            speaker=speaker,
+            role=role,
+            session=session,
+            namespace=namespace,
+            replaces=replaces,
+        )
+        item = writes.Item.of(new)
+        self._embed_missing([item], check=True)
+        memory = self._write([item])[0][0]
+        if memory.duplicate or item.vector is None:
             return memory
-        similar = self._similar(vector, memory.id)
-        return Memory(memory.id, memory.content, memory.created_at, memory.tags, memory.source, False, similar)
+        similar = self._similar(item.vector, memory.id, memory.namespace)
+        return replace(memory, similar=similar) if similar else memory
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
+        """See backend.MemoryBackend.add_many: one batched embedding, one transaction."""
+        one = isinstance(items, list) and len(items) == 1
         news = inputs.new_memories(items)
         if not news:
             return []
-        known = self._by_hashes([content_hash(new.content) for new in news])
-        todo = [i for i, new in enumerate(news) if content_hash(new.content) not in known]
-        vectors: list[np.ndarray | None] = [None] * len(news)
+        pending = [writes.Item.of(m, "" if one else f"items[{n}].") for n, m in enumerate(news)]
+        self._embed_missing(pending, check=True)
+        return self._write(pending)[0]
+
+    def _embed_missing(self, items: list[writes.Item], check: bool = False) -> None:
+        """Embed the items that are not known duplicates and have no vector; with `check`, refuse a bad
+        `replaces` first (the write transaction checks again, on what is committed by then)."""
+
+        view = writes.view_of(self.db.run(self.tenant, writes.view_statements(self.tenant, items, lock=False)))
+        if check:
+            writes.plan(view, items, defer=False)
+        todo = [it for it in items if it.vector is None and it.key not in view.dups]
         if todo:
-            for i, v in zip(todo, self._embed([news[i].content for i in todo]), strict=True):
-                vectors[i] = v
-        return self._write(news, vectors)
+            for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
+                it.vector = v
 
-    def _write(self, news: Sequence[inputs.NewMemory], vectors: Sequence[np.ndarray | None]) -> list[Memory]:
-        """Insert the items that have a vector (one statement, one transaction); results in item order."""
-        hashes = [content_hash(new.content) for new in news]
-        rows = [(new, h, v) for new, h, v in zip(news, hashes, vectors, strict=True) if v is not None]
-        cursors = self.db.run(
-            self.tenant,
-            [self._insert(rows), (f"SELECT content_hash, {COLUMNS} FROM memserver.memories m "
-                                  "WHERE m.tenant = %s AND m.namespace = '' AND m.content_hash = ANY(%s)",
-                                  [self.tenant, hashes])],
-            write=True,
-        )  # fmt: skip
-        fresh = {r[0] for r in cursors[0].fetchall()}
-        by_hash = {bytes(r[0]): r[1:] for r in cursors[1].fetchall()}
-        out: list[Memory] = []
-        for h in hashes:
-            row = by_hash.get(h)
-            if row is None:  # deleted by another process between our insert and our read: rare
-                raise StoreError("a memory was deleted while it was being stored; store it again")
-            out.append(_memory(row, duplicate=row[0] not in fresh))
-            fresh.discard(row[0])  # a repeat later in the same call is a duplicate of this one
-        return out
+    def _write(self, items: list[writes.Item], importing: bool = False) -> tuple[list[Memory], list[writes.Item], int]:
+        def work(conn: Any) -> tuple[list[Memory], list[writes.Item], int]:
+            return writes.write(conn, self.tenant, self.model_id, items, self._embed, importing=importing)
 
-    def _insert(self, rows: Sequence[tuple[inputs.NewMemory, bytes, np.ndarray | None]]) -> tuple[str, list[Any]]:
-        """INSERT ... SELECT FROM unnest(arrays) ON CONFLICT DO NOTHING RETURNING id: any number of rows at once.
+        return self.db.transact(self.tenant, work)
 
-        Ragged arrays (terms, tfs, tags) cannot be unnested as 2-D arrays, so terms and tfs travel space-joined
-        (terms never contain whitespace) and tags as JSON arrays.
-        """
-        import json
+    def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
+        """See backend.MemoryBackend.delete."""
+        return self.delete_many([inputs.check_id(memory_id)], namespace=namespace) == 1
 
-        ids, created, lengths, hashes, contents, tags, sources, words, tfs, vecs = ([] for _ in range(10))
-        for new, h, v in rows:
-            stamp = new.created_at or inputs.now()
-            indexed = terms.indexed(new.content, stamp)
-            ids.append(uuid.UUID(new.id) if new.id else uuid.uuid4())
-            created.append(stamp)
-            lengths.append(indexed.length)
-            hashes.append(h)
-            contents.append(stored_text(new.content))
-            tags.append(json.dumps(list(new.tags), ensure_ascii=False))
-            sources.append(new.source)
-            words.append(stored_text(" ".join(indexed.terms)))
-            tfs.append(" ".join(map(str, indexed.tfs)))
-            vecs.append(np.asarray(v, np.float32))
-        query = """
-            INSERT INTO memserver.memories
-                (id, created_at, doc_len, model_id, tenant, content_hash, content, tags, source, terms, tfs, embedding)
-            SELECT u.id, u.created_at::timestamptz, u.doc_len, %s, %s, u.hash, u.content,
-                   ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)), u.source,
-                   string_to_array(u.terms, ' '), string_to_array(u.tfs, ' ')::smallint[],
-                   u.vec
-            FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::bytea[], %s::text[], %s::text[], %s::text[],
-                        %s::text[], %s::text[], %b::vector[])
-                 WITH ORDINALITY AS u(id, created_at, doc_len, hash, content, tags, source, terms, tfs, vec, n)
-            ORDER BY u.n
-            ON CONFLICT DO NOTHING
-            RETURNING id
-        """
-        params = [self.model_id, self.tenant, ids, created, lengths, hashes, contents, tags, sources]
-        return query, [*params, words, tfs, vecs]
-
-    def delete(self, memory_id: str) -> bool:
-        mid = uuid.UUID(inputs.check_id(memory_id))
-        sql = "DELETE FROM memserver.memories WHERE tenant = %s AND id = %s RETURNING id"
-        cursors = self.db.run(self.tenant, [(sql, [self.tenant, mid])], write=True)
-        return cursors[0].fetchone() is not None
+    def delete_many(self, ids: Iterable[str], *, namespace: str | None = None) -> int:
+        """See backend.MemoryBackend.delete_many: one UPDATE (forgotten_at: the tombstone), rows locked in id order."""
+        wanted = sorted(uuid.UUID(i) for i in inputs.check_ids(ids))
+        space = listing.namespace_param(namespace)
+        if not wanted:
+            _ = self.db  # (closed: StoreError)
+            return 0
+        sql = (
+            "UPDATE memserver.memories m SET forgotten_at = %s::timestamptz FROM (SELECT seq FROM memserver.memories "
+            "WHERE tenant = %s AND namespace = %s AND id = ANY(%s) AND forgotten_at IS NULL ORDER BY id FOR UPDATE) s "
+            "WHERE m.tenant = %s AND m.seq = s.seq RETURNING m.id"
+        )
+        params = [inputs.now(), self.tenant, space, wanted, self.tenant]
+        return len(self.db.run(self.tenant, [(sql, params)], write=True)[0].fetchall())
 
     # --- reading -----------------------------------------------------------------------------------------------
 
-    def get(self, memory_id: str) -> Memory | None:
+    def get(self, memory_id: str, *, namespace: str | None = None) -> Memory | None:
+        """See backend.MemoryBackend.get."""
         mid = uuid.UUID(inputs.check_id(memory_id))
-        sql = f"SELECT {COLUMNS} FROM memserver.memories m WHERE m.tenant = %s AND m.id = %s"
-        row = self.db.run(self.tenant, [(sql, [self.tenant, mid])])[0].fetchone()
-        return None if row is None else _memory(row)
-
-    def list_recent(self, limit: int = 10, tags: Sequence[str] | None = None) -> list[Memory]:
-        n = inputs.check_limit(limit)
-        wanted = inputs.check_tags(tags)
-        where, params = search.filter_sql(inputs.SearchFilter(tags=wanted))
+        space = listing.namespace_param(namespace)
         sql = (
-            f"SELECT {COLUMNS} FROM memserver.memories m WHERE {where} "
-            "ORDER BY m.created_at DESC, m.seq DESC LIMIT %(n)s"
+            f"SELECT {COLUMNS} FROM memserver.memories m WHERE m.tenant = %s AND m.id = %s AND m.namespace = %s "
+            "AND m.forgotten_at IS NULL"
         )
-        rows = self.db.run(self.tenant, [(sql, {"tenant": self.tenant, "n": n, **params})])[0].fetchall()
-        return [_memory(row) for row in rows]
+        row = self.db.run(self.tenant, [(sql, [self.tenant, mid, space])])[0].fetchone()
+        return None if row is None else rows.memory(row)
+
+    def list_recent(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+    ) -> list[Memory]:
+        """See backend.MemoryBackend.list_recent."""
+        return self.list_page(limit, tags, namespace=namespace, session=session, speaker=speaker).memories
+
+    def list_page(
+        self,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        session: str | None = None,
+        speaker: str | None = None,
+        role: str | None = None,
+        cursor: str | None = None,
+        as_of: str | date | None = None,
+    ) -> Page:
+        """See backend.MemoryBackend.list_page (listing.py has the order and the cursors)."""
+        fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
+        req = inputs.list_request(limit, tags, cursor=cursor, **fields)
+        found = self.db.run(self.tenant, [listing.page_sql(req, self.tenant)])[0].fetchall()
+        memories = [rows.memory(row) for row in found[: req.limit]]
+        more = len(found) > req.limit
+        last = found[req.limit - 1] if more else None
+        return Page(memories, listing.encode_cursor(memories[-1].occurred_at, last[1]) if last else None)
+
+    def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
+        """See backend.MemoryBackend.select."""
+        wanted = inputs.select_filter(filter)
+        n = 0 if limit is None else inputs.check_limit(limit)
+        found, sample = self.db.run(self.tenant, listing.select_sql(wanted, self.tenant, n))
+        ids = [r[0].hex for r in found.fetchall()]
+        return Selection(len(ids), [rows.memory(r) for r in sample.fetchall()], ids)
 
     def search(
         self,
@@ -233,13 +240,22 @@ class PostgresBackend:
         min_score: float | None = None,
         mode: str = "hybrid",
         *,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
     ) -> list[Hit]:
-        request = inputs.search_request(query, limit, tags, source, since, until, min_score, mode)
+        """See backend.MemoryBackend.search."""
+        fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
+        request = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
         if query_vector is not None:
             q = inputs.check_vector(query_vector, self.dim, "query_vector")
         else:
             q = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32).reshape(-1)
+            if q.shape != (self.dim,):
+                raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
         return self._search(q, request)
 
     def _search(self, q: np.ndarray, request: inputs.SearchRequest) -> list[Hit]:
@@ -248,19 +264,23 @@ class PostgresBackend:
         if mode == "keyword" and not words:
             return []
         depth = limit if mode == "semantic" else max(limit, FUSION_DEPTH)
-        found = self._rankings(q, request.filter, depth, vector=mode != "keyword", words=words)
-        near, keyed, rows = found
+        db, f, est = self.db, request.filter, self._estimates
+        if f.as_of is not None:
+            near, keyed, found = ranking.rankings_as_of(db, self.tenant, q, request.query, f, depth, words)
+        else:
+            vector = mode != "keyword"
+            near, keyed, found = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
         if mode == "semantic":
             order = near
         elif mode == "keyword":
             order = keyed
         else:
-            order = hybrid_order(near, keyed, lambda seq: rows[seq][0].created_at)
+            order = hybrid_order(near, keyed, lambda seq: found[seq][0].occurred_at)
         if request.min_score is None:
             order = order[:limit]
         hits = []
         for seq in order:
-            memory, score = rows[seq]
+            memory, score = found[seq]
             if request.min_score is not None and score < request.min_score:
                 continue
             hits.append(Hit(memory, score))
@@ -268,54 +288,43 @@ class PostgresBackend:
                 break
         return hits
 
-    def _rankings(
-        self, q: np.ndarray, f: inputs.SearchFilter, depth: int, *, vector: bool, words: list[str]
-    ) -> tuple[list[int], list[int], dict[int, tuple[Memory, float]]]:
-        """(vector ranking, keyword ranking, seq -> (memory, cosine)), one statement; exact again if HNSW ran short."""
-        tenant_rows, table_rows = self._rows
-        plan = search.choose(tenant_rows, table_rows, depth, not f.empty)
-        for attempt in (plan, search.Plan("exact", plan.exact_max)):
-            sql = search.search_sql(attempt, f, vector=vector, keyword=bool(words))
-            _, params = search.filter_sql(f)
-            params |= {"tenant": self.tenant, "q": q, "depth": depth, "terms": words, "exact_max": attempt.exact_max}
-            settings = None
-            if attempt.kind != "exact":
-                settings = {
-                    "hnsw.ef_search": str(search.ef_search(depth)),
-                    "hnsw.iterative_scan": "strict_order",
-                    "hnsw.max_scan_tuples": str(search.MAX_SCAN_TUPLES),
-                }
-            result = self.db.run(self.tenant, [(sql, params)], settings=settings)[0].fetchall()
-            n, table, exact = int(result[0][0]), int(max(result[0][1] or 0, 0)), bool(result[0][2])
-            self._rows = (n, max(table, n))
-            near_rows = sorted((r[4], r[7], r[6]) for r in result if r[3] == 1)  # (distance, created_at, seq)
-            if vector and not exact and len(near_rows) < min(depth, n):
-                log.info("HNSW returned %d of %d rows; ranking exactly", len(near_rows), depth)
-                continue  # an iterative scan that gave up (max_scan_tuples): rank exactly instead
-            break
-        rows = {r[6]: (_memory(r[5:11]), 1.0 - float(r[11])) for r in result if r[3] is not None}
-        near = [seq for _, _, seq in near_rows]
-        keyed = [seq for _, _, seq in sorted((-r[4], r[7], r[6]) for r in result if r[3] == 2)]
-        return near, keyed, rows
-
-    def _similar(self, vector: np.ndarray, exclude: str) -> tuple[tuple[str, float], ...]:
-        near, _, rows = self._rankings(vector, inputs.SearchFilter(), SIMILAR_MAX + 1, vector=True, words=[])
+    def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
+        f = inputs.SearchFilter(namespace=namespace)
+        near, _, found = ranking.rankings(
+            self.db, self.tenant, self._estimates, vector, f, SIMILAR_MAX + 1, vector=True, words=[]
+        )
         out = []
         for seq in near:
-            memory, score = rows[seq]
+            memory, score = found[seq]
             if memory.id != exclude and score >= NEAR_DUPLICATE_SCORE:
                 out.append((memory.id, round(score, 4)))
         return tuple(out[:SIMILAR_MAX])
 
-    def tag_counts(self) -> dict[str, int]:
-        sql = (
-            "SELECT tag, count(*) FROM memserver.memory_tags WHERE tenant = %s GROUP BY tag "
-            'ORDER BY count(*) DESC, tag COLLATE "C"'
-        )
-        return {tag: int(n) for tag, n in self.db.run(self.tenant, [(sql, [self.tenant])])[0].fetchall()}
+    def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
+        """See backend.MemoryBackend.tag_counts."""
+        space = listing.namespace_param(namespace)
+        found = self.db.run(self.tenant, [(listing.TAG_COUNTS, [self.tenant, space])])[0].fetchall()
+        return {tag: int(n) for tag, n in found}
+
+    def namespaces(self) -> dict[str, int]:
+        """See backend.MemoryBackend.namespaces: from the per-namespace slots of tenant_stats."""
+        return listing.namespaces(self.db.run(self.tenant, [(listing.NAMESPACES, [self.tenant])])[0].fetchall())
+
+    def sessions(self, *, namespace: str | None = None) -> dict[str, int]:
+        """See backend.MemoryBackend.sessions."""
+        space = listing.namespace_param(namespace)
+        return listing.sessions(self.db.run(self.tenant, [(listing.SESSIONS, [self.tenant, space])])[0].fetchall())
 
     def stats(self) -> dict[str, Any]:
+        """See backend.MemoryBackend.stats."""
         count, table = self._count()
+        replaced_sql = (
+            "SELECT count(*) FROM memserver.memories WHERE tenant = %s AND replaced_by IS NOT NULL "
+            "AND forgotten_at IS NULL"
+        )
+        spaces, held = self.db.run(self.tenant, [(listing.NAMESPACES, [self.tenant]), (replaced_sql, [self.tenant])])
+        n_spaces = len(spaces.fetchall())
+        replaced = int(held.fetchone()[0])  # type: ignore[index]
         size, index = self.db.describe_storage(self.tenant)
         return {
             "engine": "postgresql",
@@ -326,10 +335,34 @@ class PostgresBackend:
             "path": f"postgresql://{self.db.where}#{self.tenant}",
             "model": str(self.embedder.model_name),
             "dim": self.dim,
+            "namespaces": n_spaces,
+            "replaced": replaced,
             "index": index,
             "table_rows": table,
             "bytes_on_disk": size,
         }
+
+    # --- for watchers and completions (resource subscriptions, completion/complete) ------------------------------
+
+    def revision(self) -> str:
+        """See backend.MemoryBackend.revision: the tenant's change counter (tenant_stats.changes, summed over its
+        slots: every statement that adds, changes or deletes memories adds to it in its own transaction)."""
+        sql = "SELECT coalesce(sum(changes), 0) FROM memserver.tenant_stats WHERE tenant = %s"
+        row = self.db.run(self.tenant, [(sql, [self.tenant])])[0].fetchone()
+        return str(int(row[0])) if row else "0"
+
+    def ids_with_prefix(self, prefix: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """See backend.MemoryBackend.ids_with_prefix: a range scan of the primary key (tenant, id)."""
+        start = inputs.check_id_prefix(prefix)
+        n = inputs.check_limit(limit)
+        space = listing.namespace_param(namespace)
+        low, high = uuid.UUID(start.ljust(32, "0")), uuid.UUID(start.ljust(32, "f"))
+        sql = (
+            "SELECT id FROM memserver.memories WHERE tenant = %s AND id BETWEEN %s AND %s AND namespace = %s "
+            "AND forgotten_at IS NULL ORDER BY id LIMIT %s"
+        )
+        found = self.db.run(self.tenant, [(sql, [self.tenant, low, high, space, n])])[0].fetchall()
+        return [row[0].hex for row in found]
 
     def _count(self) -> tuple[int, int]:
         sql = (
@@ -341,74 +374,64 @@ class PostgresBackend:
 
     # --- bulk ----------------------------------------------------------------------------------------------------
 
-    def export(self, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
-        """Every memory oldest first, from one snapshot (a REPEATABLE READ transaction with a server-side cursor)."""
+    def export(self, include_vectors: bool = False, *, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """See backend.MemoryBackend.export: from one snapshot (REPEATABLE READ, a server-side cursor)."""
+        space = None if namespace is None else listing.namespace_param(namespace)
+        db = self.db
         columns = COLUMNS + (", m.embedding" if include_vectors else "")
-        sql = f"SELECT {columns} FROM memserver.memories m WHERE m.tenant = %s ORDER BY m.created_at, m.seq"
-        for row in self.db.stream(self.tenant, sql, [self.tenant], EXPORT_BATCH):
-            d = _memory(row).to_dict()
+        where = "m.tenant = %s AND m.forgotten_at IS NULL" + ("" if space is None else " AND m.namespace = %s")
+        sql = f"SELECT {columns} FROM memserver.memories m WHERE {where} ORDER BY {OCCURRED}, m.seq"
+        params = [self.tenant] if space is None else [self.tenant, space]
+        for row in db.stream(self.tenant, sql, params, EXPORT_BATCH):
+            d = rows.memory(row).to_dict()
             if include_vectors:
-                d["vector"] = np.asarray(row[6].to_numpy(), np.float32).tolist()
+                d["vector"] = np.asarray(row[rows.WIDTH].to_numpy(), np.float32).tolist()
             yield d
 
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
+        """See backend.MemoryBackend.import_: batches of IMPORT_BATCH, one transaction each; a record replacing
+        one not there yet waits for the end of the import."""
         added = 0
-        batch: list[inputs.NewMemory] = []
+        batch: list[writes.Item] = []
+        held: list[writes.Item] = []
         ids: set[str] = set()
-        for n, record in enumerate(records):
-            item = inputs.imported_memory(record, n, self.dim)
+        for n, record in enumerate(inputs.check_items(records, "records")):
+            item = writes.Item.of(inputs.imported_memory(record, n, self.dim), f"records[{n}].")
             if item.id:
                 if item.id in ids:
                     raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
                 ids.add(item.id)
             batch.append(item)
             if len(batch) >= IMPORT_BATCH:
-                added += self._import_batch(batch)
+                added += self._import_batch(batch, held)
                 batch = []
-        if batch:
-            added += self._import_batch(batch)
+        added += self._import_batch(batch, held)
+        while held:  # each pass writes those whose memory is there now; none written: they name nothing
+            waiting, held = held, []
+            added += self._import_batch(waiting, held)
+            if len(held) == len(waiting):
+                first = held[0]
+                raise inputs.no_such_memory(f"{first.where}replaces", first.m.replaces, first.m.namespace)
         return added
 
-    def _import_batch(self, batch: list[inputs.NewMemory]) -> int:
-        hashes = [content_hash(item.content) for item in batch]
-        known = self._by_hashes(hashes)
-        live_ids = self._live_ids([item.id for item in batch if item.id])
-        todo = [i for i, it in enumerate(batch) if hashes[i] not in known and it.id not in live_ids]
-        vectors: list[np.ndarray | None] = [None] * len(batch)
-        missing = [i for i in todo if batch[i].vector is None]
-        if missing:
-            for i, v in zip(missing, self._embed([batch[i].content for i in missing]), strict=True):
-                vectors[i] = v
-        for i in todo:
-            vectors[i] = batch[i].vector if batch[i].vector is not None else vectors[i]
-        rows = [(batch[i], hashes[i], vectors[i]) for i in todo]
-        if not rows:
+    def _import_batch(self, batch: list[writes.Item], held: list[writes.Item]) -> int:
+        if not batch:
             return 0
-        cursors = self.db.run(self.tenant, [self._insert(rows)], write=True)
-        return len(cursors[0].fetchall())
+        self._embed_missing(batch)
+        written, waiting, _ = self._write(batch, importing=True)
+        held += waiting
+        return sum(1 for m in written if not m.duplicate)
 
     def compact(self) -> dict[str, Any]:
-        """VACUUM (ANALYZE) memserver's tables: autovacuum reclaims deleted rows by itself; this does it now."""
+        """Purge the tenant's forgotten memories for good (their tombstones), then VACUUM (ANALYZE) memserver's
+        tables (autovacuum reclaims space by itself; this does it now)."""
+        purge = "DELETE FROM memserver.memories WHERE tenant = %s AND forgotten_at IS NOT NULL RETURNING seq"
+        removed = len(self.db.run(self.tenant, [(purge, [self.tenant])], write=True)[0].fetchall())
         count, _ = self._count()
         result = self.db.vacuum()
-        return {"count": count, **result}
+        return {"count": count, **result, "removed": removed}
 
     # --- helpers -----------------------------------------------------------------------------------------------
-
-    def _by_hashes(self, hashes: Sequence[bytes]) -> dict[bytes, Sequence[Any]]:
-        sql = (
-            f"SELECT content_hash, {COLUMNS} FROM memserver.memories m "
-            "WHERE m.tenant = %s AND m.namespace = '' AND m.content_hash = ANY(%s)"
-        )
-        rows = self.db.run(self.tenant, [(sql, [self.tenant, list(hashes)])])[0].fetchall()
-        return {bytes(r[0]): r[1:] for r in rows}
-
-    def _live_ids(self, ids: Sequence[str]) -> set[str]:
-        if not ids:
-            return set()
-        sql = "SELECT id FROM memserver.memories WHERE tenant = %s AND id = ANY(%s)"
-        rows = self.db.run(self.tenant, [(sql, [self.tenant, [uuid.UUID(i) for i in ids]])])[0].fetchall()
-        return {r[0].hex for r in rows}
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
@@ -417,12 +440,13 @@ class PostgresBackend:
         return vectors
 
     def close(self) -> None:
+        """See backend.MemoryBackend.close: closes the pool only if this backend opened it."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         if self._own_db:
-            self.db.close()
+            self._database.close()
 
     def __enter__(self) -> PostgresBackend:
         return self
@@ -431,9 +455,12 @@ class PostgresBackend:
         self.close()
 
 
-def open_database(url: str, model: str, dim: int, *, migrate: bool = True) -> Database:
-    """Connect, migrate (unless `migrate` is False: then a database behind the code is an error), open the pool."""
-    db = Database(url)
+def open_database(
+    url: str, model: str, dim: int, *, migrate: bool = True, call_deadline: float = CALL_DEADLINE_S
+) -> Database:
+    """Connect, migrate (unless `migrate` is False: then a database behind the code is an error), open the pool.
+    `call_deadline`: how long a call may wait for the server's answer (pool.py, watchdog.py)."""
+    db = Database(url, call_deadline=call_deadline)
     owner = db.connect_owner()
     try:
         if migrate:

@@ -11,7 +11,13 @@ the cost of one poll(), not a round trip. The pool opens new connections in the 
 back. While the database is unreachable every call fails within CALL_TIMEOUT_S with DatabaseUnavailableError, a
 StoreError whose message names the server (never the password) and says whether anything may have been written.
 A read that failed on a broken connection is retried once on a fresh one; a write is never retried, because a
-connection lost during COMMIT leaves the outcome unknown, and the message says so.
+connection lost during COMMIT leaves the outcome unknown, and the message says so. A transaction the server rolled
+back (a deadlock, a serialization failure, a lock wait past lock_timeout) changed nothing and is run again, up to
+RETRIES times.
+
+Timeouts: TCP keepalives and tcp_user_timeout notice a dead peer; statement_timeout and lock_timeout bound what
+the server does for one call; and a client-side watchdog (watchdog.py) cuts a call the server never answers
+(a frozen server on a host that still acknowledges packets) after CALL_DEADLINE_S.
 """
 
 from __future__ import annotations
@@ -20,16 +26,17 @@ import contextlib
 import logging
 import select
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import conninfo as pg_conninfo
 from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memserver.errors import StoreError
+from memserver.errors import ConfigError, StoreError
 from memserver.postgres.schema import APP_ROLE, SCHEMA
+from memserver.postgres.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +44,33 @@ CONNECT_TIMEOUT_S = 5
 CALL_TIMEOUT_S = 5.0  # longest wait for a connection (while the database is down, how long a call takes to fail)
 POOL_MAX = 8
 RECONNECT_S = 5.0
+STATEMENT_TIMEOUT = "30s"  # the server cancels a statement running longer
+LOCK_TIMEOUT = "5s"  # ... or waiting longer for a lock (then the transaction is rolled back and retried)
+CALL_DEADLINE_S = 40.0  # the client gives up on a call the server does not answer (watchdog.py)
+RETRIES = 3  # runs again of a transaction the server rolled back (deadlock, serialization, lock timeout)
+# TCP: notice a dead server or a partition in ~25 s rather than the kernel's two hours (ignored on Unix sockets).
+KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+BAD_URL = "the database URL is not a valid PostgreSQL URL (postgresql://user@host:port/db)"
+
+T = TypeVar("T")
 
 
 class DatabaseUnavailableError(StoreError):
     """PostgreSQL could not be reached, or the connection broke during the call."""
+
+
+def check_url(url: str) -> dict[str, Any]:
+    """The parameters of a URL or conninfo string; ConfigError (never showing the URL: it may hold a password)."""
+    try:
+        return pg_conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise ConfigError(BAD_URL) from None
 
 
 def describe(url: str) -> str:
@@ -57,8 +87,9 @@ def _check(conn: psycopg.Connection[Any]) -> None:
     """The pool's check before lending a connection: no round trip, just "has the server hung up on it?"."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:  # an idle connection has nothing to read unless the server closed it (we never LISTEN)
+    poller = select.poll()  # (not select.select: it fails for descriptors >= 1024)
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):  # an idle connection has nothing to read unless the server closed it (we never LISTEN)
         conn.close()  # closed, the pool discards it (returned open, it would be lent again)
         raise psycopg.OperationalError("the server closed the connection")
 
@@ -66,9 +97,18 @@ def _check(conn: psycopg.Connection[Any]) -> None:
 class Database:
     """A pool of connections to one database, each acting as memserver_app with search_path set."""
 
-    def __init__(self, url: str, *, max_size: int = POOL_MAX, application_name: str = "memserver") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_size: int = POOL_MAX,
+        application_name: str = "memserver",
+        call_deadline: float = CALL_DEADLINE_S,
+    ) -> None:
+        check_url(url)
         self.url = url
         self.where = describe(url)
+        self.watchdog = Watchdog(call_deadline)
         self._vector_info: TypeInfo | None = None
         self._info_lock = threading.Lock()
         self._options = ""
@@ -84,8 +124,14 @@ class Database:
         """A plain autocommit connection as the URL's own role (migrations, VACUUM); raises DatabaseUnavailableError."""
         try:
             return psycopg.connect(
-                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name=self._application_name
+                self.url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name=self._application_name,
+                **KEEPALIVES,
             )
+        except psycopg.ProgrammingError:
+            raise ConfigError(BAD_URL) from None
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailableError(
                 f"cannot connect to PostgreSQL at {self.where}: {_first_line(exc)}"
@@ -103,7 +149,10 @@ class Database:
                 f"the role {owner.info.user!r} is not a member of {APP_ROLE}, so row-level security could not "
                 f"apply to it: run GRANT {APP_ROLE} TO {owner.info.user}; as the tables' owner or a superuser"
             )
-        self._options = f"-c search_path={SCHEMA},{vector_schema} -c TimeZone=UTC -c role={APP_ROLE}"
+        self._options = (
+            f"-c search_path={SCHEMA},{vector_schema} -c TimeZone=UTC -c role={APP_ROLE} "
+            f"-c statement_timeout={STATEMENT_TIMEOUT} -c lock_timeout={LOCK_TIMEOUT}"
+        )
         self._vector_info = TypeInfo.fetch(owner, "vector")
         if self._vector_info is None:
             raise StoreError(f"the database at {self.where} has no vector type (pgvector is not installed)")
@@ -114,6 +163,7 @@ class Database:
                 "connect_timeout": CONNECT_TIMEOUT_S,
                 "application_name": self._application_name,
                 "options": self._options,
+                **KEEPALIVES,
             },
             min_size=1,
             max_size=self._max_size,
@@ -154,37 +204,83 @@ class Database:
         In pipeline mode on an autocommit connection, everything up to the Sync is one implicit transaction:
         the set_config(..., true) calls (the tenant for row-level security, and `settings` such as
         hnsw.ef_search) hold until it ends, a failing statement rolls back the ones before it, and the answer to
-        the Sync means COMMIT is done. Reads are retried once on a fresh connection; writes never are.
+        the Sync means COMMIT is done.
         """
-        try:
-            return self._run_once(tenant, statements, write, settings)
-        except _BrokenConnection as exc:
-            if write:
-                raise DatabaseUnavailableError(str(exc)) from None
-            log.info("retrying a read on a fresh connection to %s", self.where)
-            try:
-                return self._run_once(tenant, statements, write, settings)
-            except _BrokenConnection as again:
-                raise DatabaseUnavailableError(str(again)) from None
 
-    def _run_once(
+        def body(conn: psycopg.Connection[Any]) -> list[psycopg.Cursor[Any]]:
+            with conn.pipeline():
+                _configure_transaction(conn, tenant, settings)
+                return [conn.execute(query, params) for query, params in statements]
+
+        return self._attempts(body, write, pipelined=True)
+
+    def transact(
         self,
         tenant: str,
-        statements: Sequence[tuple[str, Sequence[Any] | Mapping[str, Any]]],
-        write: bool,
-        settings: Mapping[str, str] | None,
-    ) -> list[psycopg.Cursor[Any]]:
+        work: Callable[[psycopg.Connection[Any]], T],
+        *,
+        write: bool = True,
+        settings: Mapping[str, str] | None = None,
+    ) -> T:
+        """Run `work(conn)` in one transaction for `tenant` (any number of round trips); its result after COMMIT.
+
+        An exception from `work` rolls the transaction back and propagates. `work` may run more than once (a
+        transaction the server rolled back is run again), so it must not change anything outside the database
+        before it returns.
+        """
+
+        def body(conn: psycopg.Connection[Any]) -> T:
+            with conn.transaction():
+                _configure_transaction(conn, tenant, settings)
+                return work(conn)
+
+        return self._attempts(body, write, pipelined=False)
+
+    def _attempts(self, body: Callable[[psycopg.Connection[Any]], T], write: bool, pipelined: bool) -> T:
+        """`body` on a pooled connection: again (up to RETRIES) after a rollback by the server, and a read once
+        more after a broken connection; DatabaseUnavailableError when that does not help."""
+        broken = 0
+        for attempt in range(RETRIES + 1):
+            try:
+                return self._once(body, write)
+            except _RolledBack as exc:
+                if attempt == RETRIES:
+                    raise DatabaseUnavailableError(str(exc)) from None
+                log.info("PostgreSQL rolled a transaction back (%s); running it again", exc)
+            except _BrokenConnection as exc:
+                broken += 1
+                if write or broken > 1:
+                    raise DatabaseUnavailableError(str(exc)) from None
+                log.info("retrying a read on a fresh connection to %s", self.where)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _once(self, body: Callable[[psycopg.Connection[Any]], T], write: bool) -> T:
         pool = self._pool
         if pool is None:
             raise StoreError("the PostgreSQL backend is closed")
-        config = {"memserver.tenant": tenant, **(settings or {})}
-        setup = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in config)
+        outcome = "the write may or may not have been applied" if write else "nothing was changed"
         try:
-            with pool.connection() as conn:
-                with conn.pipeline():
-                    conn.execute(setup, [item for pair in config.items() for item in pair])
-                    cursors = [conn.execute(query, params) for query, params in statements]
-                return cursors
+            with pool.connection() as conn, self.watchdog.guard(conn) as call:
+                try:
+                    return body(conn)
+                except psycopg.OperationalError as exc:
+                    if call["expired"]:
+                        raise _BrokenConnection(
+                            f"PostgreSQL at {self.where} did not answer within {self.watchdog.timeout:.0f} s; {outcome}"
+                        ) from None
+                    if _rolled_back(exc):
+                        raise _RolledBack(
+                            f"PostgreSQL at {self.where} is busy ({_first_line(exc)}); nothing was changed. Try again"
+                        ) from None
+                    if isinstance(exc, psycopg.errors.QueryCanceled):
+                        raise DatabaseUnavailableError(
+                            f"PostgreSQL at {self.where} cancelled the call ({_first_line(exc)}); nothing was changed"
+                        ) from None
+                    if not conn.broken:
+                        raise StoreError(
+                            f"PostgreSQL at {self.where} refused the call ({_first_line(exc)}); nothing was changed"
+                        ) from None
+                    raise
         except PoolTimeout:
             raise DatabaseUnavailableError(
                 f"PostgreSQL at {self.where} is unreachable (no connection within {CALL_TIMEOUT_S:.0f} s); "
@@ -193,7 +289,6 @@ class Database:
         except psycopg.OperationalError as exc:
             with contextlib.suppress(Exception):
                 pool.check()  # drop the other connections the same outage broke
-            outcome = "the write may or may not have been applied" if write else "nothing was changed"
             raise _BrokenConnection(
                 f"the connection to PostgreSQL at {self.where} failed during the call ({_first_line(exc)}); {outcome}"
             ) from None
@@ -275,6 +370,24 @@ class Database:
 
 class _BrokenConnection(DatabaseUnavailableError):
     """A connection broke during a call (as opposed to: no connection could be had)."""
+
+
+class _RolledBack(DatabaseUnavailableError):
+    """The server rolled the transaction back (deadlock, serialization failure, lock timeout): nothing changed."""
+
+
+def _rolled_back(exc: psycopg.Error) -> bool:
+    """Whether the server rolled the transaction back on its own: class 40 (serialization failure, deadlock
+    detected: psycopg's DeadlockDetected is no TransactionRollback subclass) or 55P03 (lock_timeout)."""
+    state = exc.sqlstate or ""
+    return state.startswith("40") or state == "55P03"
+
+
+def _configure_transaction(conn: psycopg.Connection[Any], tenant: str, settings: Mapping[str, str] | None) -> None:
+    """The transaction-local settings: the tenant row-level security reads, and the caller's (hnsw.*)."""
+    config = {"memserver.tenant": tenant, **(settings or {})}
+    setup = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in config)
+    conn.execute(setup, [item for pair in config.items() for item in pair])
 
 
 def _first_line(exc: BaseException) -> str:

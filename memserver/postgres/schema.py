@@ -80,15 +80,16 @@ def ensure_schema(conn: psycopg.Connection[Any], model: str, dim: int) -> int:
     return applied
 
 
-def migrate(conn: psycopg.Connection[Any], dim: int) -> int:
-    """Apply the missing migrations under the advisory lock; returns how many ran (0 if another process won)."""
+def migrate(conn: psycopg.Connection[Any], dim: int, *, upto: int | None = None) -> int:
+    """Apply the missing migrations (up to version `upto`, default all) under the advisory lock; returns how many
+    ran (0 if another process won)."""
     applied = 0
     conn.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
     try:
         _prepare(conn)
         have = current_version(conn)
         for migration in migrations():
-            if migration.version <= have:
+            if migration.version <= have or (upto is not None and migration.version > upto):
                 continue
             with conn.transaction():
                 conn.execute(f"SET LOCAL search_path = {SCHEMA}, {_vector_schema(conn)}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memserver.inputs import SearchFilter
+from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, stored_namespace
 from memserver.postgres.terms import BM25_SCORES
 
 EF_SEARCH = 400  # hnsw.ef_search floor (pgvector: 40); see docs/scale-out.md, "vector or halfvec"
@@ -39,7 +40,11 @@ EXACT_MIN = 1_000
 EXACT_MAX = 20_000
 MAX_SCAN_TUPLES = 100_000  # hnsw.max_scan_tuples: how far an iterative scan may go before giving up (default 20k)
 
-MEMORY_COLUMNS = "m.id, m.seq, m.created_at, m.content, m.tags, m.source"
+# As of a time T (history.py's rule): stored by T, not replaced by a memory stored by T, not forgotten by T.
+AS_OF = (
+    "m.created_at <= %(as_of)s::timestamptz AND (m.replaced_at IS NULL OR m.replaced_at > %(as_of)s::timestamptz) "
+    "AND (m.forgotten_at IS NULL OR m.forgotten_at > %(as_of)s::timestamptz)"
+)
 
 
 @dataclass(frozen=True)
@@ -52,43 +57,83 @@ def ef_search(depth: int) -> int:
     return min(EF_SEARCH_MAX, max(EF_SEARCH, 2 * depth))
 
 
-def choose(tenant_rows: int, table_rows: int, depth: int, filtered: bool) -> Plan:
-    """The plan for a search of `depth` among `tenant_rows` (of `table_rows` in the table), given cached counts."""
-    crossover = math.sqrt(COST_RATIO * ef_search(depth) * max(table_rows, tenant_rows, 1))
+def choose(candidates: int, table_rows: int, depth: int, filtered: bool) -> Plan:
+    """The plan for a search of `depth` among at most `candidates` rows (of `table_rows` in the table), given
+    cached counts; `filtered`: some filter (or the namespace) may pass fewer than `candidates`."""
+    crossover = math.sqrt(COST_RATIO * ef_search(depth) * max(table_rows, candidates, 1))
     exact_max = int(min(EXACT_MAX, max(EXACT_MIN, crossover)))
-    if tenant_rows <= exact_max:
+    if candidates <= exact_max:
         return Plan("exact", exact_max)
     return Plan("probe" if filtered else "ann", exact_max)
 
 
-def filter_sql(f: SearchFilter) -> tuple[str, dict[str, Any]]:
-    """The WHERE conditions (on alias m) for tenant %(tenant)s and the filters, and their parameters."""
-    conds = ["m.tenant = %(tenant)s"]
-    params: dict[str, Any] = {}
+def filter_sql(f: SearchFilter, *, held: bool = False) -> tuple[str, dict[str, Any]]:
+    """The WHERE conditions (on alias m) for tenant %(tenant)s, the namespace and the filters, and their parameters.
+
+    Current memories only, unless `f.as_of` asks for those that stood then, or `held` for the replaced ones too
+    (select with include_replaced). Tags are matched through memory_tags for current memories (an index under
+    row-level security, see migration 1), on the row's own array otherwise (memory_tags holds current ones only).
+    """
+    conds = ["m.tenant = %(tenant)s", "m.namespace = %(namespace)s"]
+    params: dict[str, Any] = {"namespace": stored_namespace(f.namespace)}
+    every = held or f.as_of is not None
+    if f.as_of is not None:
+        conds.append(AS_OF)
+        params["as_of"] = f.as_of
+    elif held:
+        conds.append("m.forgotten_at IS NULL")
+    else:
+        conds.append(CURRENT)
     if f.tags:
         conds.append(
-            "m.seq IN (SELECT g.seq FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s AND g.tag = ANY(%(tags)s))"
+            "m.tags && %(tags)s::text[]"
+            if every
+            else "m.seq IN (SELECT g.seq FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s "
+            "AND g.tag = ANY(%(tags)s))"
         )
         params["tags"] = list(f.tags)
     if f.source is not None:
         conds.append("m.source = %(source)s")
         params["source"] = f.source
+    for name in ("speaker", "role", "session"):
+        value = getattr(f, name)
+        if value is not None:
+            conds.append(f"m.{name} = %({name})s")
+            params[name] = value
     if f.since is not None:
-        conds.append("m.created_at >= %(since)s::timestamptz")
+        conds.append(f"{OCCURRED} >= %(since)s::timestamptz")
         params["since"] = f.since
     if f.until is not None:
-        conds.append(f"m.created_at {'<=' if f.until_inclusive else '<'} %(until)s::timestamptz")
+        conds.append(f"{OCCURRED} {'<=' if f.until_inclusive else '<'} %(until)s::timestamptz")
         params["until"] = f.until
     return " AND ".join(conds), params
 
 
-def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool) -> str:
-    """One statement returning (n, exact, ranking, rank_score, <memory columns>, distance) rows.
+# The tenant's current memories, the table's rows (an estimate), the namespace's current memories: plan inputs.
+COUNTS = (
+    "SELECT (SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %(tenant)s) AS n, "
+    "(SELECT reltuples FROM pg_class WHERE oid = 'memserver.memories'::regclass) AS table_rows, "
+    "(SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %(tenant)s "
+    "AND namespace = %(namespace)s) AS in_namespace"
+)
+# Where search_sql's rows hold what: the counts, the ranking (1 vector, 2 keyword) and its score, the memory.
+N, TABLE_ROWS, EXACT, IN_NAMESPACE, RANKING, RANK_SCORE, MEMORY = range(7)
+DIST = MEMORY + 13
+
+
+def search_sql(
+    plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool, unfiltered: bool = False, lateral: bool = True
+) -> str:
+    """One statement returning (n, table_rows, exact, in_namespace, ranking, rank_score, <COLUMNS>, distance) rows.
 
     ranking 1 rows are the vector ranking (rank_score: cosine distance), ranking 2 the keyword one (BM25); a
     memory in both comes twice. The first row always exists (LEFT JOIN from `info`), so `n` (the tenant's
     memories) and `exact` (which branch ran) arrive even when nothing matched. Parameters: tenant, q, depth,
-    terms, exact_max and those of filter_sql.
+    terms, exact_max and those of filter_sql. `unfiltered`: the caller knows that only current memories of the
+    namespace are asked for and the namespace holds every current memory of the tenant (so every posting is a
+    candidate: the keyword ranking may cut before joining; the caller checks `in_namespace` == `n` after).
+    `lateral`: the HNSW/probe keyword branch looks each scored row up by (tenant, seq) (False: a plain join, which
+    the planner answered with a scan of every row of the tenant; benchmarks/postgres_keyword.py compares them).
     """
     where, _ = filter_sql(f)
     ctes: list[str] = []
@@ -130,22 +175,27 @@ def search_sql(plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool) -> s
             # score (ties included) are joined to memories for it.
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
             cut = "s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT %(depth)s) x)"
-            if not f.empty:
+            if not unfiltered:
                 cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
-            parts.append(
-                "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
-                f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
-                "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
-            )
+            if lateral:  # one (tenant, seq) lookup per scored row passing the cut (review S1)
+                parts.append(
+                    "(SELECT s.seq, s.bm25 FROM scored s CROSS JOIN LATERAL (SELECT m.created_at FROM "
+                    f"memserver.memories m WHERE {where} AND m.seq = s.seq OFFSET 0) m WHERE {cut}{guard} "
+                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                )
+            else:  # the join the planner turned into a scan of the tenant's time index (kept for the benchmark)
+                parts.append(
+                    "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
+                    f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
+                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                )
         ctes.append(f"words AS ({' UNION ALL '.join(parts)})")
         branches.append("SELECT seq, 2 AS ranking, bm25 AS rank_score FROM words")
-    ctes.append(
-        "info AS (SELECT (SELECT coalesce(sum(docs), 0) FROM memserver.tenant_stats WHERE tenant = %(tenant)s) AS n, "
-        f"(SELECT reltuples FROM pg_class WHERE oid = 'memserver.memories'::regclass) AS table_rows, {exact} AS exact)"
-    )
+    ctes.append(f"info AS ({COUNTS}, {exact} AS exact)")
     ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
     return (
         "WITH " + ",\n".join(ctes) + "\n"
-        f"SELECT i.n, i.table_rows, i.exact, h.ranking, h.rank_score, {MEMORY_COLUMNS}, m.embedding <=> %(q)b AS dist "
+        f"SELECT i.n, i.table_rows, i.exact, i.in_namespace, h.ranking, h.rank_score, {COLUMNS}, "
+        "m.embedding <=> %(q)b AS dist "
         "FROM info i LEFT JOIN (hits h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq) ON true"
     )

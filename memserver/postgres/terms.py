@@ -2,7 +2,7 @@
 
 Text is tokenised here, in Python, by memserver's own tokenizer (memserver.terms), never by PostgreSQL's text
 search: both engines then index and query exactly the same terms (ids glued, accents folded, plurals stemmed, the
-date words of created_at). A memory row carries its distinct terms and their frequencies; triggers copy them into
+date words of occurred_at). A memory row carries its distinct terms and their frequencies; triggers copy them into
 `postings` (see migrations/0001). BM25 is scored in SQL from per-tenant statistics: documents and total length
 from `tenant_stats`, document frequencies counted from the postings of the query's terms (the same index range
 the scoring reads anyway), with the local store's k1 and b. `ts_rank_cd` was not used: it has no IDF.
@@ -37,9 +37,9 @@ class IndexedText:
 _term = functools.lru_cache(maxsize=1 << 17)(normalise)
 
 
-def indexed(content: str, created_at: str) -> IndexedText:
-    """The terms of a memory: its content and the date words of its created_at (as the local store indexes)."""
-    raw = raw_tokens(f"{content} {date_text(created_at)}")
+def indexed(content: str, occurred_at: str) -> IndexedText:
+    """The terms of a memory: its content and the date words of its occurred_at (as the local store indexes)."""
+    raw = raw_tokens(f"{content} {date_text(occurred_at)}")
     counts = Counter(term for term in map(_term, raw) if term is not None)
     return IndexedText(list(counts), list(counts.values()), sum(counts.values()))
 
@@ -52,10 +52,11 @@ def query_terms(query: str) -> list[str]:
 
 # BM25 of the postings of %(terms)s for tenant %(tenant)s, one row per memory (seq, bm25). `df` counts a term's
 # postings over the whole tenant, before any filter, like the local index (filters restrict candidates, not the
-# statistics); the window count and the scoring read the same index-only range scan.
+# statistics); the window count and the scoring read the same index-only range scan. Every literal is float8: a
+# bare 2.2 is numeric in SQL, and numeric arithmetic is slower (review S2; benchmarks/postgres_keyword.py).
 BM25_SCORES = f"""
-    SELECT p.seq, sum(ln(1 + (st.n - p.df + 0.5) / (p.df + 0.5)) * {K1 + 1} * p.tf
-                      / (p.tf + {K1} * (1 - {B} + {B} * p.doc_len / st.avgdl))) AS bm25
+    SELECT p.seq, sum(ln(1 + (st.n - p.df + 0.5::float8) / (p.df + 0.5::float8)) * {K1 + 1}::float8 * p.tf
+                      / (p.tf + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS bm25
     FROM (SELECT seq, tf, doc_len, count(*) OVER (PARTITION BY term) AS df
           FROM memserver.postings WHERE tenant = %(tenant)s AND term = ANY(%(terms)s)) p,
          (SELECT coalesce(sum(docs), 0)::float8 AS n,

@@ -17,6 +17,7 @@ def test_add_returns_the_memory_as_stored(store: Backend) -> None:
         "id": m.id,
         "content": "The staging database password rotates every Monday",
         "created_at": m.created_at,
+        "occurred_at": m.created_at,  # when it happened: the storage time, as none was given
         "tags": ["ops", "db"],
         "source": "chat",
     }
@@ -84,6 +85,7 @@ def test_unicode_round_trips(store: Backend) -> None:
         "id": m.id,
         "content": content,
         "created_at": m.created_at,
+        "occurred_at": m.created_at,
         "tags": ["café", "日本", "עברית", "😀"],
         "source": "ノート/é",
     }

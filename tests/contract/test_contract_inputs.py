@@ -160,12 +160,9 @@ def test_an_input_error_is_a_value_error(store: Backend) -> None:
         store.get("nope")
 
 
-# --- bugs: the right behaviour, pinned as expected failures ----------------------------------------------------------
+# --- batches: named by position, and not mistaken for items -----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="the source check takes no position: it says 'source must ...'"
-)
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -188,9 +185,6 @@ def test_a_bad_source_in_a_batch_is_named_by_position(store: Backend, call: Call
     assert str(exc.value) == message
 
 
-@pytest.mark.xfail(
-    strict=True, raises=pytest.fail.Exception, reason="add_many iterates a string as its characters, storing each"
-)
 def test_add_many_refuses_a_string(store: Backend) -> None:
     """add_many("text") is an input error (a list of items was meant), and stores nothing."""
     with pytest.raises(InvalidInputError, match="items"):
@@ -198,9 +192,6 @@ def test_add_many_refuses_a_string(store: Backend) -> None:
     assert store.stats()["count"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True, raises=TypeError, reason="add_many(None) and import_(None) raise TypeError, not InvalidInputError"
-)
 @pytest.mark.parametrize("call", [lambda s: s.add_many(None), lambda s: s.import_(None)], ids=["add_many", "import_"])
 def test_none_instead_of_a_list_is_an_input_error(store: Backend, call: Call) -> None:
     """Passing None for the list of items or records is an InvalidInputError, like every other wrong type."""

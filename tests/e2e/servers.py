@@ -127,6 +127,14 @@ class HttpServer:
     process: subprocess.Popen[str]
     url: str
     log: list[str] = field(default_factory=list)
+    logged: threading.Condition = field(default_factory=threading.Condition)  # notified on each line of `log`
+
+    def wait_for_log(self, text: str, timeout: float = TIMEOUT) -> str:
+        """The first line of the server's stderr holding `text`, waiting up to `timeout` for it to be written."""
+        with self.logged:
+            if not self.logged.wait_for(lambda: any(text in line for line in self.log), timeout):
+                raise AssertionError(f"the server did not log {text!r}; it logged:\n" + "".join(self.log[-30:]))
+            return next(line for line in self.log if text in line)
 
     @property
     def sse_url(self) -> str:
@@ -138,8 +146,8 @@ class HttpServer:
 def http_server(data_dir: Path, *args: str, command: Sequence[str] | None = None, **env: str) -> Iterator[HttpServer]:
     """Run `memserver serve --http --port 0 ARGS` (or `command`) and yield it once it prints its URL."""
     command = [*SERVE, "--http", "--port", "0", *args] if command is None else list(command)
-    with _spawned(command, r"serving MCP at (\S+)", server_env(data_dir, **env)) as (process, url, lines):
-        yield HttpServer(process, url, lines)
+    with _spawned(command, r"serving MCP at (\S+)", server_env(data_dir, **env)) as (process, url, lines, logged):
+        yield HttpServer(process, url, lines, logged)
 
 
 @contextmanager
@@ -147,15 +155,16 @@ def round_robin(*upstreams: str) -> Iterator[str]:
     """A proxy (tests/e2e/round_robin.py) that sends each request to the next of `upstreams` (base URLs, no path)
     in turn; yields its base URL."""
     command = [sys.executable, "-m", "tests.e2e.round_robin", *upstreams]
-    with _spawned(command, r"proxying at (\S+)", dict(os.environ)) as (_, url, _lines):
+    with _spawned(command, r"proxying at (\S+)", dict(os.environ)) as (_, url, _lines, _logged):
         yield url
 
 
 @contextmanager
 def _spawned(
     command: Sequence[str], announcement: str, env: dict[str, str]
-) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
-    """Run `command` from ROOT; yield it, the URL its stderr announces, and its stderr lines; stop it afterwards."""
+) -> Iterator[tuple[subprocess.Popen[str], str, list[str], threading.Condition]]:
+    """Run `command` from ROOT; yield it, the URL its stderr announces, its stderr lines and the condition notified
+    on each line; stop it afterwards."""
     process = subprocess.Popen(
         list(command),
         cwd=ROOT,
@@ -166,13 +175,16 @@ def _spawned(
         text=True,
     )
     lines: list[str] = []
+    logged = threading.Condition()
     found = threading.Event()
     url: list[str] = []
 
     def drain() -> None:  # keep reading so the pipe never fills; remember the URL line
         assert process.stderr is not None
         for line in process.stderr:
-            lines.append(line)
+            with logged:
+                lines.append(line)
+                logged.notify_all()
             match = re.search(announcement, line)
             if match and not url:
                 url.append(match.group(1))
@@ -187,7 +199,7 @@ def _spawned(
             except subprocess.TimeoutExpired:
                 how = f"no URL announced within {START_TIMEOUT:g} s"
             raise RuntimeError(f"{' '.join(command[:6])} did not start ({how}):\n" + "".join(lines))
-        yield process, url[0], lines
+        yield process, url[0], lines, logged
     finally:
         process.terminate()
         try:

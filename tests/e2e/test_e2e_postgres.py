@@ -97,7 +97,9 @@ def test_export_from_postgresql_imports_into_the_local_store_and_back(
     done = subprocess.run([*SERVE[:-1], "export", "--database", database, "-o", str(dump)], **run)  # type: ignore[call-overload]
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in dump.read_text().splitlines()]
-    assert records and all(r.keys() == {"id", "content", "created_at", "tags", "source"} for r in records)
+    assert records and all(
+        r.keys() == {"id", "content", "created_at", "occurred_at", "tags", "source"} for r in records
+    )
     local = tmp_path / "local"
     done = subprocess.run([*SERVE[:-1], "import", "--data-dir", str(local), str(dump)], **run)  # type: ignore[call-overload]
     assert done.returncode == 0, done.stderr

@@ -22,10 +22,10 @@ from tests.e2e import ts_client
 from tests.e2e.servers import ROOT, SERVE, HttpServer, Live, http_server, http_session, server_env, stdio_session
 
 MODERN = "2026-07-28"
-# Exactly what phase A serves: no subscriptions and no list-changed notifications (yet).
+# Exactly what is served: resource subscriptions, and no list-changed notifications (no list ever changes).
 CAPABILITIES = {
     "tools": {"listChanged": False},
-    "resources": {"subscribe": False, "listChanged": False},
+    "resources": {"subscribe": True, "listChanged": False},
     "prompts": {"listChanged": False},
     "completions": {},
     "logging": {},
@@ -85,7 +85,7 @@ def test_capabilities_show_exactly_what_is_served(live: Live) -> None:
 def test_prompts_list_shows_both_prompts_and_their_arguments(live: Live) -> None:
     listed = {p.name: p for p in live.list_prompts().prompts}
     assert list(listed) == ["recall-context", "remember-session"]
-    assert [(a.name, a.required) for a in listed["recall-context"].arguments] == [("topic", True)]
+    assert [(a.name, a.required) for a in listed["recall-context"].arguments] == [("topic", True), ("namespace", False)]
     assert [(a.name, a.required) for a in listed["remember-session"].arguments] == [("focus", False)]
     assert all(p.title and p.description for p in listed.values())
 

@@ -218,6 +218,14 @@ class CaseMaker:
                 "memory://tags/😀",
                 "",
                 "memory://tags/\u0000",
+                "memory://recent?namespace=user%3Aalice",
+                f"memory://memories/{known}?namespace=elsewhere",
+                "memory://recent?namespace=",
+                "memory://recent?",
+                "memory://tags?namespace=a&namespace=b",
+                "memory://tags/work?namespace=%0Aevil",
+                "memory://stats?namespace=" + "%41" * 300,
+                "memory://namespaces?namespace=../../etc",
             ]
         )
         request_id = self.next_id()

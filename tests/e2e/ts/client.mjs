@@ -1,17 +1,23 @@
 // memserver through the TypeScript SDK's client: a second, independent MCP client for the end-to-end tests.
 //
-//   node client.mjs '{"scenario": "surface" | "gated", "transport": "stdio" | "http" | "sse", ...}'
+//   node client.mjs '{"scenario": "surface" | "gated" | "subscriptions" | "forgetting", "transport": "stdio" | "http" | "sse", ...}'
 //
 // stdio: {"command", "args", "env", "cwd"} spawn the server; http: {"url", "token"} (streamable HTTP); sse:
 // {"url" of /sse, "token"} (the legacy HTTP+SSE transport, SSEClientTransport). "gated" (against
-// tests/e2e/gated_server.py) also takes {"gate": FIFO path}. Prints one JSON object of what it saw on stdout;
-// the pytest side (tests/e2e/test_e2e_ts.py) makes the assertions.
+// tests/e2e/gated_server.py) also takes {"gate": FIFO path}; "subscriptions" takes {"writer": {"command", "args",
+// "env", "cwd"}}, a second server on the same data directory that writes while the first one's client listens;
+// "forgetting" declares the elicitation capability and answers forget_matching's questions. Prints one JSON object
+// of what it saw on stdout; the pytest side (tests/e2e/test_e2e_*.py) makes the assertions.
 import { writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ElicitRequestSchema,
+  LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 
 const config = JSON.parse(process.argv[2]);
 const TIMEOUT = { timeout: 60_000 };
@@ -116,10 +122,96 @@ async function gated(client, gate) {
   return { cancelled, cancelledProgress, failed, failedProgress, kept, keptProgress, recent, events };
 }
 
-const client = new Client({ name: "memserver-ts-e2e", version: "1.0.0" });
+async function subscriptions(client, writerConfig) {
+  // notifications/resources/updated, in arrival order; `until` waits (bounded) for one URI to be among them.
+  const updates = [];
+  let arrived = () => {};
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+    updates.push(notification.params.uri);
+    arrived();
+  });
+  const until = async (uri) => {
+    const deadline = Date.now() + TIMEOUT.timeout;
+    while (!updates.includes(uri)) {
+      if (Date.now() > deadline) throw new Error(`no notifications/resources/updated for ${uri}; got ${updates}`);
+      await new Promise((resolve) => {
+        arrived = resolve;
+        setTimeout(resolve, 1000);
+      });
+    }
+  };
+  // The other window: a second memserver process on the same data directory.
+  const writer = new Client({ name: "memserver-ts-e2e-writer", version: "1.0.0" });
+  await writer.connect(transportFor({ transport: "stdio", ...writerConfig }));
+  const seen = { capabilities: client.getServerCapabilities() };
+  try {
+    const tagUri = "memory://tags/ts-subscriptions";
+    await client.subscribeResource({ uri: tagUri }, TIMEOUT);
+    const remember = (content) => ({ name: "remember", arguments: { content, tags: ["ts-subscriptions"] } });
+    await writer.callTool(remember("The other window stored this for the TypeScript client."), undefined, TIMEOUT);
+    await until(tagUri);
+    seen.updatedByOther = updates.find((uri) => uri === tagUri);
+
+    const stored = (await client.callTool({ name: "remember", arguments: { content: "A fact the TS client forgets." } }, undefined, TIMEOUT)).structuredContent;
+    seen.memoryUri = `memory://memories/${stored.id}`;
+    await client.subscribeResource({ uri: seen.memoryUri }, TIMEOUT);
+    await client.callTool({ name: "forget", arguments: { memory_id: stored.id } }, undefined, TIMEOUT);
+    await until(seen.memoryUri);
+    seen.updatedByItself = seen.memoryUri;
+
+    await client.unsubscribeResource({ uri: tagUri }, TIMEOUT);
+    await client.subscribeResource({ uri: "memory://stats" }, TIMEOUT);
+    updates.length = 0;
+    await writer.callTool(remember("Stored after the TypeScript client unsubscribed."), undefined, TIMEOUT);
+    await until("memory://stats");
+    seen.afterUnsubscribe = [...updates];
+  } finally {
+    await writer.close();
+  }
+  return seen;
+}
+
+async function forgetting(client, config) {
+  // The person answers yes to the first question, no to the second; what they were asked is kept.
+  const answers = ["accept", "decline"];
+  const seen = {};
+  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    seen.question ??= request.params.message;
+    const action = answers.shift();
+    return action === "accept" ? { action, content: { confirm: true } } : { action };
+  });
+  const call = (name, args) => client.callTool({ name, arguments: args }, undefined, TIMEOUT);
+  const storeTagged = async (tag) => {
+    for (const n of [1, 2]) await call("remember", { content: `TypeScript fact ${n} about ${tag}.`, tags: [tag] });
+  };
+  const left = async (tag) => (await call("list_recent", { tags: [tag] })).structuredContent.memories.length;
+  await storeTagged("ts-forget-yes");
+  seen.accepted = await call("forget_matching", { tags: ["ts-forget-yes"] });
+  seen.leftAfterYes = await left("ts-forget-yes");
+  await storeTagged("ts-forget-no");
+  seen.declined = await call("forget_matching", { tags: ["ts-forget-no"] });
+  seen.leftAfterNo = await left("ts-forget-no");
+  // A second client that declares no elicitation capability: refused, nothing forgotten.
+  const plain = new Client({ name: "memserver-ts-e2e-plain", version: "1.0.0" });
+  await plain.connect(transportFor(config));
+  try {
+    seen.withoutElicitation = await plain.callTool({ name: "forget_matching", arguments: { tags: ["ts-forget-no"] } }, undefined, TIMEOUT);
+  } finally {
+    await plain.close();
+  }
+  return seen;
+}
+
+const capabilities = config.scenario === "forgetting" ? { capabilities: { elicitation: {} } } : {};
+const client = new Client({ name: "memserver-ts-e2e", version: "1.0.0" }, capabilities);
 await client.connect(transportFor(config));
 try {
-  const seen = config.scenario === "gated" ? await gated(client, config.gate) : await surface(client);
+  const scenarios = {
+    gated: () => gated(client, config.gate),
+    subscriptions: () => subscriptions(client, config.writer),
+    forgetting: () => forgetting(client, config),
+  };
+  const seen = await (scenarios[config.scenario] ?? (() => surface(client)))();
   process.stdout.write(JSON.stringify(seen) + "\n");
 } finally {
   await client.close();

@@ -1,0 +1,134 @@
+"""The rankings of a search on PostgreSQL: one statement (search.py's plans), run again when its plan proved wrong,
+and the as_of path, which ranks exactly over the memories that stood then.
+
+Each returns (vector ranking, keyword ranking, seq -> (memory, cosine)); backend.py fuses and cuts them as the
+local store does (fusion.hybrid_order, min_score, limit).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memserver import inputs
+from memserver.backend import Memory
+from memserver.bm25 import KeywordIndex
+from memserver.postgres import rows, search
+from memserver.postgres.pool import Database
+from memserver.postgres.rows import COLUMNS, CURRENT
+from memserver.terms import date_text
+
+__all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of"]
+
+log = logging.getLogger(__name__)
+
+Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]]]
+
+
+@dataclass
+class Estimates:
+    """The counts a plan is chosen by, as the last search of this backend found them (they may be stale: a plan
+    that proves wrong is run again)."""
+
+    tenant_rows: int  # current memories of the tenant
+    table_rows: int  # rows of the table, every tenant (an estimate)
+    in_namespace: dict[str, int] = field(default_factory=dict)  # current memories per namespace
+
+
+def rankings(
+    db: Database,
+    tenant: str,
+    est: Estimates,
+    q: np.ndarray,
+    f: inputs.SearchFilter,
+    depth: int,
+    *,
+    vector: bool,
+    words: list[str],
+) -> Rankings:
+    """(vector ranking, keyword ranking, seq -> (memory, cosine)), one statement; again if the plan's counts
+    were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly)."""
+    tenant_rows, table_rows = est.tenant_rows, est.table_rows
+    in_namespace = est.in_namespace.get(f.namespace, tenant_rows)
+    unfiltered = f.empty and in_namespace >= tenant_rows
+    plan = search.choose(in_namespace, table_rows, depth, not unfiltered)
+    _, params = search.filter_sql(f)
+    params |= {"tenant": tenant, "q": q, "depth": depth, "terms": words}
+    result: list[tuple[Any, ...]] = []
+    near_rows: list[tuple[float, Any, int]] = []
+    for _ in range(3):
+        sql = search.search_sql(plan, f, vector=vector, keyword=bool(words), unfiltered=unfiltered)
+        settings = None
+        if plan.kind != "exact":
+            settings = {
+                "hnsw.ef_search": str(search.ef_search(depth)),
+                "hnsw.iterative_scan": "strict_order",
+                "hnsw.max_scan_tuples": str(search.MAX_SCAN_TUPLES),
+            }
+        params["exact_max"] = plan.exact_max
+        result = db.run(tenant, [(sql, params)], settings=settings)[0].fetchall()
+        head = result[0]
+        n, space = int(head[search.N]), int(head[search.IN_NAMESPACE])
+        est.tenant_rows, est.table_rows = n, max(int(max(head[search.TABLE_ROWS] or 0, 0)), n)
+        est.in_namespace[f.namespace] = space
+        near_rows = ranked(result, 1)  # (distance, created_at, seq)
+        if unfiltered and space < n:
+            log.info("the namespace is not the whole tenant any more; searching again with it as a filter")
+            unfiltered = False
+            plan = search.choose(space, est.table_rows, depth, True)
+            continue
+        if vector and not bool(head[search.EXACT]) and len(near_rows) < min(depth, space):
+            log.info("HNSW returned %d of %d rows; ranking exactly", len(near_rows), depth)
+            plan = search.Plan("exact", plan.exact_max)
+            continue  # an iterative scan that gave up (max_scan_tuples): rank exactly instead
+        break
+    found = found_rows(result)
+    near = [seq for _, _, seq in near_rows]
+    keyed = [seq for _, _, seq in ranked(result, 2)]
+    return near, keyed, found
+
+
+def rankings_as_of(
+    db: Database, tenant: str, q: np.ndarray, text: str, f: inputs.SearchFilter, depth: int, words: list[str]
+) -> Rankings:
+    """As of a past time: exact over the memories that stood then. When all of them are current, the keyword
+    ranking is the tenant's BM25 (the statement of an exact search); when some are history or tombstones
+    (no postings), a BM25 index of the candidates alone, as the local store does (search.py `_keyword`)."""
+    where, params = search.filter_sql(f)
+    params |= {"tenant": tenant, "q": q}
+    held_sql = f"SELECT count(*) FROM memserver.memories m WHERE {where} AND NOT ({CURRENT})"
+    if not db.run(tenant, [(held_sql, params)])[0].fetchone()[0]:  # type: ignore[index]
+        plan = search.Plan("exact", search.EXACT_MAX)
+        sql = search.search_sql(plan, f, vector=True, keyword=bool(words))
+        params |= {"depth": depth, "terms": words, "exact_max": plan.exact_max}
+        result = db.run(tenant, [(sql, params)])[0].fetchall()
+        return [seq for *_, seq in ranked(result, 1)], [seq for *_, seq in ranked(result, 2)], found_rows(result)
+    sql = f"SELECT {COLUMNS}, m.embedding <=> %(q)b FROM memserver.memories m WHERE {where}"
+    candidates = db.run(tenant, [(sql, params)])[0].fetchall()
+    found = {r[1]: (rows.memory(r), 1.0 - float(r[rows.WIDTH])) for r in candidates}
+    near = [r[1] for r in sorted(candidates, key=lambda r: (r[rows.WIDTH], r[2], r[1]))][:depth]
+    keyed: list[int] = []
+    if words:
+        scratch = KeywordIndex()
+        scratch.add_many((seq, f"{m.content} {date_text(m.occurred_at)}") for seq, (m, _) in found.items())
+        keyed = [int(seq) for seq, _ in scratch.search(text, depth)]
+    return near, keyed, found
+
+
+def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
+    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq)."""
+    sign = 1.0 if ranking == 1 else -1.0
+    found = [r for r in result if r[search.RANKING] == ranking]
+    return sorted((sign * float(r[search.RANK_SCORE]), r[search.MEMORY + 2], r[search.MEMORY + 1]) for r in found)
+
+
+def found_rows(result: list[tuple[Any, ...]]) -> dict[int, tuple[Memory, float]]:
+    """seq -> (memory, cosine) of search_sql's result rows."""
+    return {
+        r[search.MEMORY + 1]: (rows.memory(r[search.MEMORY : search.DIST]), 1.0 - float(r[search.DIST]))
+        for r in result
+        if r[search.RANKING] is not None
+    }
