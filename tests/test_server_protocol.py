@@ -189,6 +189,7 @@ async def test_defaults_are_applied_and_filters_passed_to_the_store(client: Clie
         "until": None,
         "min_score": 0.3,
         "mode": "hybrid",
+        "explain": False,
     }
     assert recent == ("list_recent", (10, None))
     assert search2[1]["limit"] == 7 and isinstance(search2[1]["limit"], int)
