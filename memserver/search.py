@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import date
+from datetime import date, datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -65,37 +65,19 @@ def top_k(matrix: np.ndarray, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[
     return rows[top], scores[top]
 
 
-class _Cosines:
-    """Cosines to the query of the rows a ranking touched, computed once each from the stored vectors."""
-
-    def __init__(self, vectors: VectorFile, q: np.ndarray) -> None:
-        self.vectors, self.q = vectors, q
-        self.rows, self.values = _NO_ROWS, _NO_SCORES
-
-    def add(self, rows: np.ndarray, values: np.ndarray) -> None:
-        rows = np.concatenate([self.rows, rows])
-        values = np.concatenate([self.values, values.astype(np.float32)])
-        order = np.argsort(rows, kind="stable")
-        self.rows, self.values = rows[order], values[order]
-
-    def get(self, rows: np.ndarray) -> np.ndarray:
-        if not len(rows):
-            return _NO_SCORES
-        at = np.minimum(np.searchsorted(self.rows, rows), max(len(self.rows) - 1, 0))
-        known = (self.rows[at] == rows) if len(self.rows) else np.zeros(len(rows), bool)
-        if not known.all():
-            missing = np.unique(rows[~known])
-            self.add(missing, np.einsum("ij,j->i", self.vectors.matrix(missing), self.q))
-            at = np.searchsorted(self.rows, rows)
-        return self.values[at]
-
-
-def _lookup(keys: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """values[keys == row] for each row (keys sorted), 0 where a row is not among the keys or is -1."""
+def _lookup(keys: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values[keys == row] for each row, 0 where a row is not among the keys or is -1; and where it was), with
+    `keys` sorted."""
     if not len(keys) or not len(rows):
-        return np.zeros(len(rows))
+        return np.zeros(len(rows)), np.zeros(len(rows), bool)
     at = np.minimum(np.searchsorted(keys, rows), len(keys) - 1)
-    return np.where((keys[at] == rows) & (rows >= 0), values[at], 0.0)
+    found = (keys[at] == rows) & (rows >= 0)
+    return np.where(found, values[at], 0.0), found
+
+
+def _member(rows: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """Which of `rows` are in `of` (sorted): a mask."""
+    return _lookup(of, of, rows)[1]
 
 
 def _admitted(rows: np.ndarray, cand: np.ndarray | None) -> np.ndarray:
@@ -252,9 +234,9 @@ class Searcher:
     ) -> tuple[np.ndarray, np.ndarray, Explainer | None]:
         """Rows in hybrid order (ranking.py) with their cosines to `q`. The first DEPTH come from pools of DEPTH a
         side whatever `limit` is; a larger `limit` is filled from deeper pools, after them."""
-        now = f.as_of or inputs.now()
         past = f.as_of is not None
-        a = QueryAnalysis.of(text, self.context.named_speakers(text), date.fromisoformat(now[:10]))
+        today = date.fromisoformat(f.as_of[:10]) if f.as_of else datetime.now(timezone.utc).date()  # "last week"
+        a = QueryAnalysis.of(text, self.context.named_speakers(text), today)
         passes = [self._fused(q, text, DEPTH, cand, past, a)]
         order = passes[0].pool[passes[0].order]
         if limit > DEPTH:
@@ -286,32 +268,49 @@ class Searcher:
     ) -> Fused:
         """The hybrid ranking over pools of `depth` rows a side, and what its scores were made of."""
         context = self.context
-        cosines = _Cosines(self.vectors, q)
-        # Vector side: every candidate when they are few (the filtered case), else HNSW's best `depth` and the turns
-        # that follow them (their question matched: the answer may be next).
-        if cand is not None and (past or self._exact(cand)):
-            vrows = cand
-            cosines.add(cand, np.einsum("ij,j->i", self.vectors.matrix(cand), q))
+        # The vector side's rows: every candidate when they are few (the filtered case), else HNSW's best `depth`
+        # and the turns that follow them (their question matched: the answer may be next).
+        exact = cand is not None and (past or self._exact(cand))
+        if exact:
+            assert cand is not None
+            vrows, vcos = cand, np.einsum("ij,j->i", self.vectors.matrix(cand), q)
         else:
             found, found_cos = self.rank(q, depth, cand, past)
-            cosines.add(found, found_cos)
-            vrows = sorted_union(found, _admitted(_present(context.neighbours(found)[1]), cand))
-        vec, _, _, _ = self._vector_side(vrows, cosines)
-        near = vrows[ranking.top_rows(vrows, vec, min(depth, len(vrows)))]
-        # Keyword side: the BM25 matches (all of them among few candidates), and the turns that follow them.
+            by_row = np.argsort(found)
+            vrows, vcos = found[by_row], found_cos[by_row]
+        # The keyword side's: the BM25 matches (all of them among few candidates), and the turns that follow them.
         k = len(cand) if cand is not None and len(cand) <= KEYWORD_ALL else 2 * depth
         matches = self._keyword(text, max(k, 1), cand, past)
         keys = np.fromiter((row for row, _ in matches), np.int64, len(matches))
         values = np.fromiter((score for _, score in matches), np.float64, len(matches))
         by_row = np.argsort(keys)
         keys, values = keys[by_row], values[by_row]
-        wrows = sorted_union(keys, _admitted(_present(context.neighbours(keys)[1]), cand)) if len(keys) else keys
-        kw, _, _, _ = self._keyword_side(wrows, keys, values)
-        words = wrows[ranking.top_rows(wrows, kw, min(depth, len(wrows)))]
-        # The pool, fused.
-        pool = sorted_union(near, words)
-        vec, cos, prev_cos, next_cos = self._vector_side(pool, cosines)
-        kw, bm, prev_bm, prev_row = self._keyword_side(pool, keys, values)
+        if exact:
+            rows = vrows
+            prev, nxt = context.neighbours(rows)
+            eligible = np.ones(len(rows), bool)
+        else:
+            base = sorted_union(vrows, keys)
+            rows = sorted_union(base, _admitted(_present(context.neighbours(base)[1]), cand))
+            prev, nxt = context.neighbours(rows)
+            eligible = _member(rows, vrows) | _member(rows, _present(context.neighbours(vrows)[1]))
+        # Every row's sides, its neighbours' parts included.
+        cos = self._cosines(q, rows, vrows, vcos)
+        prev_cos = next_cos = np.zeros(len(rows))
+        if context.has_sessions():
+            around = np.unique(_present(np.concatenate([prev, nxt])))
+            around_cos = self._cosines(q, around, rows, cos)
+            prev_cos, next_cos = _lookup(around, around_cos, prev)[0], _lookup(around, around_cos, nxt)[0]
+        vec = cos + ranking.PREV_VECTOR * prev_cos + ranking.NEXT_VECTOR * next_cos
+        bm, prev_bm = _lookup(keys, values, rows)[0], _lookup(keys, values, prev)[0]
+        kw = bm + ranking.PREV_KEYWORD * prev_bm
+        # Each side's best `depth`, ties by row; the pool is both.
+        vpos = np.flatnonzero(eligible)
+        near = vpos[ranking.top_rows(rows[vpos], vec[vpos], min(depth, len(vpos)))]
+        wpos = np.flatnonzero(kw > 0)
+        words = wpos[ranking.top_rows(rows[wpos], kw[wpos], min(depth, len(wpos)))]
+        at = sorted_union(near, words)
+        pool = rows[at]
         speaker = np.zeros(len(pool), bool)
         if a.speaker_codes:
             table = np.zeros(len(self.catalog.speakers.names), bool)
@@ -321,45 +320,34 @@ class Searcher:
         if a.windows:
             window = ranking.window_mask([self.catalog.occurred_at(r) for r in pool.tolist()], a.windows)
         when = context.timewords(pool) if a.when else np.zeros(len(pool), bool)
-        order, score = ranking.fuse(pool, vec, kw, speaker, window, when)
+        order, score = ranking.fuse(pool, vec[at], kw[at], speaker, window, when)
+        p, n = prev[at], nxt[at]
         return Fused(
             pool,
             order,
             score,
-            vec,
-            cos,
-            prev_cos,
-            next_cos,
-            kw,
-            bm,
-            prev_bm,
-            prev_row,
+            vec[at],
+            cos[at],
+            np.where(p >= 0, prev_cos[at], np.nan),
+            np.where(n >= 0, next_cos[at], np.nan),
+            kw[at],
+            bm[at],
+            prev_bm[at],
+            p,
             speaker,
             window,
             when,
-            near,
-            words,
+            rows[near],
+            rows[words],
         )
 
-    def _vector_side(self, rows: np.ndarray, cosines: _Cosines) -> tuple[np.ndarray, ...]:
-        """(vec, cos, previous turn's cos, next turn's cos) of `rows`; nan where a turn has no such neighbour."""
-        cos = cosines.get(rows).astype(np.float64)
-        prev, nxt = self.context.neighbours(rows)
-        prev_cos = np.full(len(rows), np.nan)
-        next_cos = np.full(len(rows), np.nan)
-        if (prev >= 0).any() or (nxt >= 0).any():
-            prev_cos[prev >= 0] = cosines.get(prev[prev >= 0])
-            next_cos[nxt >= 0] = cosines.get(nxt[nxt >= 0])
-            vec = cos + ranking.PREV_VECTOR * np.nan_to_num(prev_cos) + ranking.NEXT_VECTOR * np.nan_to_num(next_cos)
-            return vec, cos, prev_cos, next_cos
-        return cos, cos, prev_cos, next_cos
-
-    def _keyword_side(self, rows: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(kw, bm25, previous turn's bm25, previous turn's row) of `rows`, from the matches (`keys` sorted)."""
-        bm = _lookup(keys, values, rows)
-        prev = self.context.neighbours(rows)[0]
-        prev_bm = _lookup(keys, values, prev)
-        return bm + ranking.PREV_KEYWORD * prev_bm, bm, prev_bm, prev
+    def _cosines(self, q: np.ndarray, rows: np.ndarray, known: np.ndarray, known_cos: np.ndarray) -> np.ndarray:
+        """Cosines of `rows` to `q`: those of `known` (sorted) as given, the others from the stored vectors."""
+        cos, found = _lookup(known, known_cos, rows)
+        if not found.all():
+            missing = np.flatnonzero(~found)
+            cos[missing] = np.einsum("ij,j->i", self.vectors.matrix(rows[missing]), q)
+        return cos
 
 
 def _present(rows: np.ndarray) -> np.ndarray:
