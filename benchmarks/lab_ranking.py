@@ -20,8 +20,21 @@ from datetime import date, datetime, timedelta
 import numpy as np
 
 from memserver.terms import tokenize
+from memserver.timewords import TIME_WORDS, is_when
 
-__all__ = ["Bm25", "Config", "Corpus", "Query", "analyse", "is_when", "named_speakers", "rank", "replace", "top_k"]
+__all__ = [
+    "TIME_WORDS",
+    "Bm25",
+    "Config",
+    "Corpus",
+    "Query",
+    "analyse",
+    "is_when",
+    "named_speakers",
+    "rank",
+    "replace",
+    "top_k",
+]
 
 DEEP = 50  # ranking depth returned (MRR looks this deep)
 
@@ -43,21 +56,7 @@ _DATE_PATTERNS = (
     (re.compile(_MONTH_RE + r"\b,?\s+(\d{4})"), (0, 1, 2)),
     (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b"), (1, 2, 3)),
 )
-# "When ..." questions: the answer is a time, so memories that carry time words get a prior.
-_WHEN_RE = re.compile(
-    r"^\s*(?:when\b|what (?:date|day|time|year|month)\b|which (?:date|day|month|year)\b|how long ago\b|since when\b)",
-    re.IGNORECASE,
-)
-# Time words in a memory (dates, months, weekdays, relative time, clock times, years, ordinals).
-_UNITS = r"day|days|week|weeks|month|months|year|years|fortnight|weekend|night|morning|evening|afternoon"
-TIME_WORDS = re.compile(
-    rf"\b(?:{'|'.join(_MONTHS[:4] + _MONTHS[5:])}|{'|'.join(_WEEKDAYS)})s?\b|\b(?-i:May)\b"
-    r"|\b(?:yesterday|today|tonight|tomorrow|weekend|fortnight|ago|christmas|easter|new year)\b"
-    rf"|\b(?:last|next|this|coming|following|same|on|by) (?:{_UNITS}|{'|'.join(_WEEKDAYS)})\b"
-    rf"|\b(?:in|for|a|one|two|three|four|five|six|few|couple of) (?:{_UNITS})\b"
-    r"|\b(?:19|20)\d\d\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}[:.]\d\d\s*(?:am|pm)?\b|\b\d{1,2}\s*(?:am|pm)\b",
-    re.IGNORECASE,
-)
+# "When" questions and the time words of memories: the store's own (memserver.timewords, ported from here).
 _YEAR_RE = re.compile(r"\b((?:19|20)\d\d)\b")
 _MONTH_YEAR_RE = re.compile(_MONTH_RE + r"\b(?:\s+(?:of\s+)?((?:19|20)\d\d))?", re.IGNORECASE)
 _BETWEEN_RE = re.compile(
@@ -182,11 +181,6 @@ def time_windows(query: str, now: datetime) -> list[tuple[float, float, bool]]:
             d = today - timedelta(days=back)
             out.append((day_number(d), day_number(d), False))
     return out
-
-
-def is_when(query: str) -> bool:
-    """A question whose answer is a time ("When did ...", "What date ...")."""
-    return bool(_WHEN_RE.search(query))
 
 
 def named_speakers(query: str, speakers: Sequence[str]) -> list[int]:

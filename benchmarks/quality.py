@@ -43,8 +43,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
 
-from memserver import backend, fusion, tools  # noqa: E402
+from memserver import backend, tools  # noqa: E402
 from memserver.fusion import reciprocal_rank_fusion  # noqa: E402
+from memserver.ranking import DEPTH as RANKING_DEPTH  # noqa: E402
+from memserver.ranking import VECTOR_WEIGHT  # noqa: E402
 from memserver.store import MemoryStore  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "quality.json"
@@ -181,11 +183,10 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
         "memories": len(memories),
         "queries": len(queries),
         "depth": DEPTH,
-        "fusion": {
-            "k": fusion.FUSION_K,
-            "weights": list(fusion.FUSION_WEIGHTS),
-            "depth": fusion.FUSION_DEPTH,
-            "recency": fusion.FUSION_RECENCY,
+        "fusion": {  # the local store's hybrid ranking (memserver/ranking.py); the grid below explores RRF
+            "kind": "convex",
+            "vector_weight": VECTOR_WEIGHT,
+            "depth": RANKING_DEPTH,
         },
         "overall": {mode: mean(rows) for mode, rows in per_mode.items()},
         "by_category": {
@@ -367,7 +368,7 @@ def print_report(result: dict) -> None:
     f = result["fusion"]
     print(
         f"{result['queries']} queries over {result['memories']} memories "
-        f"(hybrid: RRF k={f['k']}, weights vector/keyword {f['weights']}, depth {f['depth']}, recency {f['recency']})"
+        f"(hybrid: {f['kind']} fusion, vector weight {f['vector_weight']}, depth {f['depth']} a side; ranking.py)"
     )
     print(f"{'':14}" + "".join(f"{mode:>27}" for mode in MODES))
     print(f"{'':14}" + "   R@5   R@10    MRR      " * 3)

@@ -207,7 +207,8 @@ def _fuse(c: lr.Corpus, near: list[int], words: list[int]) -> list[int]:
 
 
 def keyword_index(c: lr.Corpus) -> KeywordIndex:
-    index = KeywordIndex()
+    # The research-phase store's BM25 constants (the lab's baseline, `Config()`); the store now uses bm25.K1/B.
+    index = KeywordIndex(k1=1.2, b=0.75)
     index.add_many(enumerate(c.index_texts))  # keys = rows, as the store's KeywordDerivedIndex
     return index
 

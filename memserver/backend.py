@@ -101,13 +101,22 @@ class Memory:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: the memory and its cosine similarity to the query (1 is identical)."""
+    """A search result: the memory and its cosine similarity to the query (1 is identical).
+
+    `explanation` (only from `search(..., explain=True)`, else None): why it ranked, as a JSON-ready dict: "rank",
+    and what the engine knows of it: "semantic" (rank, cosine), "keyword" (rank, bm25, matched terms), the local
+    store also "fused", the session context and "boosts"; "query" is the query's side (terms, named speakers,
+    periods), the same for every hit. The shape beyond "rank" is the engine's: engines rank differently."""
 
     memory: Memory
     score: float
+    explanation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.memory.to_dict(), "score": self.score}
+        d = {**self.memory.to_dict(), "score": self.score}
+        if self.explanation is not None:
+            d["explain"] = self.explanation
+        return d
 
 
 @dataclass(frozen=True)
@@ -240,6 +249,7 @@ class MemoryBackend(Protocol):
         namespace: str | None = None,
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
+        explain: bool = False,
     ) -> list[Hit]:
         """The at most `limit` (1..inputs.MAX_LIMIT) current memories of `namespace` that best match `query`,
         best first.
@@ -257,15 +267,19 @@ class MemoryBackend(Protocol):
 
         `mode`: "semantic" ranks by cosine similarity to the query (the exact top-`limit`, but an approximate
         index may trade a near-tie at the boundary); "keyword" by BM25 over the content and the date words of
-        occurred_at (only memories sharing a word with the query: possibly none); "hybrid" (default) by
-        reciprocal-rank fusion of the two (fusion.py: each ranking cut at FUSION_DEPTH, a weak recency prior).
+        occurred_at (only memories sharing a word with the query: possibly none); "hybrid" (default) by both: a
+        memory first in both rankings comes first, one that matches neither word nor meaning last. How the two
+        are fused is the engine's (the local store: ranking.py, with session context and soft speaker and time
+        boosts; others: fusion.py's reciprocal-rank fusion), so engines may order near-ties differently.
         Ties (equal cosine in "semantic", equal BM25 in "keyword") rank the earlier-stored memory first. In every
         mode `Hit.score` is the cosine similarity to the query, and `min_score` (-1..1) drops hits below it after
-        ranking (so fewer than `limit` may come back).
+        ranking (so fewer than `limit` may come back). A smaller `limit` returns a prefix of a larger one.
 
         `query_vector`: the query's embedding, if the caller has it (benchmarks, tests): `dim` finite numbers,
         not all zero, normalised here; the query is then not embedded. `query` is still required and used by
         the keyword ranking.
+
+        `explain`: each hit carries `Hit.explanation`, why it ranked (see Hit); the ranking is the same.
         """
         ...
 

@@ -2,7 +2,8 @@
 
 Derived data, like the vector index: the store feeds it from the journal replay (`add` / `remove` per record), so
 every process that replays the same journal holds the same index, and nothing the journal kept can be missing from
-it. A memory is indexed under its content plus the date terms of its occurred_at (terms.py).
+it. A memory is indexed under its content, the date terms of its occurred_at (terms.py) and its speaker. A
+checkpoint names the analyzer that made its terms (terms.ANALYZER): one made by another is rebuilt, once.
 
 A full rebuild costs ~1.0-1.5 s of CPU per 100k memories of ~17 words (`benchmarks/keyword_speed.py`; creating the
 token objects is most of it), over the store's open budget, so the index is checkpointed with the vector index:
@@ -28,7 +29,7 @@ import numpy.typing as npt
 from memserver.bm25 import KeywordIndex
 from memserver.durable import OS, CheckpointError, CheckpointFiles, FileLayer
 from memserver.replay import AddRecord
-from memserver.terms import date_text
+from memserver.terms import ANALYZER, date_text
 
 __all__ = ["KEYWORD_META", "KeywordDerivedIndex", "indexed_text"]
 
@@ -38,9 +39,11 @@ KEYWORD_META = "keyword.json"
 
 
 def indexed_text(record: AddRecord) -> str:
-    """What the store indexes for a memory: its content and the date words of its occurred_at (when it happened;
-    created_at for a memory stored before that field, where the two are equal, so old checkpoints stay valid)."""
-    return f"{record.content} {date_text(record.occurred_at or record.created_at)}"
+    """What the store indexes for a memory: its content, the date words of its occurred_at (when it happened;
+    created_at for a memory stored before that field, where the two are equal) and its speaker's name (a chat
+    turn stored without a "Maya: " prefix is still found by "Maya")."""
+    text = f"{record.content} {date_text(record.occurred_at or record.created_at)}"
+    return f"{text} {record.speaker}" if record.speaker else text
 
 
 class KeywordDerivedIndex:
@@ -81,6 +84,7 @@ class KeywordDerivedIndex:
         name = checkpoint.new_name()
         checkpoint.write(name, data)
         meta = {**stamp, "file": name, "size": len(data), "crc32": zlib.crc32(data), "live": len(self.index)}
+        meta["analyzer"] = ANALYZER
         checkpoint.commit(meta)
 
     def load(self, folder: Path, generation: str) -> dict[str, Any] | None:
@@ -93,6 +97,9 @@ class KeywordDerivedIndex:
             return None
         if meta is None or meta.get("generation") != generation:
             return None  # none, or another journal generation (compacted since): rebuilt, quietly
+        if meta.get("analyzer") != ANALYZER:
+            log.info("keyword checkpoint made by analyzer %s; rebuilding it", meta.get("analyzer", "1"))
+            return None
         try:
             data = checkpoint.read_data(meta)
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:

@@ -409,10 +409,18 @@ def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         session=args.get("session"),
         namespace=args.get("namespace"),
         as_of=args.get("as_of"),
+        explain=args["explain"],
     )
-    payload: dict[str, Any] = {
-        "results": [{**hit.memory.to_dict(), "score": round(float(hit.score), 4)} for hit in hits]
-    }
+    payload: dict[str, Any] = {"results": []}
+    for hit in hits:
+        result = {**hit.memory.to_dict(), "score": round(float(hit.score), 4)}
+        if hit.explanation is not None:
+            why = dict(hit.explanation)
+            payload["query"] = why.pop("query", payload.get("query"))  # the query's side: once, not per result
+            result["explain"] = why
+        payload["results"].append(result)
+    if payload.get("query") is None:
+        payload.pop("query", None)
     note = _recall_note(args, [hit.score for hit in hits])
     if note:
         payload["note"] = note

@@ -491,6 +491,7 @@ class MemoryStore(Collection):
         namespace: str | None = None,
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
+        explain: bool = False,
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
@@ -502,7 +503,8 @@ class MemoryStore(Collection):
             if q.shape != (self.dim,):
                 raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
         with self._thread_lock:
-            return self._refresh().searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score)
+            searcher = self._refresh().searcher
+            return searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score, explain is True)
 
     def search_by_vector(
         self,

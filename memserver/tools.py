@@ -93,11 +93,52 @@ MEMORY_SCHEMA: dict[str, Any] = {
     "required": ["id", "content", "created_at", "occurred_at", "tags", "source"],
 }
 
+# recall(explain=true): why a result ranked. "rank" always; the rest is what the engine knows (see backend.Hit).
+_SIDE_RANK = {"type": ["integer", "null"], "description": "Rank in this side's pool; null: not in it."}
+EXPLAIN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Why this result ranked where it did (only with explain: true).",
+    "properties": {
+        "rank": {"type": "integer", "description": "Its place in the results, 1 = first."},
+        "fused": {"type": "number", "description": "The hybrid score it was ordered by (sides + boosts)."},
+        "semantic": {
+            "type": "object",
+            "description": "The meaning side: rank, cosine, the neighbouring turns' cosines, its part of 'fused'.",
+            "properties": {
+                "rank": _SIDE_RANK,
+                "cosine": {"type": "number"},
+                "previous_turn": {"type": "number"},
+                "next_turn": {"type": "number"},
+                "part": {"type": "number"},
+            },
+        },
+        "keyword": {
+            "type": "object",
+            "description": "The word side: rank, BM25 score, the query terms (stemmed) it matched, the previous "
+            "turn's match, its part of 'fused'.",
+            "properties": {
+                "rank": _SIDE_RANK,
+                "bm25": {"type": "number"},
+                "terms": {"type": "array", "items": {"type": "string"}},
+                "previous_turn": {"type": "object"},
+                "part": {"type": "number"},
+            },
+        },
+        "boosts": {
+            "type": "object",
+            "description": "Boosts applied: speaker (the query names who said it), time_window (it happened in a "
+            "period the query names), when (a 'when' question, and it mentions a time).",
+        },
+    },
+    "required": ["rank"],
+}
+
 HIT_SCHEMA: dict[str, Any] = {
     **MEMORY_SCHEMA,
     "properties": {
         **MEMORY_SCHEMA["properties"],
         "score": {"type": "number", "description": "Cosine similarity to the query, -1..1; higher is closer."},
+        "explain": EXPLAIN_SCHEMA,
     },
     "required": [*MEMORY_SCHEMA["required"], "score"],
 }
@@ -262,6 +303,12 @@ RECALL = types.Tool(
                 "description": "hybrid (default) ranks by words and meaning together; semantic by meaning only; "
                 "keyword by matching words only (names, ids, exact phrases).",
             },
+            "explain": {
+                "type": "boolean",
+                "default": False,
+                "description": "Also say why each result ranked (its semantic and keyword ranks, the query terms it "
+                "matched, the boosts applied), and how the query was read. For judging whether to trust a result.",
+            },
         },
         "required": ["query"],
         "additionalProperties": False,
@@ -270,6 +317,11 @@ RECALL = types.Tool(
         "type": "object",
         "properties": {
             "results": {"type": "array", "items": HIT_SCHEMA, "maxItems": MAX_RECALL},
+            "query": {
+                "type": "object",
+                "description": "With explain: how the query was read (mode, its stemmed terms, the speakers and "
+                "periods it names, whether it asks 'when', the fusion used).",
+            },
             "note": {
                 "type": "string",
                 "description": "Present when nothing relevant was found: no results, or none scoring "

@@ -217,6 +217,7 @@ async def test_defaults_are_applied_and_filters_passed_to_the_store(client: Clie
         "session": None,
         "namespace": None,
         "as_of": None,
+        "explain": False,
     }
     assert recent == (
         "list_page",

@@ -246,6 +246,7 @@ class PostgresBackend:
         namespace: str | None = None,
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
+        explain: bool = False,
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
@@ -256,9 +257,9 @@ class PostgresBackend:
             q = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32).reshape(-1)
             if q.shape != (self.dim,):
                 raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
-        return self._search(q, request)
+        return self._search(q, request, explain)
 
-    def _search(self, q: np.ndarray, request: inputs.SearchRequest) -> list[Hit]:
+    def _search(self, q: np.ndarray, request: inputs.SearchRequest, explain: bool = False) -> list[Hit]:
         mode, limit = request.mode, request.limit
         words = [stored_text(t) for t in terms.query_terms(request.query)] if mode != "semantic" else []
         if mode == "keyword" and not words:
@@ -278,12 +279,13 @@ class PostgresBackend:
             order = hybrid_order(near, keyed, lambda seq: found[seq][0].occurred_at)
         if request.min_score is None:
             order = order[:limit]
-        hits = []
+        hits: list[Hit] = []
         for seq in order:
             memory, score = found[seq]
             if request.min_score is not None and score < request.min_score:
                 continue
-            hits.append(Hit(memory, score))
+            why = _explanation(len(hits) + 1, seq, score, near, keyed, mode, words) if explain else None
+            hits.append(Hit(memory, score, why))
             if len(hits) == limit:
                 break
         return hits
@@ -476,6 +478,20 @@ def open_database(
     finally:
         owner.close()
     return db
+
+
+def _explanation(
+    rank: int, seq: int, cosine: float, near: Sequence[int], keyed: Sequence[int], mode: str, words: list[str]
+) -> dict[str, Any]:
+    """What PostgreSQL knows of why a hit ranked: its place on each side (see backend.Hit.explanation)."""
+    why: dict[str, Any] = {"rank": rank}
+    if mode != "keyword":
+        why["semantic"] = {"rank": near.index(seq) + 1 if seq in near else None, "cosine": round(float(cosine), 4)}
+    if mode != "semantic":
+        why["keyword"] = {"rank": keyed.index(seq) + 1 if seq in keyed else None}
+    fusion = "reciprocal-rank fusion of each side's best" if mode == "hybrid" else mode
+    why["query"] = {"mode": mode, "terms": words, "engine": "postgresql", "fusion": fusion}
+    return why
 
 
 __all__ = ["PostgresBackend", "open_database"]

@@ -252,3 +252,25 @@ def test_an_unfiltered_search_of_a_small_store_is_exact(
     store.add_many([f"filler {i} words here" for i in range(300)])
     target = store.add("alpha beta")
     assert ids(store.search("alpha beta", limit=1, mode="semantic")) == [target.id]
+
+
+# --- explain ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_explain_says_why_and_changes_no_ranking(ladder: Backend, mode: str) -> None:
+    """explain=True returns the same hits in the same order, each with an explanation that names its rank and the
+    sides it was ranked on; without it no hit carries one."""
+    plain = ladder.search(QUERY, limit=5, mode=mode)
+    explained = ladder.search(QUERY, limit=5, mode=mode, explain=True)
+    assert ids(explained) == ids(plain) and len(plain) == 5
+    assert all(hit.explanation is None for hit in plain)
+    for rank, hit in enumerate(explained, 1):
+        why = hit.explanation
+        assert why is not None and why["rank"] == rank
+        assert ("semantic" in why) is (mode != "keyword") and ("keyword" in why) is (mode != "semantic")
+        assert why["query"]["mode"] == mode
+    if mode != "keyword":
+        assert all(
+            h.explanation and h.explanation["semantic"]["cosine"] == pytest.approx(h.score, abs=1e-3) for h in explained
+        )

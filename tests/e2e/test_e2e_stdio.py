@@ -157,3 +157,19 @@ def test_two_servers_on_one_data_directory_see_each_others_writes(
         assert structured(live.call_tool("list_recent", {"limit": 1}))["memories"][0]["id"] == theirs["id"]
         assert structured(other.call_tool("forget", {"memory_id": mine["id"]}))["deleted"] is True
         assert mine["id"] not in [m["id"] for m in structured(live.call_tool("list_recent", {}))["memories"]]
+
+
+def test_recall_explain_says_why_over_stdio(live: Live) -> None:
+    """recall with explain: true, against the real model and store: each result carries its ranks, cosine and
+    matched (stemmed) terms, and the payload the query as read; valid against the advertised output schema."""
+    schema = next(t.output_schema for t in live.list_tools().tools if t.name == "recall")
+    structured(live.call_tool("remember", {"content": "The user's favourite climbing crag is Stanage Edge."}))
+    payload = structured(live.call_tool("recall", {"query": "which crags does the user climb at?", "explain": True}))
+    Draft202012Validator(schema).validate(payload)
+    first = payload["results"][0]
+    assert first["content"].startswith("The user's favourite climbing crag")
+    assert first["explain"]["rank"] == 1 and first["explain"]["semantic"]["cosine"] == first["score"]
+    assert first["explain"]["keyword"]["terms"] == ["crag", "user", "climb"]
+    assert payload["query"]["terms"] == ["crag", "user", "climb"] and payload["query"]["mode"] == "hybrid"
+    plain = structured(live.call_tool("recall", {"query": "which crags does the user climb at?"}))
+    assert "query" not in plain and all("explain" not in r for r in plain["results"])
