@@ -421,39 +421,10 @@ def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         payload["results"].append(result)
     if payload.get("query") is None:
         payload.pop("query", None)
-    note = _recall_note(args, [hit.score for hit in hits])
+    note = tools.recall_note(args, [hit.score for hit in hits])
     if note:
         payload["note"] = note
     return payload
-
-
-_RECALL_FILTERS = ("tags", "source", "speaker", "role", "session", "since", "until")
-
-
-def _recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
-    """Say plainly when recall found nothing relevant, rather than let weak results pass for answers."""
-    if not scores:
-        if args["mode"] == "keyword":
-            return "Nothing found: no memory shares a word with the query. Try mode 'hybrid' to search by meaning."
-        why = []
-        given = [name for name in _RECALL_FILTERS if args.get(name) is not None]
-        if given and not {"speaker", "role", "session"} & set(given):
-            why.append("the filters (tags, source, since, until)")  # as before the conversation filters came
-        elif given:
-            why.append(f"the filters ({', '.join(given)})")
-        if args.get("min_score") is not None:
-            why.append(f"min_score {args['min_score']}")
-        if why:
-            return "Nothing found: no memory passed " + " and ".join(why) + "."
-        where = f"namespace {args['namespace']!r}" if args.get("namespace") else "the memory"
-        return f"Nothing found: {where} {'held nothing then' if args.get('as_of') else 'is empty'}."
-    best = max(scores)
-    if best < tools.WEAK_MATCH_SCORE:
-        return (
-            f"No strong match: the best score is {best:.2f}, in the range of unrelated text (below "
-            f"{tools.WEAK_MATCH_SCORE}). These results are probably not about the query; do not rely on them."
-        )
-    return None
 
 
 def _list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:

@@ -626,3 +626,32 @@ def _describe(error: SchemaViolation, root: Mapping[str, Any]) -> list[str]:
     if rule == "pattern":
         return [at(_PATTERN_HINTS.get(value, f"String should match pattern {value!r}"))]
     return [at(_shown(error.message, 200))]
+
+
+RECALL_FILTERS = ("tags", "source", "speaker", "role", "session", "since", "until")
+
+
+def recall_note(args: dict[str, Any], scores: list[float]) -> str | None:
+    """Say plainly when recall found nothing relevant, rather than let weak results pass for answers."""
+    if not scores:
+        if args["mode"] == "keyword":
+            return "Nothing found: no memory shares a word with the query. Try mode 'hybrid' to search by meaning."
+        why = []
+        given = [name for name in RECALL_FILTERS if args.get(name) is not None]
+        if given and not {"speaker", "role", "session"} & set(given):
+            why.append("the filters (tags, source, since, until)")  # as before the conversation filters came
+        elif given:
+            why.append(f"the filters ({', '.join(given)})")
+        if args.get("min_score") is not None:
+            why.append(f"min_score {args['min_score']}")
+        if why:
+            return "Nothing found: no memory passed " + " and ".join(why) + "."
+        where = f"namespace {args['namespace']!r}" if args.get("namespace") else "the memory"
+        return f"Nothing found: {where} {'held nothing then' if args.get('as_of') else 'is empty'}."
+    best = max(scores)
+    if best < WEAK_MATCH_SCORE:
+        return (
+            f"No strong match: the best score is {best:.2f}, in the range of unrelated text (below "
+            f"{WEAK_MATCH_SCORE}). These results are probably not about the query; do not rely on them."
+        )
+    return None
