@@ -58,6 +58,7 @@ FORWARDED_LOGGERS = frozenset(
         *("server", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
         *("generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend", "postgres.pool"),
         "subscriptions",
+        *("postgres.ranking", "postgres.watchdog"),
     )
 )
 # Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the
