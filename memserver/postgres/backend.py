@@ -145,7 +145,8 @@ class PostgresBackend:
         view = writes.view_of(self.db.run(self.tenant, writes.view_statements(self.tenant, items, lock=False)))
         if check:
             writes.plan(view, items, defer=False)
-        todo = [it for it in items if it.vector is None and it.key not in view.dups]
+        known = view.dups.keys()  # (and an imported id that is stored: skipped, as the local store does)
+        todo = [it for it in items if it.vector is None and it.key not in known and it.m.id not in view.stored]
         if todo:
             for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
                 it.vector = v
