@@ -106,6 +106,7 @@ class ConversationFake:
 
     def search(self, query: str, limit: int = 5, tags: Any = None, source: Any = None, since: Any = None,
                until: Any = None, min_score: Any = None, mode: str = "hybrid", **fields: Any) -> list[Hit]:  # fmt: skip
+        fields.pop("explain", None)  # this fake explains nothing (Hit.explanation stays None)
         self.calls.append(("search", {"query": query, "limit": limit, "tags": tags, "mode": mode, **fields}))
         fields.pop("query_vector", None)
         req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)

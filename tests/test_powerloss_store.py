@@ -141,7 +141,7 @@ def check_crash_state(root: Path, point: int, calls: list[Call]) -> None:
         for mid, got in list(exported.items())[-3:]:
             word = got[1].split()[0]  # "note<n>", unique to the memory
             assert [h.memory.id for h in store.search(word, limit=1, mode="keyword")] == [mid]
-            assert store.search(got[1], limit=1)[0].memory.id == mid
+            assert store.search(got[1], limit=1, mode="semantic")[0].memory.id == mid  # its vector row came back
     folder = root / "c"
     leftovers = sorted(p.name for p in folder.iterdir() if ".tmp" in p.name and not p.name.startswith("compacting-"))
     assert not leftovers, f"temp files left after the open: {leftovers}"

@@ -56,7 +56,7 @@ def test_python_sse_client_uses_tools_resources_prompts_and_completions(
     with sse_session(portal, server.sse_url, ALICE) as live:
         assert live.protocol_version == "2025-11-25"  # handshake era only
         assert live.server_capabilities.model_dump(by_alias=True, exclude_none=True) == CAPABILITIES
-        assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget"]
+        assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
         fact = "Over SSE: the boat is moored at pier 7 in Olhão."
         stored = live.call_tool("remember", {"content": fact, "tags": ["sse-boat"]}).structured_content
         assert stored["status"] == "stored"
@@ -201,7 +201,7 @@ def test_a_request_before_initialize_and_a_2026_client_are_told_what_to_do(serve
             assert answer["error"]["code"] == types.INVALID_REQUEST
             assert "not initialized" in answer["error"]["message"] and "uses /mcp" in answer["error"]["message"]
         assert early.initialize()["result"]["protocolVersion"] == "2025-11-25"
-        assert len(early.call({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})["result"]["tools"]) == 4
+        assert len(early.call({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})["result"]["tools"]) == 5
 
 
 # --- limits ----------------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_the_sdk_client_is_served_by_both_instances_in_turn(proxy: str, portal: 
     era = "2026-07-28" if mode == "auto" else "2025-11-25"
     with http_session(portal, proxy, ALICE, mode=mode) as live:
         assert live.protocol_version == era
-        assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget"]
+        assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
         fact = f"Stateless {era}: the spare key is under the blue flowerpot."
         tag = f"stateless-{era}"
         stored = live.call_tool("remember", {"content": fact, "tags": [tag]}).structured_content
@@ -140,7 +140,7 @@ def test_each_post_stands_alone(pair: list[HttpServer]) -> None:
     assert status == 200 and "mcp-session-id" not in response.headers
     assert answers[0]["result"]["capabilities"] == CAPABILITIES
     status, answers, response = conn.post(encode({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
-    assert status == 200 and len(answers[0]["result"]["tools"]) == 4
+    assert status == 200 and len(answers[0]["result"]["tools"]) == 5
     assert response.headers["content-type"].startswith("text/event-stream")
     conn.close()
 

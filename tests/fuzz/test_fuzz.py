@@ -145,7 +145,7 @@ def test_fuzz_http_stateless(tmp_path: Path, fuzz_calls: int, fuzz_seed: int) ->
         log = "".join(server.log)
         conn.close()
     print(f"\n[fuzz stateless] answers {dict(checker.codes)}, HTTP {dict(target.statuses)}")
-    assert len(checker.ledger.stored) > 5, f"too few memories stored to prove anything: {dict(checker.codes)}"
+    assert len(checker.ledger.stored) >= 5, f"too few memories stored to prove anything: {dict(checker.codes)}"
     assert_log_is_clean(log, (ALICE,))
 
 
