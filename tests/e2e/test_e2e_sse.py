@@ -25,6 +25,8 @@ from tests.e2e.test_e2e_messages import META
 from tests.e2e.test_e2e_progress import release
 from tests.e2e.test_e2e_surface import CAPABILITIES, check_ts
 
+MEMORY_TOOLS = ["remember", "recall", "list_recent", "forget", "forget_matching"]
+
 ALICE = "sse-alice-token-0123456789"
 BOB = "sse-bob-token-0123456789ab"
 CAROL = "sse-carol-token-0123456789"
@@ -56,7 +58,7 @@ def test_python_sse_client_uses_tools_resources_prompts_and_completions(
     with sse_session(portal, server.sse_url, ALICE) as live:
         assert live.protocol_version == "2025-11-25"  # handshake era only
         assert live.server_capabilities.model_dump(by_alias=True, exclude_none=True) == CAPABILITIES
-        assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
+        assert [t.name for t in live.list_tools().tools] == MEMORY_TOOLS
         fact = "Over SSE: the boat is moored at pier 7 in Olhão."
         stored = live.call_tool("remember", {"content": fact, "tags": ["sse-boat"]}).structured_content
         assert stored["status"] == "stored"

@@ -26,6 +26,8 @@ from tests.e2e.test_e2e_limits import answer_of, stalled_post
 from tests.e2e.test_e2e_messages import META, SURROGATE
 from tests.e2e.test_e2e_surface import CAPABILITIES, check_ts
 
+MEMORY_TOOLS = ["remember", "recall", "list_recent", "forget", "forget_matching"]
+
 ALICE = "stateless-alice-0123456789ab"
 BOB = "stateless-bob-0123456789abcd"
 TOKENS = f"alice:{ALICE},bob:{BOB}"
@@ -65,7 +67,7 @@ def test_the_sdk_client_is_served_by_both_instances_in_turn(proxy: str, portal: 
     era = "2026-07-28" if mode == "auto" else "2025-11-25"
     with http_session(portal, proxy, ALICE, mode=mode) as live:
         assert live.protocol_version == era
-        assert [t.name for t in live.list_tools().tools] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
+        assert [t.name for t in live.list_tools().tools] == MEMORY_TOOLS
         fact = f"Stateless {era}: the spare key is under the blue flowerpot."
         tag = f"stateless-{era}"
         stored = live.call_tool("remember", {"content": fact, "tags": [tag]}).structured_content
