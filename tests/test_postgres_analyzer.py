@@ -5,13 +5,18 @@ database's (memserver/postgres/analyzer.py, migrations/0003)."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from memserver import model
 from memserver.errors import StoreError
 from memserver.postgres import PostgresBackend, analyzer, rows
 from memserver.postgres import schema as pg_schema
@@ -20,6 +25,7 @@ from memserver.terms import ANALYZER, date_text, raw_tokens
 from tests.conftest import PostgresForTests
 from tests.fakes import FakeEmbedder
 
+ROOT = Path(__file__).resolve().parent.parent
 OLD_ANALYZER = "1"  # what memserver before Snowball stemming wrote in meta 'keyword'
 MEMORIES = [  # (tenant, content, occurred_at)
     ("t", "Anna proposed moving the launch to March", "2024-03-14T10:00:00+00:00"),
@@ -37,9 +43,15 @@ def _unstemmed(content: str, occurred_at: str) -> tuple[list[str], list[int], in
     return list(counts), list(counts.values()), sum(counts.values())
 
 
-def _insert_unstemmed(conn: psycopg.Connection[Any], tenant: str, content: str, occurred_at: str) -> None:
+def _insert_unstemmed(
+    conn: psycopg.Connection[Any],
+    tenant: str,
+    content: str,
+    occurred_at: str,
+    model_name: str = FakeEmbedder.model_name,
+) -> None:
     """A row as a schema-2 memserver before stemming wrote it (the triggers fill postings and statistics)."""
-    model_id = pg_schema.check_model(conn, FakeEmbedder.model_name, FakeEmbedder.dim)
+    model_id = pg_schema.check_model(conn, model_name, FakeEmbedder.dim)
     terms, tfs, doc_len = _unstemmed(content, occurred_at)
     vector = "[" + ",".join(map(str, FakeEmbedder().embed([content])[0])) + "]"
     conn.execute(
@@ -134,3 +146,21 @@ def test_an_interrupted_reindex_resumes_and_refuses_to_serve_meanwhile(
     messages = [r.getMessage() for r in caplog.records]
     assert messages[0].startswith(f"re-indexing the keyword terms of {len(MEMORIES)} memories")
     assert messages[-1].startswith(f"re-indexed the keyword terms of {len(MEMORIES)} memories ({len(left)} rewritten)")
+
+
+def test_db_migrate_reindexes_a_stale_database_and_says_so_on_stderr(postgres: PostgresForTests) -> None:
+    """`memserver db migrate` runs the re-index too (for deployments whose server role may not migrate)."""
+    url = postgres.database("clireindex")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("MEMSERVER_DATABASE_URL", None)
+    command = [sys.executable, "-m", "memserver", "db", "migrate", "--database", url]
+    first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert first.returncode == 0, first.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        for tenant, content, occurred_at in MEMORIES[:2]:
+            _insert_unstemmed(conn, tenant, content, occurred_at, model_name=model.MODEL_ID)
+        conn.execute("UPDATE memserver.meta SET value = %s WHERE key = 'keyword'", [OLD_ANALYZER])
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert second.returncode == 0 and "(already current)" in second.stdout, second.stderr
+    assert "re-indexed the keyword terms of 2 memories (2 rewritten)" in second.stderr
+    assert _made_with(url) == ANALYZER
