@@ -138,6 +138,11 @@ def test_an_interrupted_reindex_resumes_and_refuses_to_serve_meanwhile(
 
     with pytest.raises(StoreError, match="memserver db migrate"):
         open_database(url, FakeEmbedder.model_name, FakeEmbedder.dim, migrate=False)
+    with psycopg.connect(url, autocommit=True) as conn:  # row-level security would hide every row from it
+        conn.execute("SET ROLE memserver_app")
+        with pytest.raises(StoreError, match="as the tables' owner"):
+            analyzer.reindex(conn, pg_schema.MIGRATION_LOCK)
+    assert _made_with(url) == OLD_ANALYZER
     with psycopg.connect(url, autocommit=True) as conn, caplog.at_level(logging.INFO, "memserver.postgres.analyzer"):
         assert analyzer.reindex(conn, pg_schema.MIGRATION_LOCK, batch=2) == len(left)
         assert analyzer.reindex(conn, pg_schema.MIGRATION_LOCK, batch=2) == 0  # stamped: nothing to do

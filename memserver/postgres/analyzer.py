@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 
 from memserver import inputs
+from memserver.errors import StoreError
 from memserver.postgres import rows, terms
 from memserver.terms import ANALYZER
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BATCH = 1000  # rows per transaction: big enough that round trips do not dominate, small enough to hold few locks
 _PROGRESS_EVERY_S = 5.0
+_ATTEMPTS = 3
 
 _READ = """
     SELECT tenant, seq, content, coalesce(occurred_at, created_at), terms, tfs, doc_len FROM memserver.memories
@@ -67,6 +69,11 @@ def reindex(conn: psycopg.Connection[Any], lock: int, *, batch: int = BATCH) -> 
         old = made_with(conn)
         if old == ANALYZER:
             return 0  # another process did it while this one waited for the lock
+        if conn.execute("SELECT row_security_active('memserver.memories')").fetchone() != (False,):
+            raise StoreError(  # it would see no rows, and stamp a database it did not re-index
+                f"the keyword terms of this database were made by the analyzer {old!r}, not this memserver's, and "
+                "this role may not re-index them: run memserver db migrate --database URL as the tables' owner"
+            )
         return _reindex_all(conn, old, batch)
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", [lock])
@@ -80,13 +87,9 @@ def _reindex_all(conn: psycopg.Connection[Any], old: str | None, batch: int) -> 
     after: tuple[str, int] = ("", -1)
     read = rewritten = 0
     while True:
-        with conn.transaction():
-            found = conn.execute(_READ, [*after, batch]).fetchall()
-            if not found:
-                break
-            changes = _changed(found)
-            if changes[0]:
-                conn.execute(_REWRITE, changes)
+        found, changes = _batch(conn, after, batch)
+        if not found:
+            break
         read += len(found)
         rewritten += len(changes[0])
         after = (found[-1][0], found[-1][1])
@@ -101,6 +104,24 @@ def _reindex_all(conn: psycopg.Connection[Any], old: str | None, batch: int) -> 
     log.info("re-indexed the keyword terms of %d memories (%d rewritten) in %.1f s", read, rewritten,
              time.monotonic() - started)  # fmt: skip
     return rewritten
+
+
+def _batch(conn: psycopg.Connection[Any], after: tuple[str, int], size: int) -> tuple[list[Any], list[list[Any]]]:
+    """One transaction: the next `size` rows after `after`, and the rewrite of those whose terms differ. Retried
+    when it deadlocks with a writer locking the same rows in another order (PostgreSQL aborts one of the two)."""
+    for attempt in range(_ATTEMPTS):
+        try:
+            with conn.transaction():
+                found = conn.execute(_READ, [*after, size]).fetchall()
+                changes = _changed(found)
+                if changes[0]:
+                    conn.execute(_REWRITE, changes)
+            return found, changes
+        except psycopg.errors.DeadlockDetected:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            log.info("re-index batch deadlocked with a writer; retrying it")
+    raise AssertionError("unreachable")
 
 
 def _changed(found: list[tuple[Any, ...]]) -> list[list[Any]]:
