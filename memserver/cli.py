@@ -283,12 +283,16 @@ def open_store(args: argparse.Namespace) -> MemoryBackend:
 
 def cmd_db(args: argparse.Namespace) -> int:
     """memserver db migrate: create or upgrade memserver's schema in a PostgreSQL database."""
+    import logging
+
     from memserver.engines import migrate_database
     from memserver.errors import ConfigError
 
     url = _database(args)
     if not url:
         raise ConfigError("memserver db migrate needs --database URL (or MEMSERVER_DATABASE_URL)")
+    # A re-index of the keyword terms (postgres/analyzer.py) logs its progress: show it on stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="memserver %(levelname)s %(name)s: %(message)s")
     applied, version = migrate_database(url)
     print(f"schema version {version}" + (f" ({applied} migration(s) applied)" if applied else " (already current)"))
     return 0

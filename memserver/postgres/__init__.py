@@ -9,6 +9,7 @@
     pool.py        the connection pool, the tenant per transaction, retries, timeouts, faults
     watchdog.py    the client-side deadline of a call the server never answers
     schema.py      versioned migrations (migrations/*.sql) under an advisory lock; `meta`
+    analyzer.py    re-indexing the keyword terms of a database another analyzer (an older memserver) made
 
 `open_tenant` is what engines.open_backend calls: every tenant a process opens on one database shares one pool.
 """

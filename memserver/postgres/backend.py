@@ -29,7 +29,7 @@ from memserver import inputs
 from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
 from memserver.errors import InvalidInputError, StoreError
 from memserver.fusion import FUSION_DEPTH, hybrid_order
-from memserver.postgres import listing, ranking, rows, schema, terms, writes
+from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 
@@ -472,6 +472,11 @@ def open_database(
             raise StoreError(
                 f"the database at {db.where} is at schema version {schema.current_version(owner)}; this memserver "
                 f"needs {schema.latest_version()}: run memserver db migrate --database URL"
+            )
+        elif not analyzer.is_current(owner):
+            raise StoreError(
+                f"the keyword terms of the database at {db.where} were made by the analyzer "
+                f"{analyzer.made_with(owner)!r}, not this memserver's: run memserver db migrate --database URL"
             )
         db.model = (model, dim)
         db.model_id = schema.check_model(owner, model, dim)

@@ -1,5 +1,6 @@
 """The database schema: versioned SQL migrations (migrations/NNNN_name.sql, shipped in the wheel), applied in order
-under an advisory lock, and the `meta` table that says which schema version, model and dimension a database holds.
+under an advisory lock, and the `meta` table that says which schema version, model, dimension and keyword analyzer
+(analyzer.py) a database holds.
 
 Idempotent and safe to race: every memserver process runs `ensure_schema` on start; the first takes the lock and
 migrates, the others wait for it, then find nothing to do. A database that is already current costs one query and
@@ -22,13 +23,13 @@ import psycopg
 from psycopg import sql
 
 from memserver.errors import ModelMismatchError, StoreError
+from memserver.postgres import analyzer
+from memserver.terms import ANALYZER
 
 SCHEMA = "memserver"
 APP_ROLE = "memserver_app"
 # pg_advisory_lock key: the first 8 bytes of sha256("memserver.migrate"), as a signed bigint.
 MIGRATION_LOCK = 0x1D5E_8B0C_3F4A_6E21
-# Bumped when memserver's tokenizer changes what it indexes (the stored terms would then need re-indexing).
-KEYWORD_VERSION = "1"
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -67,7 +68,8 @@ def current_version(conn: psycopg.Connection[Any]) -> int:
 
 
 def ensure_schema(conn: psycopg.Connection[Any], model: str, dim: int) -> int:
-    """Migrate the database to the latest schema if needed, then check it is for `model` and `dim`.
+    """Migrate the database to the latest schema if needed, check it is for `model` and `dim`, then re-index its
+    keyword terms if another analyzer made them (analyzer.py).
 
     `conn` must be in autocommit mode and connected as a role that may create objects there (the first time:
     also the `vector` extension and the memserver_app role). Returns the number of migrations applied.
@@ -77,6 +79,8 @@ def ensure_schema(conn: psycopg.Connection[Any], model: str, dim: int) -> int:
     if current_version(conn) < latest_version():
         applied = migrate(conn, dim)
     check_model(conn, model, dim)
+    if not analyzer.is_current(conn):
+        analyzer.reindex(conn, MIGRATION_LOCK)
     return applied
 
 
@@ -102,7 +106,7 @@ def migrate(conn: psycopg.Connection[Any], dim: int, *, upto: int | None = None)
                 if migration.version == 1:
                     conn.execute(
                         "INSERT INTO memserver.meta (key, value) VALUES ('dim', %s), ('keyword', %s)",
-                        [str(int(dim)), KEYWORD_VERSION],
+                        [str(int(dim)), ANALYZER],  # no terms yet: they are this analyzer's
                     )
             applied += 1
     finally:
