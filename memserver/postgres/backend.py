@@ -28,7 +28,7 @@ import numpy as np
 from memserver import inputs
 from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
 from memserver.errors import InvalidInputError, StoreError
-from memserver.fusion import FUSION_DEPTH, hybrid_order
+from memserver.fusion import FUSION_DEPTH
 from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
@@ -272,24 +272,7 @@ class PostgresBackend:
         else:
             vector = mode != "keyword"
             near, keyed, found = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
-        if mode == "semantic":
-            order = near
-        elif mode == "keyword":
-            order = keyed
-        else:
-            order = hybrid_order(near, keyed, lambda seq: found[seq][0].occurred_at)
-        if request.min_score is None:
-            order = order[:limit]
-        hits: list[Hit] = []
-        for seq in order:
-            memory, score = found[seq]
-            if request.min_score is not None and score < request.min_score:
-                continue
-            why = _explanation(len(hits) + 1, seq, score, near, keyed, mode, words) if explain else None
-            hits.append(Hit(memory, score, why))
-            if len(hits) == limit:
-                break
-        return hits
+        return ranking.hits(near, keyed, found, request, words, explain)
 
     def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         f = inputs.SearchFilter(namespace=namespace)
@@ -484,20 +467,6 @@ def open_database(
     finally:
         owner.close()
     return db
-
-
-def _explanation(
-    rank: int, seq: int, cosine: float, near: Sequence[int], keyed: Sequence[int], mode: str, words: list[str]
-) -> dict[str, Any]:
-    """What PostgreSQL knows of why a hit ranked: its place on each side (see backend.Hit.explanation)."""
-    why: dict[str, Any] = {"rank": rank}
-    if mode != "keyword":
-        why["semantic"] = {"rank": near.index(seq) + 1 if seq in near else None, "cosine": round(float(cosine), 4)}
-    if mode != "semantic":
-        why["keyword"] = {"rank": keyed.index(seq) + 1 if seq in keyed else None}
-    fusion = "reciprocal-rank fusion of each side's best" if mode == "hybrid" else mode
-    why["query"] = {"mode": mode, "terms": words, "engine": "postgresql", "fusion": fusion}
-    return why
 
 
 __all__ = ["PostgresBackend", "open_database"]

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from memserver import inputs
-from memserver.backend import Memory
+from memserver.backend import Hit, Memory
 from memserver.bm25 import KeywordIndex
+from memserver.fusion import hybrid_order
 from memserver.postgres import rows, search
 from memserver.postgres.pool import Database
 from memserver.postgres.rows import COLUMNS, CURRENT
@@ -132,3 +133,48 @@ def found_rows(result: list[tuple[Any, ...]]) -> dict[int, tuple[Memory, float]]
         for r in result
         if r[search.RANKING] is not None
     }
+
+
+def hits(
+    near: list[int],
+    keyed: list[int],
+    found: dict[int, tuple[Memory, float]],
+    request: inputs.SearchRequest,
+    words: list[str],
+    explain: bool,
+) -> list[Hit]:
+    """The request's hits from the two rankings (seqs, best first): one side, or their fusion, cut by min_score
+    and limit; with `explain`, each says where it stood."""
+    mode, limit = request.mode, request.limit
+    if mode == "semantic":
+        order = near
+    elif mode == "keyword":
+        order = keyed
+    else:
+        order = hybrid_order(near, keyed, lambda seq: found[seq][0].occurred_at)
+    if request.min_score is None:
+        order = order[:limit]
+    out: list[Hit] = []
+    for seq in order:
+        memory, score = found[seq]
+        if request.min_score is not None and score < request.min_score:
+            continue
+        why = _explanation(len(out) + 1, seq, score, near, keyed, mode, words) if explain else None
+        out.append(Hit(memory, score, why))
+        if len(out) == limit:
+            break
+    return out
+
+
+def _explanation(
+    rank: int, seq: int, cosine: float, near: list[int], keyed: list[int], mode: str, words: list[str]
+) -> dict[str, Any]:
+    """What PostgreSQL knows of why a hit ranked: its place on each side (see backend.Hit.explanation)."""
+    why: dict[str, Any] = {"rank": rank}
+    if mode != "keyword":
+        why["semantic"] = {"rank": near.index(seq) + 1 if seq in near else None, "cosine": round(float(cosine), 4)}
+    if mode != "semantic":
+        why["keyword"] = {"rank": keyed.index(seq) + 1 if seq in keyed else None}
+    fusion = "reciprocal-rank fusion of each side's best" if mode == "hybrid" else mode
+    why["query"] = {"mode": mode, "terms": words, "engine": "postgresql", "fusion": fusion}
+    return why
