@@ -27,9 +27,10 @@ from memserver.errors import ConfigError
 FLOOR_RECORDS = 5000  # the spacing before this module: a checkpoint never comes sooner than this
 TAIL_PER_CHECKPOINT = 10.0  # the journal tail may cost this many checkpoints' time to replay
 MAX_REPLAY_SECONDS = 30.0  # ... and never more than this (estimated) on an open after a crash
-# Priors, until the store has timed its own (2-core machine, 1 Dec 2026, benchmarks/checkpoint_spacing.py):
-PRIOR_SAVE_SECONDS_PER_MEMORY = 3e-6  # a checkpoint's seconds per live memory (graph, keyword index, snapshot)
-PRIOR_REPLAY_SECONDS_PER_RECORD = 5e-4  # applying one add record (catalog, HNSW insert, BM25)
+# Priors, until the store has timed its own (benchmarks/checkpoint_spacing.py at 100k on a shared 2-core machine,
+# 1 Dec 2026: 11 us per memory, 1.0 ms per record):
+PRIOR_SAVE_SECONDS_PER_MEMORY = 1e-5  # a checkpoint's seconds per live memory (graph, keyword index, snapshot)
+PRIOR_REPLAY_SECONDS_PER_RECORD = 1e-3  # applying one add record (catalog, HNSW insert, BM25)
 SMOOTHING = 0.3  # weight of a new checkpoint's timing in the running estimate
 REPLAY_WINDOW = 2000  # records: the replay estimate follows roughly the last this many
 

@@ -323,7 +323,8 @@ class Generation:
         took = time.perf_counter() - t0
         self.costs.saved(took, count)
         log.debug(
-            "checkpoint of %d memories in %.3f s; the next after %d records", count, took, self.costs.interval(count)
+            "checkpoint of %d memories in %.3f s (replay %.3f ms/record); the next after %d records",
+            *(count, took, 1000 * self.costs.replay_seconds_per_record, self.costs.interval(count)),
         )
         self.hooks.checkpointed(count)
 
