@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memserver.checkpoints import (
@@ -13,6 +15,8 @@ from memserver.checkpoints import (
     write_interval,
 )
 from memserver.errors import ConfigError
+from memserver.store import MemoryStore
+from tests.fakes import FakeEmbedder, RecordingHooks
 
 
 def test_the_interval_balances_a_checkpoints_cost_against_the_tails_replay() -> None:
@@ -86,3 +90,17 @@ def test_a_bad_override_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, value:
     monkeypatch.setenv("MEMSERVER_CHECKPOINT_EVERY", value)
     with pytest.raises(ConfigError, match="MEMSERVER_CHECKPOINT_EVERY"):
         fixed_interval_from_env()
+
+
+def test_the_write_path_never_checkpoints_sooner_than_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, a small store's writes (cheap checkpoints) are not checkpointed before FLOOR_RECORDS are uncovered."""
+    monkeypatch.delenv("MEMSERVER_CHECKPOINT_EVERY", raising=False)
+    hooks = RecordingHooks()
+    with MemoryStore(tmp_path, "spacing", embedder=FakeEmbedder(), hooks=hooks) as s:
+        s.add_many([f"early fact {i} about item{i}" for i in range(FLOOR_RECORDS - 100)])
+        for i in range(50):
+            s.add(f"single fact {i} about thing{i}")
+        assert hooks.checkpoints == []
+    assert hooks.checkpoints == [FLOOR_RECORDS - 50]  # close checkpoints the tail
