@@ -251,15 +251,14 @@ def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool =
     base, _ = corpus()
     base = base[:128] if quick else base
     vecs = base_vectors(cache, base)
-    from memserver import store as store_mod
     from memserver.embedder import Embedder
     from memserver.store import MemoryStore
 
-    # The write path checkpoints (saves the whole HNSW index) every WRITE_CHECKPOINT_RECORDS records: during a bulk
-    # import that is quadratic (at 1M, ~200 saves of a growing index). Fixtures are built with one checkpoint at
-    # the end instead; the index, journal and vectors are the same. (See benchmarks/README.md, "findings".)
-    saved_limit = store_mod.WRITE_CHECKPOINT_RECORDS
-    store_mod.WRITE_CHECKPOINT_RECORDS = 1 << 62
+    # import_ spaces write-path checkpoints (each saves the whole HNSW index) geometrically; fixtures are built
+    # with one checkpoint at the end instead (a fixed spacing no import reaches); the index, journal and vectors
+    # are the same. (See benchmarks/README.md, "findings".)
+    saved_limit = os.environ.get("MEMSERVER_CHECKPOINT_EVERY")
+    os.environ["MEMSERVER_CHECKPOINT_EVERY"] = str(1 << 62)
     log(f"building a store of {n:,} memories in {root} (import_ with precomputed vectors)")
     t0 = time.perf_counter()
 
@@ -272,7 +271,10 @@ def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool =
     with MemoryStore(root, COLLECTION, embedder=Embedder()) as store:  # the model is never loaded: vectors given
         added = store.import_(progress(synthetic(n, base, vecs)))  # one call: one checkpoint at its end
     build_s = time.perf_counter() - t0
-    store_mod.WRITE_CHECKPOINT_RECORDS = saved_limit
+    if saved_limit is None:
+        del os.environ["MEMSERVER_CHECKPOINT_EVERY"]
+    else:
+        os.environ["MEMSERVER_CHECKPOINT_EVERY"] = saved_limit
     if added != n:
         raise RuntimeError(f"built {added} memories, expected {n}")
     done.write_text(json.dumps({"n": n, "build_s": round(build_s, 1), "per_s": round(n / build_s)}) + "\n")

@@ -24,6 +24,7 @@ import numpy as np
 
 from memserver import snapshot
 from memserver.catalog import Catalog
+from memserver.checkpoints import CheckpointCosts
 from memserver.hooks import StoreHooks
 from memserver.index import VectorIndex
 from memserver.inputs import now
@@ -49,8 +50,10 @@ class Generation:
         kindex: KeywordDerivedIndex,
         embed: Embed,
         hooks: StoreHooks,
+        costs: CheckpointCosts | None = None,
     ) -> None:
         self.folder = folder
+        self.costs = costs or CheckpointCosts()  # timed here (replay, checkpoints); the store asks its interval
         self.journal = journal
         self.vectors = VectorFile(vector_path(folder, journal.generation), vindex.dim, journal.files)
         self.catalog = Catalog()
@@ -189,7 +192,9 @@ class Generation:
             result = journal.read(cov.offset)
             if result.entries:
                 cov.replayed += len(result.entries)
+                t0 = time.perf_counter()
                 self.apply(result.entries)
+                self.costs.replayed(time.perf_counter() - t0, len(result.entries))
             cov.offset = result.end
             if result.done:
                 break
@@ -290,6 +295,7 @@ class Generation:
         """Save every derived index and the metadata snapshot at the journal position applied (exclusive lock
         held). A failure costs replay time on the next open, never data: it is logged, or with `strict` raised."""
         journal, vectors, cov = self.journal, self.vectors, self.coverage
+        t0 = time.perf_counter()
         try:
             fixes = vectors.write_back_repairs(lambda row: self.catalog.id_at(row) is not None)
             if fixes:
@@ -314,6 +320,12 @@ class Generation:
             )
             return
         cov.checkpointed()
+        took = time.perf_counter() - t0
+        self.costs.saved(took, count)
+        log.debug(
+            "checkpoint of %d memories in %.3f s (replay %.3f ms/record); the next after %d records",
+            *(count, took, 1000 * self.costs.replay_seconds_per_record, self.costs.interval(count)),
+        )
         self.hooks.checkpointed(count)
 
     def close(self) -> None:

@@ -46,6 +46,7 @@ import numpy as np
 from memserver import config, inputs, listing, writes
 from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.catalog import memory_of
+from memserver.checkpoints import CheckpointCosts, fixed_interval_from_env
 from memserver.compaction import Compaction, remove_other_generations
 from memserver.durable import OS, FileLayer, disk_errors_as, make_dirs, make_private
 from memserver.errors import InvalidInputError, StoreError
@@ -65,9 +66,8 @@ __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 log = logging.getLogger(__name__)
 
 # Checkpoint the derived indexes when this many journal records are not covered by the checkpoint on disk
-# (on open, close and after import_), and from the write path only past WRITE_CHECKPOINT_RECORDS.
+# (on open, close and after import_); the write path spaces them by cost (checkpoints.py).
 CHECKPOINT_RECORDS = 200
-WRITE_CHECKPOINT_RECORDS = 5000
 IMPORT_BATCH = 1000
 
 
@@ -124,6 +124,7 @@ class Collection:
         self._index_params = {k: v for k, v in params.items() if v is not None}  # each generation's VectorIndex
         self._gen: Generation | None = None  # the generation open now (None: closed, or its load failed)
         self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
+        self._costs = CheckpointCosts(fixed_interval_from_env())  # when the write path checkpoints
         self._closed = False
         with self._thread_lock:
             self._load()
@@ -173,7 +174,7 @@ class Collection:
                     if not journal.replaced():  # current: no one removes its vector file while we hold the lock
                         vindex = VectorIndex(self.dim, **self._index_params, files=self.files)
                         kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
-                        gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks)
+                        gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks, self._costs)
                         torn = gen.restore()
                 if gen is not None:
                     gen.rebuild_untrusted()
@@ -225,9 +226,9 @@ class Collection:
             self._refresh()
             with self._exclusive() as gen:
                 yield gen
-                # A checkpoint rewrites each index in full (hnswlib #36), so during import_ they are spaced
-                # geometrically (at least half the store's size apart): O(N) bytes written in all, not O(N^2).
-                every = WRITE_CHECKPOINT_RECORDS
+                # A checkpoint rewrites each index in full (hnswlib #36): spaced by its cost (checkpoints.py),
+                # and during import_ geometrically (at least half the store's size apart): O(N) bytes in all.
+                every = gen.costs.interval(len(gen.catalog))
                 if self._importing:
                     every = max(every, len(gen.catalog) // 2)
                 if gen.needs_checkpoint(every):
@@ -257,8 +258,8 @@ class Collection:
     @disk_errors_as("the checkpoint was not written (the journal still has every memory)")
     def checkpoint(self) -> None:
         """Save every derived index and the metadata snapshot at the journal's current end, so the next open
-        replays nothing. The store checkpoints by itself (on open, close, imports, and every
-        WRITE_CHECKPOINT_RECORDS writes) and logs a failure there (it costs replay time on the next open, never
+        replays nothing. The store checkpoints by itself (on open, close, imports, and as often as writes make
+        it worthwhile: checkpoints.py) and logs a failure there (it costs replay time on the next open, never
         data); asked for here, a failure raises StoreWriteError."""
         with self._thread_lock:
             self._refresh()

@@ -20,13 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="SIGKILL and flock are POSIX")]
 
 # The child adds continuously (single adds and small batches), deletes some of its own adds, and checkpoints
-# often (threshold lowered) so that kills also land inside index saves. "A <id>" / "D <id>" is printed only
+# often (a fixed spacing of 25 records) so that kills also land inside index saves. "A <id>" / "D <id>" is printed only
 # after the call returned, i.e. after the store acknowledged the write; "X <id>" just before a delete starts.
 WRITER = r"""
 import os, random, sys
 import memserver.store as ms
 from tests.fakes import FakeEmbedder
-ms.WRITE_CHECKPOINT_RECORDS = 25
+os.environ["MEMSERVER_CHECKPOINT_EVERY"] = "25"
 rng = random.Random(int(sys.argv[2]))
 store = ms.MemoryStore(sys.argv[1], "crash", embedder=FakeEmbedder())
 print("ready", flush=True)

@@ -163,7 +163,7 @@ def test_damaged_or_stale_snapshot_falls_back_to_replay(tmp_path: Path, damage: 
 def test_a_checkpoint_whose_snapshot_failed_is_taken_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write-path checkpoint whose metadata snapshot cannot be written (disk full) is not counted as done: the
     store checkpoints again on close, and the next open restores that snapshot instead of replaying."""
-    monkeypatch.setattr(memserver.store, "WRITE_CHECKPOINT_RECORDS", 200)
+    monkeypatch.setenv("MEMSERVER_CHECKPOINT_EVERY", "200")
     files = FailingFiles(lambda op, name: op == "create" and name.startswith("meta-"), errno.ENOSPC)
     hooks = RecordingHooks()
     s = _open(tmp_path, files=files, hooks=hooks)
@@ -287,10 +287,11 @@ def test_files_of_a_compaction_that_died_after_its_switch_go_at_the_next_open(tm
 
 
 def test_import_spaces_checkpoints_geometrically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A checkpoint rewrites whole indexes, so import_ does not take one every WRITE_CHECKPOINT_RECORDS (O(N^2)
-    bytes at 1M) but when the uncovered records reach half the store; ordinary writes keep the fixed spacing."""
+    """A checkpoint rewrites whole indexes, so import_ does not take one every MEMSERVER_CHECKPOINT_EVERY records
+    (O(N^2) bytes at 1M) but when the uncovered records reach half the store; ordinary writes keep the fixed
+    spacing."""
     monkeypatch.setattr(memserver.store, "IMPORT_BATCH", 100)
-    monkeypatch.setattr(memserver.store, "WRITE_CHECKPOINT_RECORDS", 200)
+    monkeypatch.setenv("MEMSERVER_CHECKPOINT_EVERY", "200")
     hooks = RecordingHooks()
     sizes = hooks.checkpoints
     emb = FakeEmbedder()
