@@ -16,8 +16,8 @@ store's keys are its vector rows: dense), so a filter is one vectorised lookup. 
 
 Search: a query with enough postings is ranked by MaxScore (maxscore.py), exactly as `search_exhaustive` ranks it
 (scoring every posting) but reading the common terms' lists only for the candidates that can still win. For its
-bounds each term's list keeps its peaks (`_peaks`, cached until the next merge), and for live document
-frequencies the slots removed since the last merge (`_dead_slots`, checked once per term and removal).
+bounds each term's list keeps its peaks, and for live document frequencies the slots removed since the last
+merge (maxscore.BoundsCache: cached until the next merge, checked once per term and removal).
 
 The index as plain arrays (`state` / `load_state`) is what the store checkpoints (keyword.py).
 
@@ -35,7 +35,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from memserver.maxscore import BOUND_SLACK, TermPostings, ranked, top_k
+from memserver.maxscore import BOUND_SLACK, BoundsCache, TermPostings, ranked, top_k
 from memserver.terms import date_terms, normalise, raw_tokens
 
 __all__ = ["K1", "B", "KeywordIndex", "bm25_weights"]
@@ -119,13 +119,7 @@ class KeywordIndex:
         self._tfs: Floats = np.zeros(0, np.float32)
         self._frozen_slots = 0  # slots below this are in the frozen arrays, the others in _delta
         self._delta: dict[int, tuple[array[int], array[float]]] = {}  # term id -> (slots, tfs) added since
-        self._reset_pruning()
-
-    def _reset_pruning(self) -> None:
-        """Forget what the pruned search caches per term (after a merge every posting is live and in the CSR)."""
-        self._dead_slots: list[int] = []  # slots removed since the last merge: their postings may still be listed
-        self._dead_seen: dict[int, tuple[int, int]] = {}  # term id -> (_dead_slots checked, dead postings found)
-        self._frozen_peaks: dict[int, tuple[Floats, Floats]] = {}  # term id -> its CSR list's peaks (_peaks)
+        self._bounds = BoundsCache()  # what the pruned search keeps per term until the next merge
 
     def __len__(self) -> int:
         return self._live
@@ -193,7 +187,7 @@ class KeywordIndex:
         self._alive[slot] = False
         self._live -= 1
         self._dead += 1
-        self._dead_slots.append(slot)
+        self._bounds.removed.append(slot)
         self._total_length -= self._length.item(slot)
         return True
 
@@ -266,7 +260,7 @@ class KeywordIndex:
         np.cumsum(np.bincount(term, minlength=n_terms), out=self._indptr[1:])
         self._delta = {}
         self._frozen_slots = self._slots
-        self._reset_pruning()
+        self._bounds = BoundsCache()  # every posting is live and in the CSR now
 
     # -- reading -----------------------------------------------------------------------------------------------
 
@@ -320,7 +314,7 @@ class KeywordIndex:
         allowed = None
         if candidates is not None:
             allowed = self._candidate_slots(candidates)  # live slots only
-        elif self._dead_slots:
+        elif self._bounds.removed:
             allowed = self._alive
         slots, scores = top_k(postings, k, allowed)
         return list(zip(self._keys[slots].tolist(), scores.tolist(), strict=True))
@@ -342,26 +336,10 @@ class KeywordIndex:
         if extra:
             parts.append((np.frombuffer(extra[0], np.int32), np.frombuffer(extra[1], np.float32)))
         size = sum(len(p[0]) for p in parts)
-        if self._dead_slots:
-            checked, dead = self._dead_seen.get(term, (0, 0))
-            if checked < len(self._dead_slots):  # only the slots removed since this term was last looked at
-                news = np.asarray(self._dead_slots[checked:], np.int32)
-                for slots, _ in parts:
-                    if len(slots):
-                        at = np.minimum(np.searchsorted(slots, news), len(slots) - 1)
-                        dead += int(np.count_nonzero(slots[at] == news))
-                self._dead_seen[term] = (len(self._dead_slots), dead)
-            size_live = size - dead
-        else:
-            size_live = size
+        size_live = size - self._bounds.dead(term, parts)
         if size_live == 0:
             return None
-        peaks = self._frozen_peaks.get(term)
-        if peaks is None:
-            peaks = self._frozen_peaks[term] = self._peaks(*parts[0])
-        if len(parts) > 1:
-            delta_peaks = self._peaks(*parts[1])
-            peaks = (np.concatenate([peaks[0], delta_peaks[0]]), np.concatenate([peaks[1], delta_peaks[1]]))
+        peaks = self._bounds.peaks(term, parts, self._length)
         idf = math.log(1.0 + (n - size_live + 0.5) / (size_live + 0.5))
         k1, b, length = self.k1, self.b, self._length
         top = bm25_weights(idf, peaks[0], peaks[1], avg_length, k1, b).max()
@@ -371,19 +349,6 @@ class KeywordIndex:
             bound=float(top) * (1.0 + BOUND_SLACK),
             weigh=lambda slots, tfs: bm25_weights(idf, tfs, length[slots], avg_length, k1, b),
         )
-
-    def _peaks(self, slots: npt.NDArray[np.int32], tfs: Floats) -> tuple[Floats, Floats]:
-        """(tf, shortest length with that tf) for each distinct tf of a list: the postings no other one outweighs.
-
-        A BM25 weight grows with tf and shrinks with length, so its largest value over the list is one of these,
-        whatever idf and the average length are when the list is searched: the bound is exact and stays valid.
-        """
-        if not len(slots):
-            return np.zeros(0, np.float32), np.zeros(0, np.float32)
-        values, which = np.unique(tfs, return_inverse=True)
-        shortest = np.full(len(values), np.inf, np.float32)
-        np.minimum.at(shortest, which, self._length[slots])
-        return values.astype(np.float32), shortest
 
     def search_exhaustive(self, query: str, k: int = 10, candidates: Ints | None = None) -> list[tuple[int, float]]:
         """`search` by scoring every posting of the query's terms: the reference the pruned search must equal."""
@@ -509,4 +474,4 @@ class KeywordIndex:
         self._tfs = tfs.astype(np.float32)
         self._frozen_slots = n
         if self._dead and not self._alive[self._docs].all():  # postings of removed documents: see _term_postings
-            self._dead_slots = np.flatnonzero(~alive).tolist()
+            self._bounds.removed = np.flatnonzero(~alive).tolist()

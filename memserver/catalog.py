@@ -4,7 +4,7 @@ A memory is a row: the order of its add line in the journal, which is also its r
 label in the indexes. The catalog keeps each row's id, content, created_at, occurred_at, tags, source and the
 conversation labels (speaker, role, session, namespace) by column (columns.py: a million memories are not
 millions of Python objects), plus what the store looks up: id -> row, content key -> rows (exact duplicates),
-tag/source/label -> rows, and the current rows in (occurred_at, row) order.
+tag/source/label -> rows, and the current rows in (occurred_at, row) order (time_order.py).
 
 A row is current (`alive`: what search and the listings see, and what the derived indexes hold), history
 (replaced by a newer memory: get() and export() still return it), or forgotten (a tombstone: its metadata stays
@@ -18,7 +18,6 @@ so a row that stops being current is masked by `alive` rather than removed from 
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Sequence
 from itertools import repeat
@@ -30,6 +29,7 @@ from memserver import columns, inputs
 from memserver.backend import Memory
 from memserver.history import History
 from memserver.replay import AddRecord
+from memserver.time_order import TimeOrder
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,6 @@ class Catalog:
         self.ids = columns.IdMap()  # id -> row of the stored memories (current or history); also row -> id
         self.contents = columns.TextHeap()
         self.created = columns.FixedText(32)  # what inputs.stored_time writes: 32 ASCII characters
-        self.occurred = columns.FixedText(32)
         self.tags: list[tuple[str, ...] | None] = []  # by row; None: a row never written
         self.sources: list[str | None] = []
         self.speakers = columns.Labels()
@@ -96,13 +95,17 @@ class Catalog:
         self.content_keys = columns.HashIndex()  # inputs.content_key -> rows
         self.tag_rows = columns.RowSets()
         self.source_rows = columns.RowSets()
-        self.by_time: list[int] = []  # current rows sorted by (occurred_at, row): see `time_key`
+        self.times = TimeOrder()  # occurred_at by row, and the current rows in (occurred_at, row) order
         self.history = History()
         self.per_namespace: dict[str, int] = {}  # current memories per namespace (none: absent)
         self.live = 0  # current memories
         self.plain = True  # no memory has a conversation label or a replace link yet: `memory` skips them
         self.next_row = 0  # one past the highest row ever added
         self._interned: dict[Any, Any] = {}  # one object per distinct tag tuple / source
+
+    @property
+    def occurred(self) -> columns.FixedText:
+        return self.times.occurred
 
     def __len__(self) -> int:
         return self.live
@@ -156,11 +159,7 @@ class Catalog:
         for t in tags:
             self.tag_rows.add(t, row)
         self.source_rows.add(r.source, row)
-        times = self.by_time
-        if not times or (occurred, row) > self.time_key(times[-1]):
-            times.append(row)
-        else:
-            bisect.insort(times, row, key=self.time_key)
+        self.times.insert(row)
         return True
 
     def supersede(self, r: AddRecord) -> int | None:
@@ -199,9 +198,7 @@ class Catalog:
     def _retire(self, row: int) -> None:
         """The current memory at `row` stops being current (its tag, source, label and content-key entries go
         when next read: columns.RowSets)."""
-        i = bisect.bisect_left(self.by_time, self.time_key(row), key=self.time_key)
-        if i < len(self.by_time) and self.by_time[i] == row:
-            del self.by_time[i]
+        self.times.remove(row)
         self.alive[row] = False
         self.live -= 1
         namespace = self.namespaces.get(row)
@@ -316,9 +313,6 @@ class Catalog:
                     found = row
         return found
 
-    def time_key(self, row: int) -> tuple[str, int]:
-        return (self.occurred.get(row) or "", row)
-
     # --- many memories -------------------------------------------------------------------------------------------
 
     def live_rows(self) -> np.ndarray:
@@ -330,14 +324,6 @@ class Catalog:
         history = self.history.replaced_rows()
         current = self.live_rows()
         return columns.sorted_union(current, np.asarray(history, np.int64)) if history else current
-
-    def time_sorted(self, rows: np.ndarray) -> np.ndarray:
-        """`rows` in (occurred_at, row) order, oldest first."""
-        if len(rows) < 2:
-            return rows
-        if self.occurred.fixed:
-            return rows[np.lexsort((rows, self.occurred.a[rows]))]
-        return np.asarray(sorted(rows.tolist(), key=self.time_key), dtype=np.int64)
 
     def ids_with_prefix(self, prefix: str, limit: int, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
         """The ids of the stored memories of `namespace` (current or history: get() reads both) starting with
@@ -396,24 +382,7 @@ class Catalog:
             for labels, value in ((self.speakers, f.speaker), (self.roles, f.role), (self.sessions, f.session)):
                 if value is not None:
                     rows = _and(rows, labels.rows(value, alive))
-        if not f.timed:
-            return rows
-        lo, hi = f.since, f.until
-        times, key = self.by_time, self.time_key
-        i = 0 if lo is None else bisect.bisect_left(times, (lo, -1), key=key)
-        if hi is None:
-            j = len(times)
-        elif f.until_inclusive:
-            j = bisect.bisect_right(times, (hi, 1 << 62), key=key)
-        else:
-            j = bisect.bisect_left(times, (hi, -1), key=key)
-        if rows is None or j - i <= len(rows):  # walk the time range, or test the rows' times: the shorter
-            in_range = np.asarray(times[i:j], dtype=np.int64)
-            if rows is not None:
-                in_range = in_range[np.isin(in_range, rows, assume_unique=True)]
-            return in_range
-        picked: np.ndarray = rows[self._in_time(rows, f)]
-        return picked
+        return self.times.within(rows, f) if f.timed else rows
 
     def candidates_as_of(self, f: inputs.SearchFilter) -> np.ndarray:
         """Rows passing every filter of `f` that stood at `f.as_of` (history.py), current or not, sorted."""
@@ -429,21 +398,6 @@ class Catalog:
             held = held[self.history.visible_at(held, self.created.a[held], when)]
         return columns.sorted_union(current, held) if len(held) else current
 
-    def _in_time(self, rows: np.ndarray, f: inputs.SearchFilter) -> np.ndarray:
-        """Which of `rows` have occurred_at within the bounds of `f`: a mask."""
-        occurred = self.occurred.a[rows]
-        lo_v: str | bytes | None = f.since
-        hi_v: str | bytes | None = f.until
-        if self.occurred.fixed:  # ASCII: bytes order is str order
-            lo_v = None if f.since is None else f.since.encode("ascii")
-            hi_v = None if f.until is None else f.until.encode("ascii")
-        keep = np.ones(len(rows), dtype=bool)
-        if lo_v is not None:
-            keep &= occurred >= lo_v
-        if hi_v is not None:
-            keep &= (occurred <= hi_v) if f.until_inclusive else (occurred < hi_v)
-        return keep
-
     def matching(self, rows: np.ndarray, f: inputs.SearchFilter) -> np.ndarray:
         """Which of `rows` (current or not: history, tombstones) pass every filter of `f` but as_of: a mask.
         Slower than `candidates` (tags and sources are tested row by row): for the few rows that are not current."""
@@ -452,7 +406,7 @@ class Catalog:
             if value is not None:
                 keep &= labels.matching(rows, value)
         if f.timed:
-            keep &= self._in_time(rows, f)
+            keep &= self.times.in_range(rows, f)
         if f.tags or f.source is not None:
             wanted = set(f.tags)
             for i, row in enumerate(rows.tolist()):
@@ -479,7 +433,7 @@ class Catalog:
         rows = self.stored_rows()
         if namespace is not None:
             rows = rows[self.namespaces.matching(rows, namespace)]
-        rows = self.time_sorted(rows)
+        rows = self.times.sort(rows)
         listed = rows.tolist()
         history = self.history
         return ExportColumns(

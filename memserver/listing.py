@@ -66,8 +66,8 @@ def page(catalog: Catalog, f: inputs.SearchFilter, limit: int, below: TimeKey | 
     time key `below` (None: from the newest); and whether more follow."""
     rows = catalog.candidates_as_of(f) if f.as_of is not None else catalog.candidates(f)
     # (no filter: every current row, already in time order)
-    ordered: Sequence[int] = catalog.by_time if rows is None else catalog.time_sorted(rows).tolist()
-    end = len(ordered) if below is None else bisect.bisect_left(ordered, below, key=catalog.time_key)
+    ordered: Sequence[int] = catalog.times.rows if rows is None else catalog.times.sort(rows).tolist()
+    end = len(ordered) if below is None else bisect.bisect_left(ordered, below, key=catalog.times.key)
     start = max(0, end - limit)
     return list(reversed(ordered[start:end])), start > 0
 
@@ -86,7 +86,7 @@ def select_rows(catalog: Catalog, s: inputs.SelectFilter) -> list[int]:
     if s.before is not None:
         created = catalog.created.a[rows]
         rows = rows[created < (s.before.encode("ascii") if catalog.created.fixed else s.before)]
-    return list(reversed(catalog.time_sorted(rows).tolist()))
+    return list(reversed(catalog.times.sort(rows).tolist()))
 
 
 def session_counts(catalog: Catalog, namespace: str) -> dict[str, int]:

@@ -21,7 +21,8 @@ WAND is a loop per document, which costs more in Python than numpy spends scorin
 
 The weights come from the caller (`TermPostings.weigh`), so k1, b and the formula live in one place; the bounds
 only need the weight to grow with term frequency and shrink with document length, as BM25's does for k1 >= 0 and
-0 <= b <= 1. Pure functions of numpy arrays: knows nothing of terms, stores or keys.
+0 <= b <= 1. Pure functions of numpy arrays, plus `BoundsCache`, what an index keeps of its lists between merges
+for their bounds (peaks, dead postings): knows nothing of terms, stores or keys (a list is an int id).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BOUND_SLACK", "TermPostings", "ranked", "top_k"]
+__all__ = ["BOUND_SLACK", "BoundsCache", "TermPostings", "peaks", "ranked", "top_k"]
 
 Slots = npt.NDArray[np.int32]
 Weights = npt.NDArray[np.float32]
@@ -52,6 +53,58 @@ class TermPostings(NamedTuple):
     size: int  # postings in all parts (dead ones included)
     bound: float  # no live document gets a larger weight from this term (BOUND_SLACK included)
     weigh: Callable[[Slots, Weights], Weights]  # the weights of postings (slots, term frequencies)
+
+
+class BoundsCache:
+    """What the bounds need of an index's posting lists, kept until its next merge (which starts a new cache).
+
+    Between merges a list's frozen part only loses documents (their slots, `removed`, stay listed) and its delta
+    part only grows; so the frozen part's peaks hold, and each removed slot needs checking once per list.
+    """
+
+    def __init__(self) -> None:
+        self.removed: list[int] = []  # slots removed since the last merge: their postings may still be listed
+        self._dead_seen: dict[int, tuple[int, int]] = {}  # list id -> (`removed` checked, dead postings found)
+        self._frozen_peaks: dict[int, tuple[Weights, Weights]] = {}  # list id -> its frozen part's peaks
+
+    def dead(self, list_id: int, parts: Sequence[tuple[Slots, Weights]]) -> int:
+        """Postings of removed slots in a list's parts (frozen first): only the slots removed since it was last
+        asked about are looked up."""
+        if not self.removed:
+            return 0
+        checked, dead = self._dead_seen.get(list_id, (0, 0))
+        if checked < len(self.removed):
+            news = np.asarray(self.removed[checked:], np.int32)
+            for slots, _ in parts:
+                if len(slots):
+                    at = np.minimum(np.searchsorted(slots, news), len(slots) - 1)
+                    dead += int(np.count_nonzero(slots[at] == news))
+            self._dead_seen[list_id] = (len(self.removed), dead)
+        return dead
+
+    def peaks(self, list_id: int, parts: Sequence[tuple[Slots, Weights]], lengths: Weights) -> tuple[Weights, Weights]:
+        """The `peaks` of a list's parts (frozen first: its peaks are cached; a delta part's are computed afresh)."""
+        found = self._frozen_peaks.get(list_id)
+        if found is None:
+            found = self._frozen_peaks[list_id] = peaks(*parts[0], lengths)
+        if len(parts) > 1:
+            more = peaks(*parts[1], lengths)
+            found = (np.concatenate([found[0], more[0]]), np.concatenate([found[1], more[1]]))
+        return found
+
+
+def peaks(slots: Slots, tfs: Weights, lengths: Weights) -> tuple[Weights, Weights]:
+    """(tf, shortest length with that tf) for each distinct tf of a list: the postings no other one outweighs.
+
+    A BM25 weight grows with tf and shrinks with length, so its largest value over the list is one of these,
+    whatever idf and the average length are when the list is searched: the bound is exact and stays valid.
+    """
+    if not len(slots):
+        return np.zeros(0, np.float32), np.zeros(0, np.float32)
+    values, which = np.unique(tfs, return_inverse=True)
+    shortest = np.full(len(values), np.inf, np.float32)
+    np.minimum.at(shortest, which, lengths[slots])
+    return values.astype(np.float32), shortest
 
 
 def ranked(slots: npt.NDArray[Any], scores: npt.NDArray[Any], k: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:

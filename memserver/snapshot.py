@@ -35,6 +35,7 @@ from memserver import columns
 from memserver.catalog import DEFAULT_NAMESPACE, Catalog
 from memserver.durable import OS, FileLayer, atomic_write
 from memserver.history import History
+from memserver.time_order import TimeOrder
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def encode(catalog: Catalog, crcs: np.ndarray) -> bytes:
         catalog.created.payload(n),
         catalog.tags[:n],
         catalog.sources[:n],
-        np.asarray(catalog.by_time, dtype=np.int64),
+        np.asarray(catalog.times.rows, dtype=np.int64),
         vcrc,
         *catalog.content_keys.payload(alive),
         *catalog.tag_rows.payload(alive),
@@ -117,12 +118,12 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
     c.contents = columns.TextHeap.from_payload(texts, starts, ends, n)
     c.created = columns.FixedText.from_payload(32, created_b, n)
     if fmt == 4:
-        c.occurred = columns.FixedText.from_payload(32, created_b, n)
+        occurred = columns.FixedText.from_payload(32, created_b, n)
         for labels in c.labels():
             labels.codes = np.zeros(n, dtype=np.int32)
     else:
         occurred_b, speakers, roles, sessions, spaces, history = parts[21:]
-        c.occurred = columns.FixedText.from_payload(32, occurred_b, n)
+        occurred = columns.FixedText.from_payload(32, occurred_b, n)
         c.speakers = columns.Labels.from_payload("", speakers, n)
         c.roles = columns.Labels.from_payload("", roles, n)
         c.sessions = columns.Labels.from_payload("", sessions, n)
@@ -148,7 +149,8 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
         raise ValueError("content keys do not match the records")
     c.tag_rows = columns.RowSets.from_payload(tag_names, tag_counts, tag_flat, n)
     c.source_rows = columns.RowSets.from_payload(src_names, src_counts, src_flat, n)
-    c.tags, c.sources, c.alive, c.by_time, c.next_row, c.live = tags, sources, alive, order.tolist(), n, live
+    c.tags, c.sources, c.alive, c.next_row, c.live = tags, sources, alive, n, live
+    c.times = TimeOrder(occurred, order.tolist())
     c.plain = all(len(labels.names) == 1 for labels in c.labels()) and not (c.history.replaces or c.history.replaced)
     spaces_of = np.bincount(c.namespaces.codes[:n][alive], minlength=len(c.namespaces.names))
     c.per_namespace = {c.namespaces.names[code]: int(k) for code, k in enumerate(spaces_of.tolist()) if k}
