@@ -83,6 +83,45 @@ def describe(url: str) -> str:
     return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or params.get('user') or 'postgres'}"
 
 
+def _reset(conn: psycopg.Connection[Any]) -> None:
+    """The pool's reset of a returned connection: back to the role and the settings it was opened with.
+
+    The connection options' `role=memserver_app` and the timeouts are the session's reset values, so whatever a
+    statement changed with SET (a SET ROLE back to the login role, a statement_timeout of 0) ends with its borrower
+    and never reaches the next one (runs in the pool's worker, not in the caller's time).
+    """
+    conn.execute("RESET ROLE; RESET ALL")
+
+
+RLS_SQL = (
+    "SELECT r.rolsuper, r.rolbypassrls, "
+    "coalesce((SELECT pg_has_role(session_user, c.relowner, 'MEMBER') FROM pg_class c "
+    "WHERE c.oid = to_regclass('memserver.memories')), false) "
+    "FROM pg_roles r WHERE r.rolname = session_user"
+)
+
+
+def rls_warning(owner: psycopg.Connection[Any], where: str) -> str | None:
+    """Why row-level security is no second wall for the role memserver logs in as (None: it is one).
+
+    The pool acts as memserver_app, to which the policies apply; but a login role that is a superuser, has
+    BYPASSRLS or may act as the tables' owner can SET ROLE back to itself inside any statement and read every
+    tenant. Then only memserver's own tenant conditions separate the tenants: fine for one user, not for many.
+    """
+    row = owner.execute(RLS_SQL).fetchone()
+    flags = (bool(v) for v in row) if row else ()
+    texts = ("is a superuser", "has BYPASSRLS", "owns memserver's tables (or is a member of their owner)")
+    reasons = [text for flag, text in zip(flags, texts, strict=False) if flag]
+    if not reasons:
+        return None
+    return (
+        f"memserver logs in to PostgreSQL at {where} as {owner.info.user!r}, which {' and '.join(reasons)}: "
+        "row-level security is then no second wall between tenants (a statement could SET ROLE back to it). "
+        f"For many users, log in as a role that is only a member of {APP_ROLE}: docs/scale-out.md, "
+        '"Tenants and row-level security"'
+    )
+
+
 def _check(conn: psycopg.Connection[Any]) -> None:
     """The pool's check before lending a connection: no round trip, just "has the server hung up on it?"."""
     if conn.closed or conn.broken:
@@ -153,6 +192,9 @@ class Database:
             f"-c search_path={SCHEMA},{vector_schema} -c TimeZone=UTC -c role={APP_ROLE} "
             f"-c statement_timeout={STATEMENT_TIMEOUT} -c lock_timeout={LOCK_TIMEOUT}"
         )
+        warning = rls_warning(owner, self.where)
+        if warning:
+            log.warning("%s", warning)
         self._vector_info = TypeInfo.fetch(owner, "vector")
         if self._vector_info is None:
             raise StoreError(f"the database at {self.where} has no vector type (pgvector is not installed)")
@@ -170,6 +212,7 @@ class Database:
             open=False,
             configure=self._configure,
             check=_check,
+            reset=_reset,
             timeout=CALL_TIMEOUT_S,
             max_idle=300,
             # Each reconnection attempt backs off exponentially (1, 2, 4 s ...) and gives up after this long; the next
