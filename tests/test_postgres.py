@@ -303,5 +303,11 @@ def test_db_migrate_is_idempotent_and_stats_reads_the_database(postgres: Postgre
     stats = memserver("stats", "--database", url)
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout) | {"engine": "postgresql", "count": 0} == json.loads(stats.stdout)
+    assert "bytes_on_disk" not in json.loads(stats.stdout)  # one collection's figures: the database's are db stats
+    whole = memserver("db", "stats", "--database", url)
+    assert whole.returncode == 0, whole.stderr
+    figures = json.loads(whole.stdout)
+    assert figures["scope"] == "the whole database: every tenant" and figures["schema_version"] == latest
+    assert figures["bytes_on_disk"] > 0 and figures["tenants"] == 0  # (tenants that stored something; none did)
     missing = memserver("db", "migrate")
     assert missing.returncode == 1 and "needs --database URL" in missing.stderr

@@ -366,21 +366,38 @@ class Database:
     )
     HNSW_SQL = "SELECT reloptions FROM pg_class WHERE oid = to_regclass('memserver.memories_hnsw')"
 
-    def describe_storage(self, tenant: str) -> tuple[int, dict[str, Any]]:
-        """(bytes of memserver's tables and indexes, all tenants; the HNSW index's parameters)."""
+    def index_parameters(self, tenant: str) -> dict[str, Any]:
+        """The HNSW index's parameters (the same for every tenant: nothing about the others)."""
         from memserver.postgres import search
 
-        size, hnsw = self.run(tenant, [(self.SIZE_SQL, []), (self.HNSW_SQL, [])])
-        size_row, hnsw_row = size.fetchone(), hnsw.fetchone()
+        hnsw_row = self.run(tenant, [(self.HNSW_SQL, [])])[0].fetchone()
         options = dict(option.split("=", 1) for option in (hnsw_row[0] if hnsw_row and hnsw_row[0] else []))
-        params = {
+        return {
             "kind": "hnsw",
             "m": int(options.get("m", 16)),
             "ef_construction": int(options.get("ef_construction", 64)),
             "ef_search": search.EF_SEARCH,
             "iterative_scan": "strict_order",
         }
-        return int(size_row[0] or 0) if size_row else 0, params
+
+    def deployment_figures(self) -> dict[str, Any]:
+        """The whole database's figures, every tenant (`memserver db stats`, never an MCP user): from the catalog,
+        so any login role may read them; the tenants (those that stored something) need a role RLS does not limit."""
+        with self.connect_owner() as conn:
+            rows_sql = "SELECT reltuples FROM pg_class WHERE oid = to_regclass('memserver.memories')"
+            rows, size = conn.execute(rows_sql).fetchone(), conn.execute(self.SIZE_SQL).fetchone()
+            tenants = conn.execute(
+                "SELECT CASE WHEN r.rolsuper OR r.rolbypassrls OR pg_has_role(session_user, c.relowner, 'USAGE') "
+                "THEN (SELECT count(DISTINCT tenant) FROM memserver.tenant_stats) END FROM pg_roles r, pg_class c "
+                "WHERE r.rolname = session_user AND c.oid = to_regclass('memserver.memories')"
+            ).fetchone()
+        return {
+            "database": self.where,
+            "scope": "the whole database: every tenant",
+            "tenants": None if not tenants or tenants[0] is None else int(tenants[0]),
+            "table_rows_estimate": max(int(rows[0] or 0), 0) if rows else 0,
+            "bytes_on_disk": int(size[0] or 0) if size else 0,
+        }
 
     def vacuum(self) -> dict[str, Any]:
         """VACUUM (ANALYZE) memserver's tables; needs their owner (or a superuser)."""
