@@ -325,16 +325,28 @@ class Database:
                         ) from None
                     raise
         except PoolTimeout:
-            raise DatabaseUnavailableError(
-                f"PostgreSQL at {self.where} is unreachable (no connection within {CALL_TIMEOUT_S:.0f} s); "
-                "nothing was changed. Try again when the database is back"
-            ) from None
+            raise self._no_connection(pool, "nothing was changed") from None
         except psycopg.OperationalError as exc:
             with contextlib.suppress(Exception):
                 pool.check()  # drop the other connections the same outage broke
             raise _BrokenConnection(
                 f"the connection to PostgreSQL at {self.where} failed during the call ({_first_line(exc)}); {outcome}"
             ) from None
+
+    def _no_connection(self, pool: ConnectionPool[psycopg.Connection[Any]], outcome: str) -> DatabaseUnavailableError:
+        """Why no connection came within the pool's timeout: every one is lent out (this process is busy: a burst
+        of calls, or long ones), or the pool could not open one (the database is unreachable)."""
+        stats = pool.get_stats()
+        size, free = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        wait = f"no connection within {pool.timeout:g} s"
+        if size >= pool.max_size and free == 0:
+            return DatabaseUnavailableError(
+                f"all {pool.max_size} connections of this process to PostgreSQL at {self.where} are busy ({wait}, "
+                f"{stats.get('requests_waiting', 0)} call(s) waiting); {outcome}. Try again shortly"
+            )
+        return DatabaseUnavailableError(
+            f"PostgreSQL at {self.where} is unreachable ({wait}); {outcome}. Try again when the database is back"
+        )
 
     def stream(self, tenant: str, query: str, params: Sequence[Any], batch: int) -> Iterator[tuple[Any, ...]]:
         """The rows of `query` from one REPEATABLE READ snapshot, `batch` at a time (a server-side cursor)."""
@@ -350,7 +362,7 @@ class Database:
                     cursor.execute(query, params)
                     yield from cursor
         except PoolTimeout:
-            raise DatabaseUnavailableError(f"PostgreSQL at {self.where} is unreachable") from None
+            raise self._no_connection(pool, "nothing was exported") from None
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailableError(
                 f"the connection to PostgreSQL at {self.where} failed during the export ({_first_line(exc)})"
