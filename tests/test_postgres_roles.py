@@ -17,7 +17,7 @@ from memserver.postgres.pool import Database
 from tests.conftest import PostgresForTests
 from tests.fakes import FakeEmbedder
 
-POOL_LOG = "memserver.postgres.pool"
+POOL_LOG = "memserver.postgres.security"  # (not forwarded to MCP clients: client_log.py)
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,9 @@ from memserver.postgres.schema import APP_ROLE, SCHEMA
 from memserver.postgres.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+# The operator's: names the database and its login role, so client_log (which forwards memserver.postgres.pool to
+# MCP clients) must not forward it. Stderr only.
+security_log = logging.getLogger("memserver.postgres.security")
 
 CONNECT_TIMEOUT_S = 5
 CALL_TIMEOUT_S = 5.0  # longest wait for a connection (while the database is down, how long a call takes to fail)
@@ -194,7 +197,7 @@ class Database:
         )
         warning = rls_warning(owner, self.where)
         if warning:
-            log.warning("%s", warning)
+            security_log.warning("%s", warning)
         self._vector_info = TypeInfo.fetch(owner, "vector")
         if self._vector_info is None:
             raise StoreError(f"the database at {self.where} has no vector type (pgvector is not installed)")
