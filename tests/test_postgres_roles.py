@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memserver.postgres import PostgresBackend
+from memserver.postgres import PostgresBackend, database_stats
 from memserver.postgres.pool import Database
 from tests.conftest import PostgresForTests
 from tests.fakes import FakeEmbedder
@@ -88,3 +88,13 @@ def test_a_role_or_setting_a_statement_changes_ends_with_its_borrower(url: str) 
             assert db.run("t", [(current, [])])[0].fetchone() == ("memserver_app", "30s")
     finally:
         db.close()
+
+
+def test_db_stats_counts_tenants_only_for_a_role_that_sees_them_all(url: str, web_url: str) -> None:
+    """`memserver db stats` through the non-owner role: the catalog's figures, but no tenant count (row-level
+    security would make it 0, which would be untrue); through the owner, the tenants that stored something."""
+    with PostgresBackend(web_url, "counted", FakeEmbedder()) as backend:
+        backend.add("One memory, so that one tenant has stored something.")
+    limited, whole = database_stats(web_url), database_stats(url)
+    assert limited["tenants"] is None and whole["tenants"] is not None and whole["tenants"] >= 1
+    assert limited["bytes_on_disk"] > 0 and whole["bytes_on_disk"] > 0  # (the catalog: any role may read it)
