@@ -271,7 +271,7 @@ def import_postgres(url: str, n: int, bulk: bool) -> dict[str, Any]:
     """
     import psycopg
 
-    from memserver.postgres import PostgresBackend
+    from memserver.postgres import PostgresBackend, database_stats
 
     base, _ = C.corpus()
     vecs = C.base_vectors(C.cache_dir(None), base)
@@ -305,7 +305,7 @@ def import_postgres(url: str, n: int, bulk: bool) -> dict[str, Any]:
                 owner.execute("VACUUM ANALYZE memserver.memories, memserver.postings, memserver.memory_tags")
         out["per_s"] = round(added / (out["import_s"] + out.get("index_build_s", 0)))
         out["added"] = added
-        out["bytes"] = b.stats()["bytes_on_disk"]
+        out["bytes"] = database_stats(url)["bytes_on_disk"]  # (one tenant: the whole database is its)
     return out
 
 

@@ -282,15 +282,20 @@ def open_store(args: argparse.Namespace) -> MemoryBackend:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    """memserver db migrate: create or upgrade memserver's schema in a PostgreSQL database."""
+    """memserver db migrate: create or upgrade memserver's schema in a PostgreSQL database; db stats: its figures."""
     import logging
 
-    from memserver.engines import migrate_database
+    from memserver.engines import database_stats, migrate_database
     from memserver.errors import ConfigError
 
     url = _database(args)
     if not url:
-        raise ConfigError("memserver db migrate needs --database URL (or MEMSERVER_DATABASE_URL)")
+        raise ConfigError(f"memserver db {args.action} needs --database URL (or MEMSERVER_DATABASE_URL)")
+    if args.action == "stats":
+        import json
+
+        print(json.dumps(database_stats(url), indent=2, ensure_ascii=False))
+        return 0
     # A re-index of the keyword terms (postgres/analyzer.py) logs its progress: show it on stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="memserver %(levelname)s %(name)s: %(message)s")
     applied, version = migrate_database(url)
@@ -539,11 +544,13 @@ def build_parser() -> argparse.ArgumentParser:
     db = commands.add_parser(
         "db",
         help="manage memserver's schema in a PostgreSQL database",
-        description="Create or upgrade memserver's tables in a PostgreSQL database (pgvector >= 0.8). Servers also "
-        "do this on start; run it ahead, as the tables' owner, when memserver itself connects as a smaller role.",
+        description="migrate: create or upgrade memserver's tables in a PostgreSQL database (pgvector >= 0.8). "
+        "Servers also do this on start; run it ahead, as the tables' owner, when memserver itself connects as a "
+        "smaller role. stats: the whole database's figures, every tenant (`memserver stats` and memory://stats "
+        "show one collection's).",
         epilog="Example: memserver db migrate --database postgresql://memserver@db.internal/memories",
     )
-    db.add_argument("action", choices=["migrate"])
+    db.add_argument("action", choices=["migrate", "stats"])
     db.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     db.set_defaults(func=cmd_db)
 

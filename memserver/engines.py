@@ -8,7 +8,7 @@ A new engine adds its branch here and implements backend.MemoryBackend; tests/co
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memserver.backend import MemoryBackend
@@ -70,3 +70,10 @@ def migrate_database(url: str) -> tuple[int, int]:
     from memserver.postgres import migrate
 
     return migrate(url, model.MODEL_ID, model.DIM)
+
+
+def database_stats(url: str) -> dict[str, Any]:
+    """The whole PostgreSQL database's figures, every tenant (`memserver db stats`: for its operator only)."""
+    from memserver.postgres import database_stats as stats
+
+    return stats(url)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -22,8 +23,10 @@ import pytest
 
 from memserver.errors import ModelMismatchError, StoreError
 from memserver.postgres import PostgresBackend
+from memserver.postgres import backend as pg_backend
 from memserver.postgres import schema as pg_schema
-from memserver.postgres.pool import DatabaseUnavailableError
+from memserver.postgres import search as pg_search
+from memserver.postgres.pool import Database, DatabaseUnavailableError
 from tests.conftest import PostgresForTests
 from tests.fakes import FakeEmbedder
 from tests.pg_cluster import Cluster
@@ -137,6 +140,59 @@ def test_filtered_semantic_search_is_the_true_top_k_at_every_selectivity(backend
     assert [round(h.score, 5) for h in hits][:3] == _exact_top(backend, "w1 w2 w3", {m.id for m in stored}, 3)
 
 
+class ShortHnsw(Database):
+    """A database whose HNSW answers come back short (as when an iterative scan gives up at max_scan_tuples):
+    every statement run with the hnsw settings loses its vector rows after the first three."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.plans: list[str] = []
+
+    def run(self, tenant: str, statements: Any, *, write: bool = False, settings: Any = None) -> Any:
+        cursors = super().run(tenant, statements, write=write, settings=settings)
+        if write or not statements or "FROM info i" not in statements[0][0]:
+            return cursors
+        self.plans.append("exact" if settings is None else "hnsw")
+        rows = cursors[0].fetchall()
+        if settings is not None:
+            vector = [r for r in rows if r[pg_search.RANKING] == 1]
+            rows = [r for r in rows if r[pg_search.RANKING] != 1] + vector[:3]
+        return [_Rows(rows), *cursors[1:]]
+
+
+class _Rows:
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+
+def test_a_short_hnsw_result_is_ranked_again_exactly(
+    postgres: PostgresForTests, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HNSW plan returning fewer than k rows (backend.py's fallback): the search runs again exactly and
+    returns the true top k, in one more statement."""
+    url = postgres.database("fallback")
+    monkeypatch.setattr(pg_backend, "Database", ShortHnsw)  # what open_database builds
+    monkeypatch.setattr(pg_search, "EXACT_MIN", 10)  # a tenant of 60 rows is then "large": the HNSW plan
+    db = pg_backend.open_database(url, FakeEmbedder.model_name, FakeEmbedder.dim)
+    assert isinstance(db, ShortHnsw)
+    try:
+        backend = PostgresBackend(tenant="mine", embedder=FakeEmbedder(), database=db)
+        rng = random.Random(3)
+        words = [f"w{i}" for i in range(40)]
+        stored = backend.add_many([" ".join(rng.choices(words, k=6)) + f" n{i}" for i in range(60)])
+        backend.search("w1 w2", limit=10, mode="semantic")  # (the plan follows the counts the last search found)
+        db.plans.clear()
+        hits = backend.search("w1 w2 w3", limit=10, mode="semantic")
+        assert db.plans == ["hnsw", "exact"]
+        assert [round(h.score, 5) for h in hits] == _exact_top(backend, "w1 w2 w3", {m.id for m in stored}, 10)
+        backend.close()
+    finally:
+        db.close()
+
+
 # --- faults -----------------------------------------------------------------------------------------------------
 
 WRITER = r"""
@@ -246,7 +302,11 @@ backend = PostgresBackend(url, tenant=tenant, embedder=FakeEmbedder())
 for i in range(n):
     m = backend.add(f"peer{me} note {i}")
     assert backend.get(m.id) is not None
-    print(m.id, flush=True)
+    print("mine", m.id, flush=True)
+    shared = backend.add(f"the shared fact number {i}")  # every peer adds it, at about the same time
+    print("shared", i, shared.id, shared.duplicate, flush=True)
+print("written", flush=True)
+assert sys.stdin.readline().strip() == "go"  # every peer has written by now
 seen = set()
 for other in range(peers):
     seen |= {h.memory.id for h in backend.search(f"peer{other}", limit=1000, mode="keyword")}
@@ -256,11 +316,13 @@ print("seen", len(seen), flush=True)
 
 @pytest.mark.slow
 def test_processes_writing_one_database_lose_nothing_and_see_each_other(url: str, tenant: str) -> None:
-    """Four processes add at once (content overlapping between them on purpose): 0 lost, none duplicated."""
+    """Four processes add at once, their own notes and the same shared facts: none of theirs lost, each shared
+    fact stored once (the same id in every process), and each process then finds every other's notes."""
     n, peers = 40, 4
     children = [
         subprocess.Popen(
             [sys.executable, "-c", PEER, url, tenant, str(me), str(n), str(peers)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=ROOT,
@@ -268,14 +330,34 @@ def test_processes_writing_one_database_lose_nothing_and_see_each_other(url: str
         )
         for me in range(peers)
     ]
-    outputs = [child.communicate(timeout=120)[0].split() for child in children]
+    lines: list[list[list[str]]] = [[] for _ in children]
+    for child, out in zip(children, lines, strict=True):  # until every peer has written all of its memories
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.strip() == "written":
+                break
+            out.append(line.split())
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    ends = [child.communicate(timeout=120)[0].split() for child in children]
     assert all(child.returncode == 0 for child in children)
-    ids = {line for out in outputs for line in out if len(line) == 32}
-    assert len(ids) == n * peers
+    assert all(end == ["seen", str(n * peers)] for end in ends), ends  # each sees all 4 x 40 notes
+    mine = {parts[1] for out in lines for parts in out if parts[0] == "mine"}
+    assert len(mine) == n * peers
+    shared: dict[str, set[str]] = {}
+    for out in lines:
+        for parts in out:
+            if parts[0] == "shared":
+                shared.setdefault(parts[1], set()).add(parts[2])
+    assert len(shared) == n and all(len(ids) == 1 for ids in shared.values())  # one id per fact, in every peer
+    duplicates = sum(parts[3] == "True" for out in lines for parts in out if parts[0] == "shared")
+    assert duplicates == n * (peers - 1)  # stored by one peer, found a duplicate by the three others
     with PostgresBackend(url, tenant=tenant, embedder=FakeEmbedder()) as b:
-        assert {r["id"] for r in b.export()} == ids
-        assert b.stats()["count"] == n * peers
-        # a duplicate added by many processes at once is stored once
+        assert {r["id"] for r in b.export()} == mine | {i for ids in shared.values() for i in ids}
+        assert b.stats()["count"] == n * peers + n
+        # a duplicate added by many threads at once is stored once
         results: list[str] = []
         threads = [threading.Thread(target=lambda: results.append(b.add("the same fact").id)) for _ in range(8)]
         for t in threads:
@@ -303,5 +385,11 @@ def test_db_migrate_is_idempotent_and_stats_reads_the_database(postgres: Postgre
     stats = memserver("stats", "--database", url)
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout) | {"engine": "postgresql", "count": 0} == json.loads(stats.stdout)
+    assert "bytes_on_disk" not in json.loads(stats.stdout)  # one collection's figures: the database's are db stats
+    whole = memserver("db", "stats", "--database", url)
+    assert whole.returncode == 0, whole.stderr
+    figures = json.loads(whole.stdout)
+    assert figures["scope"] == "the whole database: every tenant" and figures["schema_version"] == latest
+    assert figures["bytes_on_disk"] > 0 and figures["tenants"] == 0  # (tenants that stored something; none did)
     missing = memserver("db", "migrate")
     assert missing.returncode == 1 and "needs --database URL" in missing.stderr

@@ -148,7 +148,7 @@ def test_an_interrupted_reindex_resumes_and_refuses_to_serve_meanwhile(
         assert analyzer.reindex(conn, pg_schema.MIGRATION_LOCK, batch=2) == 0  # stamped: nothing to do
     assert _keyword_index(url) == current
     assert _made_with(url) == ANALYZER
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [r.getMessage() for r in caplog.records if r.name == "memserver.postgres.analyzer"]
     assert messages[0].startswith(f"re-indexing the keyword terms of {len(MEMORIES)} memories")
     assert messages[-1].startswith(f"re-indexed the keyword terms of {len(MEMORIES)} memories ({len(left)} rewritten)")
 

@@ -1,6 +1,7 @@
 """The PostgreSQL backend, beyond the contract suite: a schema-1 database migrating in place to the conversation
 schema, and the review's MUST FIX items (/work/reviews/postgres.md): concurrent overlapping writes (M1), a
-malformed URL (M2), closing one backend of a shared pool (M3), a server that stops answering (M4)."""
+malformed URL (M2), closing one backend of a shared pool (M3), a server that stops answering (M4); and a pool
+whose connections are all lent out (S6)."""
 
 from __future__ import annotations
 
@@ -241,6 +242,38 @@ def test_a_frozen_server_fails_calls_at_the_deadline_then_recovers() -> None:
 
 
 # --- revision(): every change moves it ------------------------------------------------------------------------
+
+
+def test_a_pool_whose_connections_are_all_busy_says_so_rather_than_unreachable(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memserver.postgres import pool
+
+    PostgresBackend(url, "setup", FakeEmbedder()).close()  # the schema exists
+    monkeypatch.setattr(pool, "CALL_TIMEOUT_S", 0.5)  # the wait for a connection, read when the pool opens
+    db = Database(url, max_size=1)
+    with db.connect_owner() as owner:
+        db.open(owner)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(conn: psycopg.Connection[Any]) -> None:
+        holding.set()
+        release.wait(30)
+
+    holder = threading.Thread(target=db.transact, args=("busy", hold))
+    holder.start()
+    try:
+        assert holding.wait(30)
+        with pytest.raises(DatabaseUnavailableError) as caught:
+            db.run("busy", [("SELECT 1", [])])
+        message = str(caught.value)
+        assert "all 1 connections of this process to PostgreSQL at" in message and "are busy" in message
+        assert "unreachable" not in message and "nothing was changed" in message
+    finally:
+        release.set()
+        holder.join()
+    assert db.run("busy", [("SELECT 1", [])])[0].fetchone() == (1,)  # free again
+    db.close()
 
 
 def test_revision_moves_on_forgetting_history_and_on_compaction(url: str) -> None:

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memserver.postgres.backend import PostgresBackend, open_database
 from memserver.postgres.pool import Database
@@ -25,7 +25,7 @@ from memserver.postgres.pool import Database
 if TYPE_CHECKING:
     from memserver.embedder import TextEmbedder
 
-__all__ = ["PostgresBackend", "migrate", "open_tenant", "tenant_name"]
+__all__ = ["PostgresBackend", "database_stats", "migrate", "open_tenant", "tenant_name"]
 
 _shared: dict[tuple[str, str, int], tuple[Database, int]] = {}  # (url, model, dim) -> (pool, backends open)
 _lock = threading.Lock()
@@ -86,3 +86,13 @@ def migrate(url: str, model: str, dim: int) -> tuple[int, int]:
     with db.connect_owner() as conn:
         applied = schema.ensure_schema(conn, model, dim)
         return applied, schema.current_version(conn)
+
+
+def database_stats(url: str) -> dict[str, Any]:
+    """`memserver db stats`: the whole database's figures (every tenant), for its operator; schema version too."""
+    from memserver.postgres import schema
+
+    db = Database(url)
+    with db.connect_owner() as conn:
+        version = schema.current_version(conn)
+    return {"engine": "postgresql", "schema_version": version, **db.deployment_figures()}

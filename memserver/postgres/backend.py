@@ -302,8 +302,9 @@ class PostgresBackend:
         return listing.sessions(self.db.run(self.tenant, [(listing.SESSIONS, [self.tenant, space])])[0].fetchall())
 
     def stats(self) -> dict[str, Any]:
-        """See backend.MemoryBackend.stats."""
-        count, table = self._count()
+        """See backend.MemoryBackend.stats: this tenant's figures only (an MCP user reads them as memory://stats);
+        the whole database's are `memserver db stats` (postgres.database_stats)."""
+        count, _ = self._count()
         replaced_sql = (
             "SELECT count(*) FROM memserver.memories WHERE tenant = %s AND replaced_by IS NOT NULL "
             "AND forgotten_at IS NULL"
@@ -311,21 +312,16 @@ class PostgresBackend:
         spaces, held = self.db.run(self.tenant, [(listing.NAMESPACES, [self.tenant]), (replaced_sql, [self.tenant])])
         n_spaces = len(spaces.fetchall())
         replaced = int(held.fetchone()[0])  # type: ignore[index]
-        size, index = self.db.describe_storage(self.tenant)
         return {
             "engine": "postgresql",
             "count": count,
             "collection": self.tenant.rpartition("/")[2],
             "tenant": self.tenant,
-            "database": self.db.where,
-            "path": f"postgresql://{self.db.where}#{self.tenant}",
             "model": str(self.embedder.model_name),
             "dim": self.dim,
             "namespaces": n_spaces,
             "replaced": replaced,
-            "index": index,
-            "table_rows": table,
-            "bytes_on_disk": size,
+            "index": self.db.index_parameters(self.tenant),
         }
 
     # --- for watchers and completions (resource subscriptions, completion/complete) ------------------------------

@@ -39,6 +39,9 @@ from memserver.postgres.schema import APP_ROLE, SCHEMA
 from memserver.postgres.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+# The operator's: names the database and its login role, so client_log (which forwards memserver.postgres.pool to
+# MCP clients) must not forward it. Stderr only.
+security_log = logging.getLogger("memserver.postgres.security")
 
 CONNECT_TIMEOUT_S = 5
 CALL_TIMEOUT_S = 5.0  # longest wait for a connection (while the database is down, how long a call takes to fail)
@@ -81,6 +84,45 @@ def describe(url: str) -> str:
         return "an unparsable database URL"
     host = str(params.get("host") or params.get("hostaddr") or "localhost")
     return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or params.get('user') or 'postgres'}"
+
+
+def _reset(conn: psycopg.Connection[Any]) -> None:
+    """The pool's reset of a returned connection: back to the role and the settings it was opened with.
+
+    The connection options' `role=memserver_app` and the timeouts are the session's reset values, so whatever a
+    statement changed with SET (a SET ROLE back to the login role, a statement_timeout of 0) ends with its borrower
+    and never reaches the next one (runs in the pool's worker, not in the caller's time).
+    """
+    conn.execute("RESET ROLE; RESET ALL")
+
+
+RLS_SQL = (
+    "SELECT r.rolsuper, r.rolbypassrls, "
+    "coalesce((SELECT pg_has_role(session_user, c.relowner, 'MEMBER') FROM pg_class c "
+    "WHERE c.oid = to_regclass('memserver.memories')), false) "
+    "FROM pg_roles r WHERE r.rolname = session_user"
+)
+
+
+def rls_warning(owner: psycopg.Connection[Any], where: str) -> str | None:
+    """Why row-level security is no second wall for the role memserver logs in as (None: it is one).
+
+    The pool acts as memserver_app, to which the policies apply; but a login role that is a superuser, has
+    BYPASSRLS or may act as the tables' owner can SET ROLE back to itself inside any statement and read every
+    tenant. Then only memserver's own tenant conditions separate the tenants: fine for one user, not for many.
+    """
+    row = owner.execute(RLS_SQL).fetchone()
+    flags = (bool(v) for v in row) if row else ()
+    texts = ("is a superuser", "has BYPASSRLS", "owns memserver's tables (or is a member of their owner)")
+    reasons = [text for flag, text in zip(flags, texts, strict=False) if flag]
+    if not reasons:
+        return None
+    return (
+        f"memserver logs in to PostgreSQL at {where} as {owner.info.user!r}, which {' and '.join(reasons)}: "
+        "row-level security is then no second wall between tenants (a statement could SET ROLE back to it). "
+        f"For many users, log in as a role that is only a member of {APP_ROLE}: docs/scale-out.md, "
+        '"Tenants and row-level security"'
+    )
 
 
 def _check(conn: psycopg.Connection[Any]) -> None:
@@ -153,6 +195,9 @@ class Database:
             f"-c search_path={SCHEMA},{vector_schema} -c TimeZone=UTC -c role={APP_ROLE} "
             f"-c statement_timeout={STATEMENT_TIMEOUT} -c lock_timeout={LOCK_TIMEOUT}"
         )
+        warning = rls_warning(owner, self.where)
+        if warning:
+            security_log.warning("%s", warning)
         self._vector_info = TypeInfo.fetch(owner, "vector")
         if self._vector_info is None:
             raise StoreError(f"the database at {self.where} has no vector type (pgvector is not installed)")
@@ -170,6 +215,7 @@ class Database:
             open=False,
             configure=self._configure,
             check=_check,
+            reset=_reset,
             timeout=CALL_TIMEOUT_S,
             max_idle=300,
             # Each reconnection attempt backs off exponentially (1, 2, 4 s ...) and gives up after this long; the next
@@ -282,16 +328,28 @@ class Database:
                         ) from None
                     raise
         except PoolTimeout:
-            raise DatabaseUnavailableError(
-                f"PostgreSQL at {self.where} is unreachable (no connection within {CALL_TIMEOUT_S:.0f} s); "
-                "nothing was changed. Try again when the database is back"
-            ) from None
+            raise self._no_connection(pool, "nothing was changed") from None
         except psycopg.OperationalError as exc:
             with contextlib.suppress(Exception):
                 pool.check()  # drop the other connections the same outage broke
             raise _BrokenConnection(
                 f"the connection to PostgreSQL at {self.where} failed during the call ({_first_line(exc)}); {outcome}"
             ) from None
+
+    def _no_connection(self, pool: ConnectionPool[psycopg.Connection[Any]], outcome: str) -> DatabaseUnavailableError:
+        """Why no connection came within the pool's timeout: every one is lent out (this process is busy: a burst
+        of calls, or long ones), or the pool could not open one (the database is unreachable)."""
+        stats = pool.get_stats()
+        size, free = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        wait = f"no connection within {pool.timeout:g} s"
+        if size >= pool.max_size and free == 0:
+            return DatabaseUnavailableError(
+                f"all {pool.max_size} connections of this process to PostgreSQL at {self.where} are busy ({wait}, "
+                f"{stats.get('requests_waiting', 0)} call(s) waiting); {outcome}. Try again shortly"
+            )
+        return DatabaseUnavailableError(
+            f"PostgreSQL at {self.where} is unreachable ({wait}); {outcome}. Try again when the database is back"
+        )
 
     def stream(self, tenant: str, query: str, params: Sequence[Any], batch: int) -> Iterator[tuple[Any, ...]]:
         """The rows of `query` from one REPEATABLE READ snapshot, `batch` at a time (a server-side cursor)."""
@@ -307,7 +365,7 @@ class Database:
                     cursor.execute(query, params)
                     yield from cursor
         except PoolTimeout:
-            raise DatabaseUnavailableError(f"PostgreSQL at {self.where} is unreachable") from None
+            raise self._no_connection(pool, "nothing was exported") from None
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailableError(
                 f"the connection to PostgreSQL at {self.where} failed during the export ({_first_line(exc)})"
@@ -323,21 +381,38 @@ class Database:
     )
     HNSW_SQL = "SELECT reloptions FROM pg_class WHERE oid = to_regclass('memserver.memories_hnsw')"
 
-    def describe_storage(self, tenant: str) -> tuple[int, dict[str, Any]]:
-        """(bytes of memserver's tables and indexes, all tenants; the HNSW index's parameters)."""
+    def index_parameters(self, tenant: str) -> dict[str, Any]:
+        """The HNSW index's parameters (the same for every tenant: nothing about the others)."""
         from memserver.postgres import search
 
-        size, hnsw = self.run(tenant, [(self.SIZE_SQL, []), (self.HNSW_SQL, [])])
-        size_row, hnsw_row = size.fetchone(), hnsw.fetchone()
+        hnsw_row = self.run(tenant, [(self.HNSW_SQL, [])])[0].fetchone()
         options = dict(option.split("=", 1) for option in (hnsw_row[0] if hnsw_row and hnsw_row[0] else []))
-        params = {
+        return {
             "kind": "hnsw",
             "m": int(options.get("m", 16)),
             "ef_construction": int(options.get("ef_construction", 64)),
             "ef_search": search.EF_SEARCH,
             "iterative_scan": "strict_order",
         }
-        return int(size_row[0] or 0) if size_row else 0, params
+
+    def deployment_figures(self) -> dict[str, Any]:
+        """The whole database's figures, every tenant (`memserver db stats`, never an MCP user): from the catalog,
+        so any login role may read them; the tenants (those that stored something) need a role RLS does not limit."""
+        with self.connect_owner() as conn:
+            rows_sql = "SELECT reltuples FROM pg_class WHERE oid = to_regclass('memserver.memories')"
+            rows, size = conn.execute(rows_sql).fetchone(), conn.execute(self.SIZE_SQL).fetchone()
+            tenants = conn.execute(
+                "SELECT CASE WHEN r.rolsuper OR r.rolbypassrls OR pg_has_role(session_user, c.relowner, 'USAGE') "
+                "THEN (SELECT count(DISTINCT tenant) FROM memserver.tenant_stats) END FROM pg_roles r, pg_class c "
+                "WHERE r.rolname = session_user AND c.oid = to_regclass('memserver.memories')"
+            ).fetchone()
+        return {
+            "database": self.where,
+            "scope": "the whole database: every tenant",
+            "tenants": None if not tenants or tenants[0] is None else int(tenants[0]),
+            "table_rows_estimate": max(int(rows[0] or 0), 0) if rows else 0,
+            "bytes_on_disk": int(size[0] or 0) if size else 0,
+        }
 
     def vacuum(self) -> dict[str, Any]:
         """VACUUM (ANALYZE) memserver's tables; needs their owner (or a superuser)."""

@@ -14,8 +14,8 @@ each one SQL statement (one round trip), built by `search_sql`:
 
 "Few" follows the local store's cost model: exact costs ~1 row read per candidate; HNSW with a filter passing a
 fraction f of the table's N rows visits ~ef/f rows; they cross at sqrt(ratio * ef * N). The ratio is PostgreSQL's
-own, measured at 100k memories (ef_search 400): a tag on 1% (1,000 rows) took 31 ms exact vs 21 ms by HNSW, on 10%
-105 vs 30 ms. Exact rows cost far more here than in numpy (~8 us each: heap reads, the BM25 join), so below
+own (exact rows cost far more here than in numpy: heap reads, the BM25 join), chosen from exact-vs-HNSW timings of
+tag filters at 100k memories taken with a scratch script that is not in the repo (to re-measure); with it, below
 ~100k memories the threshold sits at its floor, EXACT_MIN.
 
 The keyword ranking (terms.BM25_SCORES) is restricted to the same candidates, and both rankings come back in one

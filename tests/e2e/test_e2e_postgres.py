@@ -142,9 +142,13 @@ def test_users_are_isolated_on_postgresql(http: object, portal: BlockingPortal) 
         assert json.loads(bob.read_resource("memory://tags/private").contents[0].text)["memories"] == []
         mine = structured(alice.call_tool("recall", {"query": "locker code", "limit": 1}))["results"]
         assert mine[0]["id"] == stored["id"]
-        stats = [json.loads(s.read_resource("memory://stats").contents[0].text) for s in (alice, bob)]
+        texts = [s.read_resource("memory://stats").contents[0].text for s in (alice, bob)]
+        stats = [json.loads(text) for text in texts]
         assert [s["tenant"] for s in stats] == ["alice/personal_memory", "bob/personal_memory"]
         assert [s["count"] for s in stats] == [1, 1]
+        # the user's own figures only: not the database's host, nor its size or rows over every tenant (review S5)
+        assert all(not {"database", "path", "table_rows", "bytes_on_disk"} & s.keys() for s in stats)
+        assert all("127.0.0.1" not in text for text in texts)
 
 
 def test_an_unreachable_database_is_one_line_naming_the_host(tmp_path: Path) -> None:
