@@ -389,6 +389,19 @@ class _Plans(StoreHooks):
         self.plans.append((plan, candidates))
 
 
+def test_an_unfiltered_search_of_a_small_store_is_ranked_exactly(tmp_path: Path) -> None:
+    """Up to search.UNFILTERED_EXACT memories an unfiltered search is exact (no HNSW miss); one more, HNSW."""
+    hooks = _Plans()
+    with MemoryStore(tmp_path, "test", embedder=FakeEmbedder(), hooks=hooks) as store:
+        store.add_many([f"note {i}" for i in range(memserver.search.UNFILTERED_EXACT)])
+        assert store.search("note 7", limit=1, mode="semantic")[0].score == pytest.approx(1.0)  # its own vector
+        assert hooks.plans == [("exact", None)]
+        store.add("one more note")
+        hooks.plans.clear()  # (the add's near-duplicate check ranks too)
+        store.search("note 7", limit=1, mode="semantic")
+        assert hooks.plans == [("hnsw", None)]
+
+
 def test_a_filtered_search_below_the_threshold_is_ranked_exactly(tmp_path: Path) -> None:
     """100 of 1,600 memories pass the filter, below the threshold: ranked exactly, not through HNSW; without a
     filter, through HNSW."""

@@ -126,15 +126,10 @@ def _xfail_if(request: pytest.FixtureRequest, condition: bool, reason: str) -> N
 
 @pytest.mark.parametrize("filtered", list(FILTERS))
 @pytest.mark.parametrize("mode", MODES)
-def test_ties_come_oldest_first(
-    backend: BackendUnderTest, request: pytest.FixtureRequest, mode: str, filtered: str
-) -> None:
-    """Memories with equal scores come oldest first, and a limit that cuts through them keeps the oldest."""
-    _xfail_if(
-        request,
-        backend.engine == "local" and mode == "semantic" and filtered == "unfiltered",
-        "an unfiltered semantic search takes hnswlib's top k, which picks any of the tied memories",
-    )
+def test_ties_come_oldest_first(backend: BackendUnderTest, mode: str, filtered: str) -> None:
+    """Memories with equal scores come oldest first, and a limit that cuts through them keeps the oldest. (Past
+    search.UNFILTERED_EXACT memories the local store's unfiltered semantic ranking is HNSW's, whose top k may
+    pick any of tied memories.)"""
     ms = backend.store.add_many([{"content": text, "tags": ["t"]} for text in TIED])
     for limit in range(1, 7):
         hits = backend.store.search("alpha beta", limit=limit, mode=mode, **FILTERS[filtered])
@@ -237,17 +232,10 @@ def test_keyword_search_matches_the_day_a_memory_was_stored(store: Backend, mode
 # --- exactness of an unfiltered search -------------------------------------------------------------------------------
 
 
-def test_an_unfiltered_search_of_a_small_store_is_exact(
-    backend: BackendUnderTest, request: pytest.FixtureRequest
-) -> None:
-    """In a store of a few hundred memories, an unfiltered semantic search returns the true best match."""
-    _xfail_if(
-        request,
-        backend.engine == "local",
-        "unfiltered searches always go through HNSW; a memory unlike a tight cluster of 300 others gets no "
-        "in-link (hnswlib's neighbour heuristic prunes it), so its exact match (cosine 1.0) is missed; ranking "
-        "exactly below the brute-force threshold, as filtered searches do, would fix it",
-    )
+def test_an_unfiltered_search_of_a_small_store_is_exact(backend: BackendUnderTest) -> None:
+    """In a store of a few hundred memories, an unfiltered semantic search returns the true best match (HNSW's
+    neighbour heuristic can leave a memory unlike a tight cluster of 300 others with no in-link: the local store
+    ranks a store this small exactly)."""
     store = backend.store
     store.add_many([f"filler {i} words here" for i in range(300)])
     target = store.add("alpha beta")
