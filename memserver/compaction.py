@@ -193,8 +193,9 @@ class Compaction:
 def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:
     """Remove vector files, snapshots and temp files of other generations (left by a compaction), the files of
     a compaction that died, and the temp files of an atomic write or a checkpoint that a crash interrupted
-    (`*.tmp-<nonce>`, `*.tmp`: written under the exclusive lock only, so none is in progress now). Call with the
-    exclusive lock held, on the journal that is current."""
+    (`*.tmp-<nonce>`, `*.tmp`; one a write-path checkpoint is writing without the lock in another process is
+    removed too, and that checkpoint dropped: checkpoint_job.py). Call with the exclusive lock held, on the
+    journal that is current."""
     keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
     dead: dict[str, bool] = {}  # compaction (its new generation) -> no longer running
     for p in folder.iterdir():

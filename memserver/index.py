@@ -21,6 +21,7 @@ hnswlib facts this wrapper handles (see the hnswlib README's "Python bindings" f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import mmap
@@ -192,8 +193,25 @@ class VectorIndex:
         """
         checkpoint = _checkpoint_files(folder, self.files)
         name = name or checkpoint.new_name()
-        path = folder / name
         checkpoint.write_native(name, self._index.save_index)
+        return self.described(folder / name, name, stamp, int(self._index.get_current_count()))
+
+    def dump_graph(self, path: Path) -> int:
+        """Write the graph to the new file `path`, not synced (`described` syncs and checks it); returns its
+        element count. The fast part of a checkpoint written outside the exclusive lock (checkpoint_job.py): the
+        graph goes to the page cache while the process's own writers wait; the sync and CRC follow without them."""
+        elements = int(self._index.get_current_count())
+        self.files.close(self.files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        try:
+            self._index.save_index(str(path))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.files.unlink(path)
+            raise
+        return elements
+
+    def described(self, path: Path, name: str, stamp: dict[str, Any], elements: int) -> dict[str, Any]:
+        """Check the graph file at `path` (synced, to be named `name`) and return the checkpoint meta for it."""
         meta = {
             **stamp,
             "file": name,
@@ -202,13 +220,17 @@ class VectorIndex:
             "dim": self.dim,
             "M": self.M,
             "ef_construction": self.ef_construction,
-            "elements": int(self._index.get_current_count()),
+            "elements": elements,
         }
         reason = self._check_graph(path, meta)
         if reason:
             self.files.unlink(path)
             raise OSError(errno.EIO, f"hnswlib wrote an unusable graph file ({reason}); is the disk full?", str(path))
         return meta
+
+    def checkpoint_files(self, folder: Path) -> CheckpointFiles:
+        """The checkpoint's files in `folder` (the meta naming the graph file in force)."""
+        return _checkpoint_files(folder, self.files)
 
     @staticmethod
     def commit(folder: Path, meta: dict[str, Any], files: FileLayer = OS) -> None:
