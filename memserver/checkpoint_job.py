@@ -6,20 +6,20 @@ and import_'s end) it stalls every writer, and every reader catching up, in ever
 instead takes it in three steps:
 
 1. staged (thread lock held: this process's other calls wait; no file lock: other processes do not). What the
-   checkpoint saves is copied out at the journal offset applied: hnswlib writes the graph to a new temp file
+   checkpoint saves is copied out at the journal offset applied: hnswlib writes the graph to a new file
    (into the page cache, not synced), the keyword index and the metadata snapshot become bytes in memory.
 2. written (no lock at all): the vector rows synced, the graph file synced and checked (header, size, CRC-32),
-   the keyword file and the snapshot written and synced, each still a temp file (`*.tmp`, `*.tmp-<nonce>`)
-   that no meta names.
+   the keyword file and the snapshot written and synced, each still a `checkpoint-<nonce>.*` file that no meta
+   names, beside `checkpoint-<nonce>.lock`, which the checkpoint holds (flock) from step 1 to its end: an open
+   elsewhere removes such files only once no process holds their lock (compaction.remove_other_generations).
 3. committed (thread lock, then the exclusive file lock), only if it still applies: the same generation open
    here, its journal still the current one (no compaction by another process meanwhile), no checkpoint on disk
-   already covering this offset or a later one (another process's, or an explicit `checkpoint()`), and every
-   temp file still there (an open or a commit elsewhere removes temp files, under the lock). The files are then
-   renamed into place and committed as a locked checkpoint commits them (CheckpointFiles.commit, the snapshot's
-   atomic rename). Records applied since step 1 stay uncovered.
+   already covering this offset or a later one (another process's, or an explicit `checkpoint()`), and its
+   files still there. They are then renamed into place and committed as a locked checkpoint commits them
+   (CheckpointFiles.commit, the snapshot's atomic rename). Records applied since step 1 stay uncovered.
 
-The crash story. Before step 3 the folder holds the previous checkpoint plus temp files nothing names; the next
-open (compaction.remove_other_generations) or checkpoint commit (CheckpointFiles.commit) removes them. Within
+The crash story. Before step 3 the folder holds the previous checkpoint plus `checkpoint-<nonce>.*` files that
+nothing names and whose lock no one holds once their writer is dead: the next open removes them. Within
 step 3 each index's commit and the snapshot's rename is atomic and checked on its own when loaded, as for a
 locked checkpoint (journal.py). A checkpoint that no longer applies is dropped and its files removed: the journal
 holds every memory either way, so a dropped checkpoint costs replay time on the next open, never data.
@@ -32,12 +32,12 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from memserver import snapshot
-from memserver.durable import CheckpointError, CheckpointFiles, install_staged, write_new_file
+from memserver.durable import CheckpointError, CheckpointFiles, write_new_file
 from memserver.errors import StoreLockedError
 from memserver.generation import Generation
 from memserver.index import VectorIndex
@@ -46,6 +46,7 @@ from memserver.keyword import KeywordDerivedIndex
 
 log = logging.getLogger(__name__)
 
+STAGING = "checkpoint-"  # the files of a checkpoint being written: checkpoint-<nonce>.{hnsw,npz,snap,lock}
 FAILED = "could not write a checkpoint of %s (the next open replays more of the journal): %s"
 
 
@@ -77,35 +78,39 @@ class StagedCheckpoint:
         self.offset, self.uncovered, self.count = cov.offset, cov.uncovered, len(gen.catalog)
         self.stamp: dict[str, Any] = {"generation": journal.generation, "offset": self.offset, "count": self.count}
         self.keyword_data, self.keyword_live = gen.kindex.serialised()
-        self.keyword_name = gen.kindex.checkpoint_files(folder).new_name()
         crc = snapshot.line_crc(journal.path, self.offset, journal.identity)
         self.snapshot_stamp = snapshot.stamp_for(journal.generation, self.offset, self.count, crc)
         self.snapshot_payload = snapshot.encode(gen.catalog, gen.vectors.crcs)
-        self.snapshot_path = snapshot.snapshot_path(folder, journal.generation)
         self.graph_meta: dict[str, Any] = {}
         self.keyword_meta: dict[str, Any] = {}
-        self.graph_name = gen.vindex.checkpoint_files(folder).new_name()
-        graph_tmp = folder / f"{self.graph_name}.tmp"
-        self.elements = gen.vindex.dump_graph(graph_tmp)  # last: on failure it removes its file, and nothing is left
-        self.temps: list[Path] = [graph_tmp]  # written and not (yet) renamed into place: removed by `discard`
+        nonce = uuid.uuid4().hex[:12]
+        self.paths = {ext: folder / f"{STAGING}{nonce}.{ext}" for ext in ("hnsw", "npz", "snap", "lock")}
+        self.running = FileLock(self.paths["lock"], timeout=0, files=self.files)  # held until `discard`
+        self._held = contextlib.ExitStack()
+        try:
+            self._held.enter_context(self.running.hold(exclusive=True))
+            self.elements = gen.vindex.dump_graph(self.paths["hnsw"])
+        except BaseException:
+            self.discard()
+            raise
         self.staged = time.perf_counter()
 
     def write(self) -> None:
         """Step 2 (no lock): every file written and synced, none named yet."""
-        files, folder = self.files, self.folder
-        for path in (self.gen.vectors.path, self.temps[0]):  # the rows it covers; the graph hnswlib wrote
+        files, paths = self.files, self.paths
+        for path in (self.gen.vectors.path, paths["hnsw"]):  # the rows it covers; the graph hnswlib wrote
             fd = files.open(path, os.O_RDONLY)
             try:
                 files.fsync(fd)
             finally:
                 files.close(fd)
-        self.graph_meta = self.gen.vindex.described(self.temps[0], self.graph_name, self.stamp, self.elements)
-        keyword_tmp = folder / f"{self.keyword_name}.tmp"
-        write_new_file(keyword_tmp, self.keyword_data, files=files)
-        self.temps.append(keyword_tmp)
+        graph_name = self.gen.vindex.checkpoint_files(self.folder).new_name()
+        self.graph_meta = self.gen.vindex.described(paths["hnsw"], graph_name, self.stamp, self.elements)
+        write_new_file(paths["npz"], self.keyword_data, files=files)
+        keyword_name = self.gen.kindex.checkpoint_files(self.folder).new_name()
         meta_of = KeywordDerivedIndex.meta_of
-        self.keyword_meta = meta_of(self.keyword_name, self.keyword_data, self.stamp, self.keyword_live)
-        self.temps.append(snapshot.stage(self.snapshot_path, self.snapshot_stamp, self.snapshot_payload, files))
+        self.keyword_meta = meta_of(keyword_name, self.keyword_data, self.stamp, self.keyword_live)
+        snapshot.write_new(paths["snap"], self.snapshot_stamp, self.snapshot_payload, files)
         self.keyword_data, self.snapshot_payload = memoryview(b""), b""
 
     def obsolete(self) -> str | None:
@@ -116,32 +121,32 @@ class StagedCheckpoint:
         for checkpoint in (gen.vindex.checkpoint_files(self.folder), gen.kindex.checkpoint_files(self.folder)):
             if _covers(checkpoint, self.stamp):
                 return "a checkpoint on disk covers as much already"
-        if not all(p.exists() for p in self.temps):
-            return "its files were removed meanwhile (by another store's open or checkpoint)"
+        if not all(self.paths[ext].exists() for ext in ("hnsw", "npz", "snap")):
+            return "its files were removed meanwhile"
         return None
 
     def commit(self) -> None:
         """Step 3 (exclusive lock held, `obsolete()` None): rename into place and commit, index by index."""
-        files, folder, gen = self.files, self.folder, self.gen
-        graph_tmp, keyword_tmp, snapshot_tmp = self.temps
-        files.replace(graph_tmp, folder / self.graph_name)
-        self.temps.remove(graph_tmp)
-        VectorIndex.commit(folder, self.graph_meta, files)
+        files, folder, gen, paths = self.files, self.folder, self.gen, self.paths
+        files.replace(paths.pop("hnsw"), folder / self.graph_meta["file"])
+        VectorIndex.commit(folder, self.graph_meta, files)  # (it syncs the folder first: the rename is durable)
         gen.coverage.saved(gen.vindex.name, self.offset)
-        files.replace(keyword_tmp, folder / self.keyword_name)
-        self.temps.remove(keyword_tmp)
+        files.replace(paths.pop("npz"), folder / self.keyword_meta["file"])
         gen.kindex.checkpoint_files(folder).commit(self.keyword_meta)
         gen.coverage.saved(gen.kindex.name, self.offset)
-        install_staged(snapshot_tmp, self.snapshot_path, files)
-        self.temps.remove(snapshot_tmp)
+        snapshot_path = snapshot.snapshot_path(folder, gen.journal.generation)
+        files.replace(paths.pop("snap"), snapshot_path)
+        files.fsync_dir(folder)
         gen.coverage.checkpointed(self.uncovered)
 
     def discard(self) -> None:
-        """Remove the files not committed (none after a commit)."""
-        for path in self.temps:
+        """Remove the files not committed (after a commit, only the lock), then release the lock."""
+        for path in self.paths.values():
             with contextlib.suppress(OSError):
                 self.files.unlink(path)
-        self.temps = []
+        self.paths = {}
+        self._held.close()
+        self.running.close()
 
 
 def _covers(checkpoint: CheckpointFiles, stamp: dict[str, Any]) -> bool:
@@ -202,6 +207,8 @@ class OutsideLock:
                             gen.checkpoint_done(job.count, t4 - t0)
             if why is not None:
                 log.info("dropped a checkpoint of %s: %s", gen.folder, why)
+        except FileNotFoundError as exc:  # removed under the lock by another store's open or checkpoint
+            log.info("dropped a checkpoint of %s: its file %s was removed meanwhile", gen.folder, exc.filename)
         except (OSError, StoreLockedError) as exc:
             log.warning(FAILED, gen.folder, exc)
         finally:

@@ -63,11 +63,9 @@ __all__ = [
     "fdatasync_fd",
     "fsync_dir",
     "fsync_fd",
-    "install_staged",
     "make_dirs",
     "make_private",
     "pwrite_all",
-    "stage_write",
     "write_all",
     "write_native",
     "write_new_file",
@@ -287,18 +285,8 @@ def write_new_file(path: Path, *chunks: Data, files: FileLayer = OS) -> None:
 
 def atomic_write(path: Path, *chunks: Data, files: FileLayer = OS) -> None:
     """Replace `path` with the chunks so that a crash leaves the old content or the new, never a mix."""
-    install_staged(stage_write(path, *chunks, files=files), path, files)
-
-
-def stage_write(path: Path, *chunks: Data, files: FileLayer = OS) -> Path:
-    """The first half of `atomic_write`: the chunks in a new temp file beside `path`, synced; returns its path."""
     tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     write_new_file(tmp, *chunks, files=files)
-    return tmp
-
-
-def install_staged(tmp: Path, path: Path, files: FileLayer = OS) -> None:
-    """The second half of `atomic_write`: rename the staged temp file over `path`, then sync the folder."""
     with _removed_on_failure(tmp, files):
         files.replace(tmp, path)
     files.fsync_dir(path.parent)
