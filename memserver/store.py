@@ -11,6 +11,7 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     listing.py     pages newest first with their cursors, bulk selections, counts per session
     writes.py      the write path's rules: duplicates per namespace, what each memory replaces, the records
     snapshot.py    the catalog saved at a checkpoint, so an open need not replay the whole journal
+    checkpoints.py, checkpoint_job.py   when the write path checkpoints, and how: outside the exclusive lock
     vectors.py     the vector row file, its CRC checks and the repair of damaged rows
     index.py, keyword.py   the derived indexes (HNSW, BM25) of the current memories, checkpointed beside the journal
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
@@ -66,7 +67,8 @@ __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 log = logging.getLogger(__name__)
 
 # Checkpoint the derived indexes when this many journal records are not covered by the checkpoint on disk
-# (on open, close and after import_); the write path spaces them by cost (checkpoints.py).
+# (on open, close and after import_); the write path spaces them by cost (checkpoints.py) and writes them
+# outside the exclusive lock (checkpoint_job.py).
 CHECKPOINT_RECORDS = 200
 IMPORT_BATCH = 1000
 
