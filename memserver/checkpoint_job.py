@@ -6,9 +6,11 @@ and import_'s end) it stalls every writer, and every reader catching up, in ever
 instead takes it in three steps:
 
 1. staged (thread lock held: this process's other calls wait; no file lock: other processes do not). What the
-   checkpoint saves is copied out at the journal offset applied: hnswlib writes the graph to a new file
-   (into the page cache, not synced), the keyword index and the metadata snapshot become bytes in memory.
-2. written (no lock at all): the vector rows synced, the graph file synced and checked (header, size, CRC-32),
+   checkpoint saves is copied out at the journal offset applied, into memory: the HNSW graph as hnswlib's
+   pickle state (its arrays: a memory copy, where hnswlib's own save_index waits on the disk), the keyword index
+   and the metadata snapshot as bytes.
+2. written (no lock at all): the vector rows synced, the graph file written from that state, byte for byte what
+   save_index writes (index.graph_file_chunks), synced and checked (header, size, CRC-32),
    the keyword file and the snapshot written and synced, each still a `checkpoint-<nonce>.*` file that no meta
    names, beside `checkpoint-<nonce>.lock`, which the checkpoint holds (flock) from step 1 to its end: an open
    elsewhere removes such files only once no process holds their lock (compaction.remove_other_generations).
@@ -40,7 +42,7 @@ from memserver import snapshot
 from memserver.durable import CheckpointError, CheckpointFiles, write_new_file
 from memserver.errors import StoreLockedError
 from memserver.generation import Generation
-from memserver.index import VectorIndex
+from memserver.index import VectorIndex, graph_file_chunks
 from memserver.journal import FileLock
 from memserver.keyword import KeywordDerivedIndex
 
@@ -82,6 +84,7 @@ class StagedCheckpoint:
         self.snapshot_stamp = snapshot.stamp_for(journal.generation, self.offset, self.count, crc)
         self.snapshot_payload = snapshot.encode(gen.catalog, gen.vectors.crcs)
         self.graph_meta: dict[str, Any] = {}
+        self.graph: dict[str, Any] | None = None
         self.keyword_meta: dict[str, Any] = {}
         nonce = uuid.uuid4().hex[:12]
         self.paths = {ext: folder / f"{STAGING}{nonce}.{ext}" for ext in ("hnsw", "npz", "snap", "lock")}
@@ -89,7 +92,11 @@ class StagedCheckpoint:
         self._held = contextlib.ExitStack()
         try:
             self._held.enter_context(self.running.hold(exclusive=True))
-            self.elements = gen.vindex.dump_graph(self.paths["hnsw"])
+            self.graph = gen.vindex.copy_graph()  # in memory: the file is written in step 2
+            if self.graph is None:  # (a state format not known: hnswlib writes the file now, slower)
+                self.elements = gen.vindex.dump_graph(self.paths["hnsw"])
+            else:
+                self.elements = int(self.graph["cur_element_count"])
         except BaseException:
             self.discard()
             raise
@@ -98,7 +105,13 @@ class StagedCheckpoint:
     def write(self) -> None:
         """Step 2 (no lock): every file written and synced, none named yet."""
         files, paths = self.files, self.paths
-        for path in (self.gen.vectors.path, paths["hnsw"]):  # the rows it covers; the graph hnswlib wrote
+        if self.graph is not None:
+            write_new_file(paths["hnsw"], *graph_file_chunks(self.graph), files=files)
+            self.graph = None
+            synced = [self.gen.vectors.path]
+        else:
+            synced = [self.gen.vectors.path, paths["hnsw"]]
+        for path in synced:  # the vector rows it covers (and the graph hnswlib wrote)
             fd = files.open(path, os.O_RDONLY)
             try:
                 files.fsync(fd)
