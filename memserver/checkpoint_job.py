@@ -188,7 +188,7 @@ class OutsideLock:
             return None
         try:
             job = StagedCheckpoint(gen)
-        except OSError as exc:
+        except (OSError, ValueError, MemoryError) as exc:  # (the write it follows is durable: never raised)
             log.warning(FAILED, gen.folder, exc)
             return None
         self.running = True
@@ -222,7 +222,7 @@ class OutsideLock:
                 log.info("dropped a checkpoint of %s: %s", gen.folder, why)
         except FileNotFoundError as exc:  # removed under the lock by another store's open or checkpoint
             log.info("dropped a checkpoint of %s: its file %s was removed meanwhile", gen.folder, exc.filename)
-        except (OSError, StoreLockedError) as exc:
+        except (OSError, ValueError, MemoryError, StoreLockedError) as exc:
             log.warning(FAILED, gen.folder, exc)
         finally:
             job.discard()
