@@ -7,8 +7,9 @@ instead takes it in three steps:
 
 1. staged (thread lock held: this process's other calls wait; no file lock: other processes do not). What the
    checkpoint saves is copied out at the journal offset applied, into memory: the HNSW graph as hnswlib's
-   pickle state (its arrays: a memory copy, where hnswlib's own save_index waits on the disk), the keyword index
-   and the metadata snapshot as bytes.
+   pickle state (its arrays: a memory copy, where hnswlib's own save_index waits on the disk; above
+   COPY_MAX_ELEMENTS save_index writes the file here instead, unsynced), the keyword index and the metadata
+   snapshot as bytes.
 2. written (no lock at all): the vector rows synced, the graph file written from that state, byte for byte what
    save_index writes (index.graph_file_chunks), synced and checked (header, size, CRC-32),
    the keyword file and the snapshot written and synced, each still a `checkpoint-<nonce>.*` file that no meta
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 
 STAGING = "checkpoint-"  # the files of a checkpoint being written: checkpoint-<nonce>.{hnsw,npz,snap,lock}
 FAILED = "could not write a checkpoint of %s (the next open replays more of the journal): %s"
+# Copying the graph out costs its size again in memory (~1.7 GB at 1M: a 1M server's RSS would pass 4 GB during
+# each checkpoint), so a larger graph is written by hnswlib's save_index in step 1 instead (to the page cache; its
+# sync follows in step 2, unlocked). At 100k the copy took 0.81 s against save_index's 1.73 s (ad-hoc, 1 Dec).
+COPY_MAX_ELEMENTS = 200_000
 
 
 def due(gen: Generation, importing: bool) -> bool:
@@ -92,8 +97,10 @@ class StagedCheckpoint:
         self._held = contextlib.ExitStack()
         try:
             self._held.enter_context(self.running.hold(exclusive=True))
-            self.graph = gen.vindex.copy_graph()  # in memory: the file is written in step 2
-            if self.graph is None:  # (a state format not known: hnswlib writes the file now, slower)
+            # In memory, the file written in step 2; or (a large graph, or a state format not known here)
+            # hnswlib writes the file now.
+            self.graph = gen.vindex.copy_graph() if self.count <= COPY_MAX_ELEMENTS else None
+            if self.graph is None:
                 self.elements = gen.vindex.dump_graph(self.paths["hnsw"])
             else:
                 self.elements = int(self.graph["cur_element_count"])

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from memserver import checkpoint_job
 from memserver.store import MemoryStore
 from tests.fakes import FakeEmbedder, RecordingHooks
 from tests.readback import readback
@@ -74,12 +75,16 @@ def _release(held: HeldWhileWriting, writer: threading.Thread) -> None:
     assert not writer.is_alive()
 
 
+@pytest.mark.parametrize("graph", ["copied", "saved by hnswlib"])
 def test_other_stores_and_threads_write_and_read_while_a_checkpoint_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, graph: str
 ) -> None:
     """While a write-path checkpoint writes its files, another store (its own lock file handle: flock excludes it
     like another process) with a 1 s lock timeout writes and searches, and the store's other threads do too;
-    then the checkpoint commits, covering what it copied out, and the next open replays only the rest."""
+    then the checkpoint commits, covering what it copied out, and the next open replays only the rest. (Both ways
+    of staging the graph: copied in memory, or, past checkpoint_job.COPY_MAX_ELEMENTS, saved by hnswlib.)"""
+    if graph != "copied":
+        monkeypatch.setattr(checkpoint_job, "COPY_MAX_ELEMENTS", 0)
     a, held, writer = _held_checkpoint(tmp_path, monkeypatch)
     with _other(tmp_path, monkeypatch) as b:
         other = b.add("written by another store during the checkpoint")
