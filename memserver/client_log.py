@@ -57,7 +57,7 @@ FORWARDED_LOGGERS = frozenset(
     for name in (
         *("server", "chat", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
         *("generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend", "postgres.pool"),
-        *("subscriptions", "postgres.ranking", "postgres.watchdog", "postgres.analyzer"),
+        *("subscriptions", "postgres.ranking", "postgres.watchdog", "postgres.analyzer", "checkpoint_job"),
     )
 )
 # Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the

@@ -30,6 +30,7 @@ import numpy as np
 
 from memserver import inputs, replay, snapshot
 from memserver.catalog import Catalog
+from memserver.checkpoint_job import STAGING
 from memserver.durable import FileLayer, pwrite_all, write_all
 from memserver.errors import StoreLockedError
 from memserver.index import VectorIndex
@@ -193,10 +194,11 @@ class Compaction:
 def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:
     """Remove vector files, snapshots and temp files of other generations (left by a compaction), the files of
     a compaction that died, and the temp files of an atomic write or a checkpoint that a crash interrupted
-    (`*.tmp-<nonce>`, `*.tmp`: written under the exclusive lock only, so none is in progress now). Call with the
-    exclusive lock held, on the journal that is current."""
+    (`*.tmp-<nonce>`, `*.tmp`: written under the exclusive lock only, so none is in progress now), and those of
+    a write-path checkpoint that died (checkpoint_job.py: written without the lock, so only those whose lock no
+    process holds). Call with the exclusive lock held, on the journal that is current."""
     keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
-    dead: dict[str, bool] = {}  # compaction (its new generation) -> no longer running
+    dead: dict[str, bool] = {}  # compaction (its new generation), or checkpoint -> no longer running
     for p in folder.iterdir():
         name = p.name
         if name in keep:
@@ -205,6 +207,12 @@ def remove_other_generations(folder: Path, generation: str, files: FileLayer) ->
             nonce = name[len("compacting-") :].split(".", 1)[0]
             if nonce not in dead:
                 dead[nonce] = _compaction_over(folder, nonce, generation, files)
+            stale = dead[nonce]
+        elif name.startswith(STAGING):  # a write-path checkpoint's, written without the lock: only a dead one's
+            nonce = STAGING + name[len(STAGING) :].split(".", 1)[0]
+            if nonce not in dead:
+                lock = folder / f"{nonce}.lock"
+                dead[nonce] = not lock.exists() or _lock_free(lock, files)
             stale = dead[nonce]
         else:
             stale = (
@@ -226,6 +234,11 @@ def _compaction_over(folder: Path, nonce: str, generation: str, files: FileLayer
     lock = folder / f"compacting-{nonce}.lock"
     if not lock.exists():
         return all(_age_s(p) > COMPACTING_STALE_S for p in folder.glob(f"compacting-{nonce}.*"))
+    return _lock_free(lock, files)
+
+
+def _lock_free(lock: Path, files: FileLayer) -> bool:
+    """Whether no process holds the lock file `lock` (the job that holds it while it runs is over)."""
     probe = FileLock(lock, timeout=0, files=files)
     try:
         with probe.hold(exclusive=True):

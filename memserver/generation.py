@@ -320,7 +320,10 @@ class Generation:
             )
             return
         cov.checkpointed()
-        took = time.perf_counter() - t0
+        self.checkpoint_done(count, time.perf_counter() - t0)
+
+    def checkpoint_done(self, count: int, took: float) -> None:
+        """A checkpoint of `count` memories took `took` seconds: timed for the spacing, logged, and hooked."""
         self.costs.saved(took, count)
         log.debug(
             "checkpoint of %d memories in %.3f s (replay %.3f ms/record); the next after %d records",

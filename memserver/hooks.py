@@ -36,6 +36,10 @@ class StoreHooks:
     def checkpointed(self, count: int) -> None:
         """A checkpoint covering `count` live memories was written. Thread lock and exclusive file lock held."""
 
+    def checkpoint_writing(self) -> None:
+        """A write-path checkpoint has copied what it saves and writes its files now, holding no lock: other
+        stores, and this one's other threads, read and write meanwhile (checkpoint_job.py)."""
+
     def compaction_copied(self) -> None:
         """compact() has copied the live memories into the new generation's files; no lock is held, and other
         stores keep writing until the switch."""

@@ -21,6 +21,7 @@ hnswlib facts this wrapper handles (see the hnswlib README's "Python bindings" f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import mmap
@@ -73,6 +74,34 @@ def _crc_file(path: Path) -> int:
             finally:
                 view.release()
     return crc
+
+
+def graph_file_chunks(state: dict[str, Any]) -> tuple[bytes, memoryview, memoryview]:
+    """The bytes hnswlib's saveIndex writes, from a `VectorIndex.copy_graph` state: the header, the level-0
+    data of every element, then each element's upper-level links (their byte count as uint32, then the links)."""
+    n = int(state["cur_element_count"])
+    header = _HEADER.pack(
+        *(state[k] for k in ("offset_level0", "max_elements", "cur_element_count", "size_data_per_element")),
+        *(state[k] for k in ("label_offset", "offset_data", "max_level")),
+        int(state["enterpoint_node"]) & 0xFFFFFFFF,  # (uint32: -1 in an empty graph)
+        *(state[k] for k in ("max_M", "max_M0", "M", "mult", "ef_construction")),
+    )
+    levels = np.asarray(state["element_levels"][:n], dtype=np.int64)
+    sizes = np.where(levels > 0, levels * int(state["size_links_per_element"]), 0).astype("<u4")
+    links = np.asarray(state["link_lists"]).view(np.uint8).reshape(-1)
+    if int(sizes.sum()) != links.size:
+        raise ValueError("hnswlib's state: link lists do not match the element levels")
+    upper = np.zeros(4 * n + links.size, dtype=np.uint8)
+    starts = 4 * np.arange(n, dtype=np.int64)  # where each element's count goes: after the links before it
+    starts[1:] += np.cumsum(sizes[:-1], dtype=np.int64)
+    upper[(starts[:, None] + np.arange(4)).reshape(-1)] = sizes.view(np.uint8)
+    if links.size:
+        linked = sizes > 0
+        lengths = sizes[linked].astype(np.int64)
+        before = np.zeros(len(lengths), dtype=np.int64)
+        before[1:] = np.cumsum(lengths[:-1])
+        upper[np.repeat(starts[linked] + 4 - before, lengths) + np.arange(links.size)] = links
+    return header, np.ascontiguousarray(state["data_level0"]).view(np.uint8).data, upper.data
 
 
 def _checkpoint_files(folder: Path, files: FileLayer) -> CheckpointFiles:
@@ -192,8 +221,32 @@ class VectorIndex:
         """
         checkpoint = _checkpoint_files(folder, self.files)
         name = name or checkpoint.new_name()
-        path = folder / name
         checkpoint.write_native(name, self._index.save_index)
+        return self.described(folder / name, name, stamp, int(self._index.get_current_count()))
+
+    def copy_graph(self) -> dict[str, Any] | None:
+        """The graph as hnswlib's pickle state (its arrays copied: about the graph's size in memory, ~1 s at 1M
+        where save_index takes seconds to tens of seconds), from which `graph_file_chunks` makes the bytes
+        save_index writes, while the index changes (checkpoint_job.py). None for a state format not known here."""
+        state: dict[str, Any] = self._index.__getstate__()[0]  # type: ignore[attr-defined]  # (pybind11's pickle)
+        return state if state.get("ser_version") == 1 else None
+
+    def dump_graph(self, path: Path) -> int:
+        """Write the graph to the new file `path`, not synced (`described` syncs and checks it); returns its
+        element count. The fast part of a checkpoint written outside the exclusive lock (checkpoint_job.py): the
+        graph goes to the page cache while the process's own writers wait; the sync and CRC follow without them."""
+        elements = int(self._index.get_current_count())
+        self.files.close(self.files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        try:
+            self._index.save_index(str(path))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.files.unlink(path)
+            raise
+        return elements
+
+    def described(self, path: Path, name: str, stamp: dict[str, Any], elements: int) -> dict[str, Any]:
+        """Check the graph file at `path` (synced, to be named `name`) and return the checkpoint meta for it."""
         meta = {
             **stamp,
             "file": name,
@@ -202,13 +255,17 @@ class VectorIndex:
             "dim": self.dim,
             "M": self.M,
             "ef_construction": self.ef_construction,
-            "elements": int(self._index.get_current_count()),
+            "elements": elements,
         }
         reason = self._check_graph(path, meta)
         if reason:
             self.files.unlink(path)
             raise OSError(errno.EIO, f"hnswlib wrote an unusable graph file ({reason}); is the disk full?", str(path))
         return meta
+
+    def checkpoint_files(self, folder: Path) -> CheckpointFiles:
+        """The checkpoint's files in `folder` (the meta naming the graph file in force)."""
+        return _checkpoint_files(folder, self.files)
 
     @staticmethod
     def commit(folder: Path, meta: dict[str, Any], files: FileLayer = OS) -> None:

@@ -72,24 +72,31 @@ class KeywordDerivedIndex:
     def search(self, query: str, k: int, candidates: npt.NDArray[np.int64] | None = None) -> list[tuple[int, float]]:
         return self.index.search(query, k, candidates)
 
-    def _checkpoint(self, folder: Path) -> CheckpointFiles:
+    def checkpoint_files(self, folder: Path) -> CheckpointFiles:
         return CheckpointFiles(folder, KEYWORD_META, "keyword", "npz", self.files)
 
     def save(self, folder: Path, stamp: dict[str, Any]) -> None:
         """Write `keyword-<nonce>.npz` (synced), then name it in keyword.json (atomic); old files go after."""
-        buffer = io.BytesIO()
-        np.savez(buffer, **self.index.state())  # type: ignore[arg-type]
-        data = buffer.getbuffer()
-        checkpoint = self._checkpoint(folder)
+        data, live = self.serialised()
+        checkpoint = self.checkpoint_files(folder)
         name = checkpoint.new_name()
         checkpoint.write(name, data)
-        meta = {**stamp, "file": name, "size": len(data), "crc32": zlib.crc32(data), "live": len(self.index)}
-        meta["analyzer"] = ANALYZER
-        checkpoint.commit(meta)
+        checkpoint.commit(self.meta_of(name, data, stamp, live))
+
+    def serialised(self) -> tuple[memoryview, int]:
+        """The checkpoint's bytes (a copy: they can be written while the index changes) and its live count."""
+        buffer = io.BytesIO()
+        np.savez(buffer, **self.index.state())  # type: ignore[arg-type]
+        return buffer.getbuffer(), len(self.index)
+
+    @staticmethod
+    def meta_of(name: str, data: memoryview, stamp: dict[str, Any], live: int) -> dict[str, Any]:
+        """The keyword.json that names data file `name` holding `data`, a checkpoint covering `stamp`."""
+        return {**stamp, "file": name, "size": len(data), "crc32": zlib.crc32(data), "live": live, "analyzer": ANALYZER}
 
     def load(self, folder: Path, generation: str) -> dict[str, Any] | None:
         """Load the checkpoint if it is for `generation` and passes every check; else None (the store rebuilds)."""
-        checkpoint = self._checkpoint(folder)
+        checkpoint = self.checkpoint_files(folder)
         try:
             meta = checkpoint.read_meta()
         except CheckpointError as exc:

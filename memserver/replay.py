@@ -208,9 +208,11 @@ class Coverage:
         """Whether the checkpoint on disk of index `name` covers the journal as applied."""
         return self._saved_at.get(name) == self.offset
 
-    def saved(self, name: str) -> None:
-        self._saved_at[name] = self.offset
+    def saved(self, name: str, offset: int | None = None) -> None:
+        """Index `name`'s checkpoint on disk now covers `offset` (default: the journal as applied)."""
+        self._saved_at[name] = self.offset if offset is None else offset
 
-    def checkpointed(self) -> None:
-        """Every index and the metadata snapshot were saved at `offset`."""
-        self.uncovered = 0
+    def checkpointed(self, uncovered_then: int | None = None) -> None:
+        """Every index and the metadata snapshot were saved at `offset`, or (a checkpoint written outside the
+        lock) at an earlier offset, when `uncovered_then` records were uncovered: those applied since stay so."""
+        self.uncovered = 0 if uncovered_then is None else max(0, self.uncovered - uncovered_then)

@@ -33,7 +33,7 @@ import numpy as np
 
 from memserver import columns
 from memserver.catalog import DEFAULT_NAMESPACE, Catalog
-from memserver.durable import OS, FileLayer, atomic_write
+from memserver.durable import OS, FileLayer, atomic_write, write_new_file
 from memserver.history import History
 from memserver.time_order import TimeOrder
 
@@ -163,9 +163,18 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
 def save(path: Path, stamp: dict[str, Any], payload: bytes, files: FileLayer = OS) -> None:
     """Write the snapshot file atomically (a crash leaves the old one or the new one): magic, one JSON line
     (`stamp` + payload length and CRC-32), payload."""
+    atomic_write(path, *_file_chunks(stamp, payload), files=files)
+
+
+def write_new(path: Path, stamp: dict[str, Any], payload: bytes, files: FileLayer = OS) -> None:
+    """The snapshot file as a new file at `path`, synced (checkpoint_job.py renames it into place later)."""
+    write_new_file(path, *_file_chunks(stamp, payload), files=files)
+
+
+def _file_chunks(stamp: dict[str, Any], payload: bytes) -> tuple[bytes, bytes]:
     head = {**stamp, "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
     # The payload goes as its own chunk: no copy of a large payload.
-    atomic_write(path, _MAGIC + json.dumps(head).encode() + b"\n", payload, files=files)
+    return _MAGIC + json.dumps(head).encode() + b"\n", payload
 
 
 def read_file(path: Path) -> tuple[dict[str, Any], memoryview] | None:

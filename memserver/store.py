@@ -11,6 +11,7 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     listing.py     pages newest first with their cursors, bulk selections, counts per session
     writes.py      the write path's rules: duplicates per namespace, what each memory replaces, the records
     snapshot.py    the catalog saved at a checkpoint, so an open need not replay the whole journal
+    checkpoints.py, checkpoint_job.py   when the write path checkpoints, and how: outside the exclusive lock
     vectors.py     the vector row file, its CRC checks and the repair of damaged rows
     index.py, keyword.py   the derived indexes (HNSW, BM25) of the current memories, checkpointed beside the journal
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import config, inputs, listing, writes
+from memserver import checkpoint_job, config, inputs, listing, writes
 from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.catalog import memory_of
 from memserver.checkpoints import CheckpointCosts, fixed_interval_from_env
@@ -66,7 +67,8 @@ __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 log = logging.getLogger(__name__)
 
 # Checkpoint the derived indexes when this many journal records are not covered by the checkpoint on disk
-# (on open, close and after import_); the write path spaces them by cost (checkpoints.py).
+# (on open, close and after import_); the write path spaces them by cost (checkpoints.py) and writes them
+# outside the exclusive lock (checkpoint_job.py).
 CHECKPOINT_RECORDS = 200
 IMPORT_BATCH = 1000
 
@@ -125,6 +127,7 @@ class Collection:
         self._gen: Generation | None = None  # the generation open now (None: closed, or its load failed)
         self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
         self._costs = CheckpointCosts(fixed_interval_from_env())  # when the write path checkpoints
+        self._checkpoints = checkpoint_job.OutsideLock(self._thread_lock, self._file_lock)  # and how
         self._closed = False
         with self._thread_lock:
             self._load()
@@ -226,13 +229,10 @@ class Collection:
             self._refresh()
             with self._exclusive() as gen:
                 yield gen
-                # A checkpoint rewrites each index in full (hnswlib #36): spaced by its cost (checkpoints.py),
-                # and during import_ geometrically (at least half the store's size apart): O(N) bytes in all.
-                every = gen.costs.interval(len(gen.catalog))
-                if self._importing:
-                    every = max(every, len(gen.catalog) // 2)
-                if gen.needs_checkpoint(every):
-                    gen.save_checkpoint()
+                due = checkpoint_job.due(gen, importing=self._importing > 0)
+            staged = self._checkpoints.stage(gen) if due else None  # copied out, the file lock released
+        if staged is not None:  # written with no lock held, committed under it (checkpoint_job.py)
+            self._checkpoints.finish(staged, lambda g: g is self._gen and not self._closed)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[Generation]:

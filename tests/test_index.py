@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import memserver.store
-from memserver.index import META_NAME, VectorIndex
+from memserver.index import META_NAME, VectorIndex, graph_file_chunks
 from memserver.journal import JOURNAL_NAME, Journal
 from memserver.replay import AddRecord
 from memserver.store import MemoryStore
@@ -111,6 +111,22 @@ def test_damaged_checkpoints_are_refused_not_loaded(tmp_path: Path, damage: str)
     else:
         graph.unlink()
     assert VectorIndex(DIM).load(tmp_path, "g") is None
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 300, 3000])
+def test_the_graph_file_written_from_a_copy_is_the_one_hnswlib_writes(tmp_path: Path, n: int) -> None:
+    """checkpoint_job.py writes the graph from `copy_graph`'s state, without hnswlib and after the index changed:
+    byte for byte the file hnswlib's save_index writes of the graph copied (deleted rows, a grown graph)."""
+    index = VectorIndex(DIM)
+    if n:
+        index.add(_records(range(n)), _vectors(n))
+        index.remove(_records(range(0, n, 7)))
+    state = index.copy_graph()
+    assert state is not None
+    meta = index.write_graph(tmp_path, {"generation": "g", "offset": 0, "count": n - len(range(0, n, 7))})
+    index.add(_records(range(n, n + 50)), _vectors(50, seed=1))  # the index changes after the copy
+    copied = b"".join(bytes(chunk) for chunk in graph_file_chunks(state))
+    assert copied == (tmp_path / meta["file"]).read_bytes()
 
 
 def test_checkpoint_built_with_another_ef_construction_is_used(tmp_path: Path) -> None:

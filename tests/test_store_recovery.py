@@ -162,9 +162,10 @@ def test_damaged_or_stale_snapshot_falls_back_to_replay(tmp_path: Path, damage: 
 
 def test_a_checkpoint_whose_snapshot_failed_is_taken_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write-path checkpoint whose metadata snapshot cannot be written (disk full) is not counted as done: the
-    store checkpoints again on close, and the next open restores that snapshot instead of replaying."""
+    store checkpoints again on close, and the next open restores that snapshot instead of replaying. (The
+    snapshot file: meta-*.snap, or checkpoint-*.snap while a write-path checkpoint writes it.)"""
     monkeypatch.setenv("MEMSERVER_CHECKPOINT_EVERY", "200")
-    files = FailingFiles(lambda op, name: op == "create" and name.startswith("meta-"), errno.ENOSPC)
+    files = FailingFiles(lambda op, name: op == "create" and ".snap" in name, errno.ENOSPC)
     hooks = RecordingHooks()
     s = _open(tmp_path, files=files, hooks=hooks)
     s.add_many([f"fact {i} about item{i}" for i in range(250)])  # the write path checkpoints: its snapshot fails
