@@ -55,9 +55,9 @@ DEFAULT_LEVEL = "warning"
 FORWARDED_LOGGERS = frozenset(
     f"memserver.{name}"
     for name in (
-        *("server", "chat", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
-        *("generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend", "postgres.pool"),
-        *("subscriptions", "postgres.ranking", "postgres.watchdog", "postgres.analyzer"),
+        *("server", "chat", "loader", "store", "collection", "journal", "durable", "index", "keyword", "model"),
+        *("embedder", "generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend"),
+        *("postgres.pool", "subscriptions", "postgres.ranking", "postgres.watchdog", "postgres.analyzer"),
     )
 )
 # Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import inputs, listing, writes
+from memserver import collection, inputs, listing, writes
 from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.catalog import memory_of
-from memserver.collection import CHECKPOINT_RECORDS, Collection
+from memserver.collection import Collection
 from memserver.compaction import Compaction
 from memserver.durable import disk_errors_as, folder_bytes
 from memserver.errors import InvalidInputError, StoreError
@@ -443,7 +443,7 @@ class MemoryStore(Collection):
             with self._thread_lock:
                 self._importing -= 1
         with self._thread_lock:
-            if self._current().needs_checkpoint(CHECKPOINT_RECORDS):
+            if self._current().needs_checkpoint(collection.CHECKPOINT_RECORDS):
                 self._checkpoint()
         return added
 

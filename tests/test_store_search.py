@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import memserver.backend
+import memserver.collection
 import memserver.errors
 import memserver.store
 from memserver.store import MemoryStore
@@ -189,7 +190,7 @@ def test_keyword_index_follows_another_process(tmp_path: Path) -> None:
 def test_keyword_checkpoint_is_loaded_then_the_tail_replayed(tmp_path: Path, caplog) -> None:
     """Past CHECKPOINT_RECORDS a keyword checkpoint is saved; reopening loads it and replays only the tail."""
     with _open(tmp_path) as s:
-        first = s.add_many([f"note {i} code K{i:04d}X" for i in range(memserver.store.CHECKPOINT_RECORDS + 10)])
+        first = s.add_many([f"note {i} code K{i:04d}X" for i in range(memserver.collection.CHECKPOINT_RECORDS + 10)])
     meta = json.loads((tmp_path / "test" / "keyword.json").read_text())
     assert meta["count"] == len(first)
     with _open(tmp_path) as s:
@@ -206,7 +207,7 @@ def test_keyword_checkpoint_is_loaded_then_the_tail_replayed(tmp_path: Path, cap
 def test_damaged_keyword_checkpoint_is_rebuilt(tmp_path: Path, damage: str, caplog) -> None:
     """A damaged, missing or inconsistent keyword checkpoint is not trusted: the index is rebuilt from the journal."""
     with _open(tmp_path) as s:
-        ms = s.add_many([f"entry {i} ref R{i:04d}Q" for i in range(memserver.store.CHECKPOINT_RECORDS + 5)])
+        ms = s.add_many([f"entry {i} ref R{i:04d}Q" for i in range(memserver.collection.CHECKPOINT_RECORDS + 5)])
     folder = tmp_path / "test"
     meta_path = folder / "keyword.json"
     meta = json.loads(meta_path.read_text())
