@@ -291,8 +291,13 @@ def build_info(root: Path) -> dict[str, Any]:
 # --- the MCP server over stdio -------------------------------------------------------------------------------------
 
 
-def server_params(data_dir: Path | None, *, timing: bool = True, extra_env: dict[str, str] | None = None) -> Any:
-    """How a desktop client starts memserver: `python -m memserver serve` over stdio (no `uv run` in the way)."""
+def server_params(
+    data_dir: Path | None, *, timing: bool = True, extra_env: dict[str, str] | None = None, tree: Path = ROOT
+) -> Any:
+    """How a desktop client starts memserver: `python -m memserver serve` over stdio (no `uv run` in the way).
+
+    `tree`: the checkout whose `memserver` serves (`-m` imports it from the working directory), e.g. an older one
+    for an A/B run; the same interpreter and libraries either way."""
     from mcp import StdioServerParameters
 
     env = {**os.environ, "MEMSERVER_LOG_LEVEL": "WARNING", "MCP_MEMORY_COLLECTION": COLLECTION}
@@ -301,18 +306,18 @@ def server_params(data_dir: Path | None, *, timing: bool = True, extra_env: dict
         env["MEMSERVER_TIMING"] = "1"
     env.update(extra_env or {})
     args = ["-m", "memserver", "serve"] + (["--data-dir", str(data_dir)] if data_dir is not None else [])
-    return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(ROOT))
+    return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(tree))
 
 
 @contextlib.asynccontextmanager
 async def mcp_client(
-    data_dir: Path | None, *, timing: bool = True, extra_env: dict[str, str] | None = None
+    data_dir: Path | None, *, timing: bool = True, extra_env: dict[str, str] | None = None, tree: Path = ROOT
 ) -> AsyncIterator[tuple[Any, int | None]]:
-    """(client, server pid): an MCP SDK client session with a freshly spawned memserver."""
+    """(client, server pid): an MCP SDK client session with a freshly spawned memserver (of checkout `tree`)."""
     from mcp import Client
 
     before = child_pids()
-    params = server_params(data_dir, timing=timing, extra_env=extra_env)
+    params = server_params(data_dir, timing=timing, extra_env=extra_env, tree=tree)
     async with Client(params, mode="legacy", read_timeout_seconds=600) as client:
         new = child_pids() - before
         yield client, (min(new) if new else None)

@@ -4,6 +4,7 @@
     uv run python benchmarks/recall_mcp.py --with-1m            # ... and 1M (builds a 1M store once: minutes)
     uv run python benchmarks/recall_mcp.py --quick              # smoke run (a 300-memory store, 20 queries)
     uv run python benchmarks/recall_mcp.py --sizes 10000 --queries 100 --repeat-queries   # + repeated queries
+    uv run python benchmarks/recall_mcp.py --sizes 100000 --old /tmp/memserver-main   # A/B: that checkout vs this
 
 For each store size, an MCP SDK client spawns `python -m memserver serve` over stdio (as a desktop client does)
 and times `tools/call recall` client-side for the real queries of benchmarks/data/quality.json (p50/p95/p99).
@@ -24,18 +25,26 @@ The server's query-embedding cache is off (MEMSERVER_QUERY_CACHE=0), so every ti
 a first-time question does. With --repeat-queries, one more server per size runs with the cache on (its default
 size), is asked every query once untimed, then timed by the raw client on the same queries again: the cost of a
 question an agent repeats (no model run; what remains is the search, the handler and the protocol).
-Prints a table and writes benchmarks/results/recall_mcp.json.
+With --old PATH (another checkout, e.g. `git worktree add --detach /tmp/memserver-main main`), each size is
+measured side by side instead: a server of that checkout ("old") and one of this ("new") on the same cached store
+(stores are not built then), first both with an SDK client, then both with a raw client; each block of queries is
+timed on the floor, then on old and new in alternating order, so the load hits all three alike. Per side: p50 over
+the floor, and the median of each part: embed, search, server (handler minus the store call) and outside the
+handler (the client's latency minus the handler: the protocol on both sides, the pipes, the wake-ups).
+Prints a table and writes benchmarks/results/recall_mcp.json (with --old: recall_mcp-ab.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +135,8 @@ class RawClient:
     its task and stream hand-offs) is not in its timings.
     """
 
-    def __init__(self, root: Path, extra_env: dict[str, str] | None = None) -> None:
-        params = C.server_params(root, extra_env=extra_env)
+    def __init__(self, root: Path, extra_env: dict[str, str] | None = None, tree: Path = C.ROOT) -> None:
+        params = C.server_params(root, extra_env=extra_env, tree=tree)
         self.proc = subprocess.Popen(
             [params.command, *params.args],
             stdin=subprocess.PIPE,
@@ -216,6 +225,147 @@ def measure_raw(
     }
 
 
+# --- --old: two checkouts side by side -----------------------------------------------------------------------------
+
+Call = Callable[[str, str], Awaitable[tuple[float, dict[str, float]]]]  # (side, query) -> (ms, timing meta)
+
+
+class Side:
+    """One server's timings in an A/B run: client latency and the parts from `_meta["memserver/timing"]`."""
+
+    def __init__(self) -> None:
+        self.lat: list[float] = []
+        self.parts: dict[str, list[float]] = {"embed": [], "search": [], "server": [], "handler": [], "outside": []}
+
+    def add(self, ms: float, t: dict[str, float]) -> None:
+        self.lat.append(ms)
+        for name, value in (
+            ("embed", t["embed_ms"]),
+            ("search", t["work_ms"] - t["embed_ms"]),
+            ("server", t["handler_ms"] - t["work_ms"]),
+            ("handler", t["handler_ms"]),
+            ("outside", ms - t["handler_ms"]),
+        ):
+            self.parts[name].append(value)
+
+    def summary(self, floor_p50: float) -> dict[str, Any]:
+        recall = C.summary(self.lat)
+        return {
+            "recall_ms": recall,
+            "ratio_p50_to_floor": round(recall["p50"] / floor_p50, 3),
+            "parts_p50_ms": {k: round(statistics.median(v), 3) for k, v in self.parts.items()},
+        }
+
+
+async def alternate(call: Call, names: list[str], queries: list[str], bare: Any, repeat: int) -> dict[str, Any]:
+    """Blocks of BLOCK queries: the floor, then each side (their order swapped every block)."""
+    sides = {name: Side() for name in names}
+    floor: list[float] = []
+    for q in queries[:10]:  # warm-up
+        for name in names:
+            await call(name, q)
+        bare.embed([q])
+    blocks = [queries[i : i + BLOCK] for _ in range(repeat) for i in range(0, len(queries), BLOCK)]
+    for b, block in enumerate(blocks):
+        await anyio.sleep(SETTLE_S)
+        for q in block:
+            t0 = time.perf_counter()
+            bare.embed([q])
+            floor.append((time.perf_counter() - t0) * 1000)
+            await anyio.sleep(GAP_S)
+        for name in names if b % 2 == 0 else names[::-1]:
+            await anyio.sleep(SETTLE_S)
+            for q in block:
+                ms, t = await call(name, q)
+                sides[name].add(ms, t)
+                await anyio.sleep(GAP_S)
+    floor_s = C.summary(floor)
+    out: dict[str, Any] = {"floor_bare_ms": floor_s}
+    out.update({name: side.summary(floor_s["p50"]) for name, side in sides.items()})
+    return out
+
+
+async def measure_ab(
+    root: Path, queries: list[str], bare: Any, limit: int, repeat: int, mode: str, trees: dict[str, Path]
+) -> dict[str, Any]:
+    """The SDK client, then the raw client, each against a server of every checkout in `trees` (same store)."""
+    args = {"limit": limit} if mode == "hybrid" else {"limit": limit, "mode": mode}
+    names = list(trees)
+    out: dict[str, Any] = {"mode": mode}
+    async with contextlib.AsyncExitStack() as stack:
+        sdk = {
+            n: (await stack.enter_async_context(C.mcp_client(root, extra_env=NO_QUERY_CACHE, tree=t)))[0]
+            for n, t in trees.items()
+        }
+
+        async def sdk_call(name: str, q: str) -> tuple[float, dict[str, float]]:
+            t0 = time.perf_counter()
+            result = await sdk[name].call_tool("recall", {"query": q, **args})
+            ms = (time.perf_counter() - t0) * 1000
+            if result.is_error:
+                raise RuntimeError(f"recall failed: {result.content}")
+            return ms, C.timing_meta(result)
+
+        out["sdk_client"] = await alternate(sdk_call, names, queries, bare, repeat)
+    raw = {n: RawClient(root, extra_env=NO_QUERY_CACHE, tree=t) for n, t in trees.items()}
+    try:
+
+        async def raw_call(name: str, q: str) -> tuple[float, dict[str, float]]:
+            t0 = time.perf_counter()
+            result = raw[name].request("tools/call", {"name": "recall", "arguments": {"query": q, **args}})
+            ms = (time.perf_counter() - t0) * 1000
+            if result.get("isError"):
+                raise RuntimeError(f"recall failed: {result['content']}")
+            return ms, dict(result["_meta"]["memserver/timing"])
+
+        out["raw_client"] = await alternate(raw_call, names, queries, bare, repeat)
+    finally:
+        for client in raw.values():
+            client.close()
+    return out
+
+
+def print_ab(results: dict[str, Any]) -> None:
+    headers = [
+        "memories",
+        "client",
+        "side",
+        "p50",
+        "p95",
+        "floor p50",
+        "p50/floor",
+        "embed",
+        "search",
+        "server",
+        "handler",
+        "outside handler",
+    ]
+    rows = []
+    for n, r in results["sizes"].items():
+        for client in ("raw_client", "sdk_client"):
+            w = r[client]
+            for side in ("old", "new"):
+                s, parts = w[side], w[side]["parts_p50_ms"]
+                rows.append(
+                    [
+                        C.size_label(int(n.split("/")[0])),
+                        client.split("_")[0],
+                        side,
+                        s["recall_ms"]["p50"],
+                        s["recall_ms"]["p95"],
+                        w["floor_bare_ms"]["p50"],
+                        f"{s['ratio_p50_to_floor']:.2f}x",
+                        parts["embed"],
+                        parts["search"],
+                        parts["server"],
+                        parts["handler"],
+                        parts["outside"],
+                    ]
+                )
+    print("recall over MCP stdio, old vs new checkout side by side (ms; parts are per-call medians)")
+    print(C.table(headers, rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000], help="store sizes")
@@ -240,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: one 300-memory store, 20 queries")
     parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
-    parser.add_argument("--out", default=str(C.RESULTS / "recall_mcp.json"))
+    parser.add_argument("--old", default=None, help="another checkout: time its server against this one's (A/B)")
+    parser.add_argument("--out", default=None, help="default results/recall_mcp.json (--old: recall_mcp-ab.json)")
     args = parser.parse_args(argv)
     sizes = [300] if args.quick else list(args.sizes) + ([1_000_000] if args.with_1m else [])
     nq = 20 if args.quick else args.queries
@@ -270,6 +421,22 @@ def main(argv: list[str] | None = None) -> int:
         },
         "sizes": {},
     }
+    if args.old:
+        trees = {"old": Path(args.old).resolve(), "new": C.ROOT}
+        results["settings"]["old"] = str(trees["old"])
+        for n in sizes:
+            root = C.ensure_store(cache, n, quick=True) if args.quick else cache / f"store-{n}"
+            if not (root / "BUILT").exists():  # never build (or rebuild) a large store here: another may be at it
+                C.log(f"skipping {n:,}: no built store at {root}")
+                continue
+            for mode in args.modes:
+                C.log(f"recall over MCP at {n:,} memories, mode {mode}, old vs new ...")
+                r = anyio.run(measure_ab, root, queries, bare, args.limit, args.repeat, mode, trees)
+                results["sizes"][f"{n}" if mode == "hybrid" else f"{n}/{mode}"] = r
+        results["machine"]["loadavg_at_end"] = C.machine()["loadavg"]
+        print_ab(results)
+        C.write_json(args.out or str(C.RESULTS / "recall_mcp-ab.json"), results)
+        return 0
     for n in sizes:
         root = C.ensure_store(cache, n, quick=args.quick)
         for mode in args.modes:
@@ -365,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         print("repeated queries (query cache on, each asked once before), raw JSON-RPC client (ms)")
         headers = ["memories", "mode", "p50", "p95", "embed p50", "floor p50", "p50/floor", "first-time p50"]
         print(C.table(headers, repeated_rows))
-    C.write_json(args.out, results)
+    C.write_json(args.out or str(C.RESULTS / "recall_mcp.json"), results)
     return 0
 
 

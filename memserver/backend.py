@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,6 +32,7 @@ __all__ = [
     "MemoryBackend",
     "MemoryFilter",
     "Page",
+    "SearchesNowait",
     "Selection",
 ]
 
@@ -430,3 +431,37 @@ class MemoryBackend(Protocol):
     def __enter__(self) -> MemoryBackend: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class SearchesNowait(Protocol):
+    """Optional, for an engine that can tell: answer a search at once, or say it would have to wait.
+
+    `search_nowait` takes what `search` takes and returns what `search` would, or None when answering would wait
+    for anything that may take long: a lock held by another thread or process, catching up with another
+    process's writes, a reload, or work not bounded by the query (the local store: an `as_of` search, ranked
+    exactly over every candidate). It embeds the query (milliseconds) unless given `query_vector`, and raises
+    what `search` raises for bad arguments. The server calls it on its event loop, where a wait would stall every
+    request, and on None calls `search` in a worker thread. An engine that always waits on something (a database
+    round trip) does not implement it.
+    """
+
+    def search_nowait(
+        self,
+        query: str,
+        limit: int = 5,
+        tags: Sequence[str] | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
+        min_score: float | None = None,
+        mode: str = "hybrid",
+        *,
+        speaker: str | None = None,
+        role: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        as_of: str | date | None = None,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+        explain: bool = False,
+    ) -> list[Hit] | None: ...

@@ -55,9 +55,10 @@ DEFAULT_LEVEL = "warning"
 FORWARDED_LOGGERS = frozenset(
     f"memserver.{name}"
     for name in (
-        *("server", "chat", "loader", "store", "journal", "durable", "index", "keyword", "model", "embedder"),
-        *("generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend", "postgres.pool"),
-        *("subscriptions", "postgres.ranking", "postgres.watchdog", "postgres.analyzer", "checkpoint_job"),
+        *("server", "chat", "loader", "store", "collection", "journal", "durable", "index", "keyword", "model"),
+        *("embedder", "generation", "vectors", "snapshot", "compaction", "replay", "catalog", "postgres.backend"),
+        *("postgres.pool", "subscriptions", "postgres.ranking", "postgres.watchdog", "postgres.analyzer"),
+        *("checkpoint_job",),
     )
 )
 # Deliberately not forwarded: memserver.columns (it may name a value it could not store: user data), and the

@@ -449,3 +449,13 @@ class CheckpointFiles:
         if len(data) != meta.get("size") or zlib.crc32(data) != meta.get("crc32"):
             raise CheckpointError("size or CRC-32 mismatch (damaged on disk)")
         return data
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files in `folder`; other processes create and remove temp files meanwhile, so skip vanished ones."""
+    total = 0
+    for entry in os.scandir(folder):
+        with contextlib.suppress(FileNotFoundError):
+            if entry.is_file():
+                total += entry.stat().st_size
+    return total

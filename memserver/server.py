@@ -37,7 +37,8 @@ waits for it, and tells a client that sent a `progressToken` what it is waiting 
 A client's `notifications/cancelled` (on 2026-07-28 HTTP: closing the response stream) makes the SDK cancel the
 handler: a wait for the store is abandoned (the store loads on for the next call); a store call already running
 in its worker thread finishes (a write is all or nothing), and its answer is not sent. Blocking store calls run in
-worker threads so the event loop keeps answering. The server never touches files itself.
+worker threads so the event loop keeps answering; a recall that the store can answer at once, when no other request
+is in flight, is answered on the loop (`_nowait`). The server never touches files itself.
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -62,7 +63,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from memserver import __version__, chat, client_log, completions, forgetting, inputs, prompts, resources, tools
+from memserver import __version__, chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 from memserver.subscriptions import Subscriptions, TooManySubscriptionsError
@@ -85,6 +86,8 @@ INSTRUCTIONS = (
 
 Payload = dict[str, Any] | str | chat.ContextBlock  # structured JSON, plain text, or a block to condense
 Work = Callable[["MemoryBackend", dict[str, Any]], Payload]
+NowaitWork = Callable[["MemoryBackend", dict[str, Any]], Payload | None]  # None: it would wait; run the Work
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -94,13 +97,15 @@ class ToolSet:
     `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching);
     `--tools chat` serves the chat-memory interface (chat.py: remember, recall, search_in_memory), whose work
     depends on the connection the call comes from (its conversation). (forget_matching is no work of a worker
-    thread: `call_tool` runs it, since it asks the user first.)
+    thread: `call_tool` runs it, since it asks the user first.) `nowait`: read-only work that `call_tool` may
+    run on the event loop, sparing the hop to a worker thread and back, when the store can answer at once.
     """
 
     name: str
     tools: tuple[types.Tool, ...]
     work: Callable[[str, chat.Conversation], Work]
     instructions: str
+    nowait: dict[str, NowaitWork] = field(default_factory=dict)
 
     def find(self, name: str) -> types.Tool | None:
         return next((tool for tool in self.tools if tool.name == name), None)
@@ -119,6 +124,7 @@ class Lifespan:
     logs: client_log.ClientLog
     tool_set: ToolSet
     subscriptions: Subscriptions
+    in_flight: int = 0  # requests being answered now, every session's (`count_in_flight`)
 
 
 Context = ServerRequestContext[Lifespan]
@@ -159,7 +165,7 @@ async def call_tool(
     ctx: Context, params: types.CallToolRequestParams
 ) -> types.CallToolResult | types.InputRequiredResult:
     """tools/call: validate the arguments against the advertised schema, then run the tool in a worker thread
-    (forget_matching first asks the user: `forget_matching` below)."""
+    (forget_matching first asks the user: `forget_matching` below), or at once if it can (`_nowait`)."""
     tool_set = ctx.lifespan_context.tool_set
     tool = tool_set.find(params.name)
     if tool is None:
@@ -180,8 +186,11 @@ async def call_tool(
             payload: Payload = asked
         else:
             store = await _store(ctx)
-            work = tool_set.work(tool.name, _conversation(ctx))
-            payload = await anyio.to_thread.run_sync(partial(_timed, work, store, args, timing))
+            answer = _nowait(ctx, tool.name, store, args, timing)
+            if answer is None:
+                work = tool_set.work(tool.name, _conversation(ctx))
+                answer = await anyio.to_thread.run_sync(partial(_timed, work, store, args, timing))
+            payload = answer
             if isinstance(payload, chat.ContextBlock):  # --tools chat --chat-condense
                 payload = await _condensed(ctx, payload)
     except (InvalidInputError, forgetting.CannotAskError) as exc:
@@ -352,6 +361,16 @@ async def set_logging_level(ctx: Context, params: types.SetLevelRequestParams) -
     return types.EmptyResult()
 
 
+async def count_in_flight(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """Middleware around every request: how many are being answered now (`_nowait` answers only the only one)."""
+    lifespan = ctx.lifespan_context
+    lifespan.in_flight += 1
+    try:
+        return await call_next(ctx)
+    finally:
+        lifespan.in_flight -= 1
+
+
 async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
     """Middleware around every request: what memserver logs while serving it goes to its client, before the answer."""
     logs = ctx.lifespan_context.logs
@@ -361,99 +380,11 @@ async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
         return result
 
 
-# --- the tools' work (blocking; runs in a worker thread) -------------------------------------------------------------
+# --- the tools' work --------------------------------------------------------------------------------------------------
 
-
-def _remember(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    memory = store.add(
-        args["content"],
-        tags=args.get("tags"),
-        source=args.get("source"),
-        occurred_at=args.get("occurred_at"),
-        speaker=args.get("speaker"),
-        role=args.get("role"),
-        session=args.get("session"),
-        namespace=args.get("namespace"),
-        replaces=args.get("replaces"),
-    )
-    payload: dict[str, Any] = {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
-    if memory.duplicate and args.get("replaces"):
-        payload["note"] = (
-            "Nothing was stored, so nothing was replaced: this content is already stored under this id. To retire "
-            f"{args['replaces']}, forget it."
-        )
-    elif memory.replaces:
-        payload["replaces"] = memory.replaces
-    similar = []
-    for memory_id, score in memory.similar:
-        other = store.get(memory_id, namespace=args.get("namespace"))
-        if other is not None:  # may have been forgotten meanwhile
-            similar.append({"id": memory_id, "score": round(float(score), 4), "content": other.content})
-    if similar:  # only when there is something to decide: the common answer stays two fields
-        payload["similar"] = similar
-    return payload
-
-
-def _recall(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    hits = store.search(
-        args["query"],
-        limit=args["limit"],
-        tags=args.get("tags"),
-        source=args.get("source"),
-        since=args.get("since"),
-        until=args.get("until"),
-        min_score=args.get("min_score"),
-        mode=args["mode"],
-        speaker=args.get("speaker"),
-        role=args.get("role"),
-        session=args.get("session"),
-        namespace=args.get("namespace"),
-        as_of=args.get("as_of"),
-        explain=args["explain"],
-    )
-    payload: dict[str, Any] = {"results": []}
-    for hit in hits:
-        result = {**hit.memory.to_dict(), "score": round(float(hit.score), 4)}
-        if hit.explanation is not None:
-            why = dict(hit.explanation)
-            payload["query"] = why.pop("query", payload.get("query"))  # the query's side: once, not per result
-            result["explain"] = why
-        payload["results"].append(result)
-    if payload.get("query") is None:
-        payload.pop("query", None)
-    note = tools.recall_note(args, [hit.score for hit in hits])
-    if note:
-        payload["note"] = note
-    return payload
-
-
-def _list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    page = store.list_page(
-        limit=args["limit"],
-        tags=args.get("tags"),
-        namespace=args.get("namespace"),
-        session=args.get("session"),
-        speaker=args.get("speaker"),
-        role=args.get("role"),
-        cursor=args.get("cursor"),
-    )
-    return page.to_dict()  # {"memories": [...], "next_cursor": ... when there are more}
-
-
-def _forget(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    memory_id = args["memory_id"]
-    if not inputs.is_memory_id(memory_id):  # contract: an id that names no memory is deleted: false, not an error
-        return {"id": memory_id, "deleted": False}
-    return {"id": memory_id, "deleted": bool(store.delete(memory_id, namespace=args.get("namespace")))}
-
-
-_TOOL_WORK: dict[str, Work] = {
-    tools.REMEMBER.name: _remember,
-    tools.RECALL.name: _recall,
-    tools.LIST_RECENT.name: _list_recent,
-    tools.FORGET.name: _forget,
-}
-MEMORY_TOOLS = ToolSet("memory", tools.TOOLS, lambda name, conversation: _TOOL_WORK[name], INSTRUCTIONS)
+MEMORY_TOOLS = ToolSet(
+    "memory", tools.TOOLS, lambda name, conversation: tool_work.WORK[name], INSTRUCTIONS, dict(tool_work.NOWAIT)
+)
 
 
 def chat_tools(options: chat.ChatOptions | None = None) -> ToolSet:
@@ -462,8 +393,32 @@ def chat_tools(options: chat.ChatOptions | None = None) -> ToolSet:
     return ToolSet("chat", chat.TOOLS, memory.work, chat.INSTRUCTIONS)
 
 
-def _timed(run: Work, store: MemoryBackend, args: dict[str, Any], timing: dict[str, float]) -> Payload:
-    """Run a tool's work; with TIMING, record embed_ms and work_ms into `timing` (in the worker thread)."""
+def _nowait(
+    ctx: Context, name: str, store: MemoryBackend, args: dict[str, Any], timing: dict[str, float]
+) -> Payload | None:
+    """The answer of tool `name`, computed here on the event loop, if its work can run without waiting; else None
+    (`call_tool` then runs it in a worker thread).
+
+    Two conditions. The work must be in the tool set's `nowait` and the store must say it can answer at once
+    (backend.SearchesNowait: no lock another thread or process holds, no catch-up, no reload; PostgreSQL never
+    can), so nothing here waits on another process, the network or unbounded work. And this must be the only
+    request in flight: the embedding of the query (3-10 ms) holds the loop, which is fine when nothing else is
+    waiting for it and not when another request (a ping, a cancellation, another session's call) is. What it
+    saves: the hop to a worker thread and the wake-up of the loop when it ends (benchmarks/README.md, finding 1).
+    """
+    nowait = ctx.lifespan_context.tool_set.nowait.get(name)
+    if nowait is None or ctx.lifespan_context.in_flight > 1:
+        return None
+    return _timed(nowait, store, args, timing)
+
+
+def _timed(
+    run: Callable[[MemoryBackend, dict[str, Any]], T],
+    store: MemoryBackend,
+    args: dict[str, Any],
+    timing: dict[str, float],
+) -> T:
+    """Run a tool's work; with TIMING, record embed_ms and work_ms into `timing` (in the thread that runs it)."""
     if not TIMING:
         return run(store, args)
     with embedding_seconds() as embedded:
@@ -675,5 +630,5 @@ def build_server(
     # The lowlevel Server's constructor takes no handler for notifications/initialized; this is the SDK's way in.
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
     server.add_request_handler("server/discover", types.RequestParams, partial(discover, server))
-    server.middleware.append(forward_logs)
+    server.middleware.extend([count_in_flight, forward_logs])
     return server

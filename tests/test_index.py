@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import memserver.collection
 import memserver.store
 from memserver.index import META_NAME, VectorIndex, graph_file_chunks
 from memserver.journal import JOURNAL_NAME, Journal
@@ -195,7 +196,7 @@ def test_a_crash_between_graph_and_meta_keeps_a_usable_store(tmp_path: Path, mon
     with MemoryStore(tmp_path, "test", embedder=embedder) as s:  # closing checkpoints these 299
         first = s.add_many([f"fact {i} about item{i}" for i in range(300)])
         s.delete(first[0].id)
-    monkeypatch.setattr(memserver.store, "CHECKPOINT_RECORDS", 10**9)  # so that closing leaves a journal tail
+    monkeypatch.setattr(memserver.collection, "CHECKPOINT_RECORDS", 10**9)  # so that closing leaves a journal tail
     with MemoryStore(tmp_path, "test", embedder=embedder) as s:
         s.add_many([f"more {i}" for i in range(300)])
     monkeypatch.undo()

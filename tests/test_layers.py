@@ -23,6 +23,7 @@ FRONT = (
     "client_log",
     "subscriptions",
     "forgetting",
+    "tool_work",
     "cli",
     "wire",
     "stdio",

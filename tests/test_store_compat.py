@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import memserver.collection
 import memserver.store
 from memserver.store import MemoryStore
 from tests.fakes import FakeEmbedder
@@ -117,7 +118,7 @@ def test_a_checkpoint_written_by_todays_code_reopens_to_the_same_records(
     folder = root / COLLECTION
     before = {name: (folder / name).read_bytes() for name in CHECKPOINT_FILES}
     # A threshold of one record makes the open checkpoint the replayed tail (MemoryStore.checkpoint() will do).
-    monkeypatch.setattr(memserver.store, "CHECKPOINT_RECORDS", 1)
+    monkeypatch.setattr(memserver.collection, "CHECKPOINT_RECORDS", 1)
     with _open(root) as store:
         assert _exported(store) == EXPECTED
     journal_bytes = (folder / "journal.jsonl").stat().st_size

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import memserver.store as ms
+import memserver.collection as ms_collection
 from memserver.backend import MemoryFilter
 from memserver.store import MemoryStore
 from tests.fakes import FakeEmbedder, RecordingHooks
@@ -113,7 +113,7 @@ def test_a_journal_tail_past_the_snapshot_is_replayed_onto_it(tmp_path: Path, mo
         s.add("tail turn, corrected", speaker="Newcomer", session="tail", namespace="fresh", replaces=old.id)
         assert s.delete(s.list_recent(limit=1, namespace="team")[0].id, namespace="team")
         expected = _readback(s)
-    monkeypatch.setattr(ms, "CHECKPOINT_RECORDS", 10**9)  # keep the tail a tail on the next open
+    monkeypatch.setattr(ms_collection, "CHECKPOINT_RECORDS", 10**9)  # keep the tail a tail on the next open
     hooks = RecordingHooks()
     with _open(tmp_path, hooks) as s:
         assert _readback(s) == expected
@@ -173,7 +173,7 @@ def test_the_format_4_fixture_opens_from_its_snapshot(tmp_path: Path) -> None:
     shutil.copytree(fixture / "fixture", tmp_path / "fixture")
     hooks = RecordingHooks()
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(ms, "CHECKPOINT_RECORDS", 10**9)
+    monkey.setattr(ms_collection, "CHECKPOINT_RECORDS", 10**9)
     try:
         with MemoryStore(tmp_path, "fixture", embedder=FakeEmbedder(), hooks=hooks) as s:
             assert s.stats()["count"] == 41 and s.namespaces() == {"default": 41}

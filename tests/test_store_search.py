@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import memserver.backend
+import memserver.collection
 import memserver.errors
 import memserver.store
 from memserver.store import MemoryStore
@@ -189,7 +190,7 @@ def test_keyword_index_follows_another_process(tmp_path: Path) -> None:
 def test_keyword_checkpoint_is_loaded_then_the_tail_replayed(tmp_path: Path, caplog) -> None:
     """Past CHECKPOINT_RECORDS a keyword checkpoint is saved; reopening loads it and replays only the tail."""
     with _open(tmp_path) as s:
-        first = s.add_many([f"note {i} code K{i:04d}X" for i in range(memserver.store.CHECKPOINT_RECORDS + 10)])
+        first = s.add_many([f"note {i} code K{i:04d}X" for i in range(memserver.collection.CHECKPOINT_RECORDS + 10)])
     meta = json.loads((tmp_path / "test" / "keyword.json").read_text())
     assert meta["count"] == len(first)
     with _open(tmp_path) as s:
@@ -206,7 +207,7 @@ def test_keyword_checkpoint_is_loaded_then_the_tail_replayed(tmp_path: Path, cap
 def test_damaged_keyword_checkpoint_is_rebuilt(tmp_path: Path, damage: str, caplog) -> None:
     """A damaged, missing or inconsistent keyword checkpoint is not trusted: the index is rebuilt from the journal."""
     with _open(tmp_path) as s:
-        ms = s.add_many([f"entry {i} ref R{i:04d}Q" for i in range(memserver.store.CHECKPOINT_RECORDS + 5)])
+        ms = s.add_many([f"entry {i} ref R{i:04d}Q" for i in range(memserver.collection.CHECKPOINT_RECORDS + 5)])
     folder = tmp_path / "test"
     meta_path = folder / "keyword.json"
     meta = json.loads(meta_path.read_text())
@@ -239,3 +240,47 @@ def test_keyword_index_after_compaction_here_and_elsewhere(tmp_path: Path) -> No
             assert sorted(_ids(s.search("item", mode="keyword", limit=100))) == sorted(m.id for m in ms[20:])
     with _open(tmp_path) as s:
         assert _ids(s.search("T025Z", mode="keyword", limit=1)) == [ms[25].id]
+
+
+# --- search_nowait: the same answer, or None when it would wait ----------------------------------------------------
+
+
+def test_search_nowait_answers_exactly_what_search_answers_on_a_fresh_store(store: MemoryStore) -> None:
+    """search_nowait (backend.SearchesNowait) gives the very hits search gives, for every mode, filter and
+    explanation, as long as nothing changed since the store last caught up."""
+    assert isinstance(store, memserver.backend.SearchesNowait)
+    store.add_many(
+        [
+            {"content": f, "tags": ["t"] if i % 2 else [], "speaker": "Ana" if i < 3 else None}
+            for i, f in enumerate(FACTS)
+        ]
+    )
+    store.add("Marta's party is at the office", namespace="work")
+    cases = [
+        {"query": "when does the password change?"},
+        {"query": "tea", "limit": 2, "mode": "semantic"},
+        {"query": "Lisbon team", "mode": "keyword", "explain": True},
+        {"query": "birthday", "tags": ["t"], "min_score": -1.0},
+        {"query": "birthday", "speaker": "Ana", "explain": True},
+        {"query": "Marta", "namespace": "work"},
+        {"query": "nothing like this at all", "limit": 1},
+    ]
+    for case in cases:
+        assert store.search_nowait(**case) == store.search(**case), case
+    with pytest.raises(memserver.errors.InvalidInputError):  # bad arguments fail as search's do, not with None
+        store.search_nowait("tea", limit=0)
+
+
+def test_search_nowait_says_none_when_another_process_wrote_and_answers_again_once_caught_up(tmp_path: Path) -> None:
+    """After another store's write (the journal grew: catching up would take the shared file lock), and for
+    as_of (an exact ranking over every candidate), search_nowait answers None instead of waiting; once a search
+    has caught up it answers again, the new memory included."""
+    with _open(tmp_path) as reader, _open(tmp_path) as writer:
+        reader.add_many(FACTS[:3])
+        assert reader.search_nowait("invoice") is not None
+        new = writer.add("Invoice INV-2025-0001 from Scaleway is overdue")
+        assert reader.search_nowait("invoice") is None
+        assert reader.search_nowait("invoice", as_of="2100-01-01") is None
+        caught_up = reader.search("invoice", limit=5)
+        assert new.id in _ids(caught_up)
+        assert reader.search_nowait("invoice", limit=5) == caught_up

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import memserver
+import memserver.collection
 import memserver.store
 from memserver.store import MemoryStore
 
@@ -127,7 +128,7 @@ def main(out: Path) -> None:
 
     # Part 1: 40 memories and 6 deletes, checkpointed after the import and again on close (a threshold of 5
     # records instead of 200), so the checkpoint covers the deletes too.
-    memserver.store.CHECKPOINT_RECORDS = 5
+    memserver.collection.CHECKPOINT_RECORDS = 5
     with MemoryStore(work, COLLECTION, embedder=FakeEmbedder()) as store:
         assert store.import_([_record(i, t, tail=False) for i, t in enumerate(TEXTS)]) == len(TEXTS)
         for i in (2, 11, 19, 23, 30, 37):
@@ -140,7 +141,7 @@ def main(out: Path) -> None:
     checkpointed = snapshots[0].read_bytes()
 
     # Part 2: a journal tail past the checkpoint (too short to be checkpointed on open or close).
-    memserver.store.CHECKPOINT_RECORDS = 10_000
+    memserver.collection.CHECKPOINT_RECORDS = 10_000
     with MemoryStore(work, COLLECTION, embedder=FakeEmbedder()) as store:
         assert store.import_([_record(i, t, tail=True) for i, t in enumerate(TAIL_TEXTS)]) == len(TAIL_TEXTS)
         for i, tail in ((4, True), (7, False), (27, False)):
