@@ -17,10 +17,11 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
     compaction.py  a new generation without the forgotten memories, switched in under the lock
 
-Two classes keep the orchestration: `Collection` (collection.py) the locks, opening and refreshing (one stat per
-call: catch up if the journal grew, reload if another process compacted), checkpoints and closing; `MemoryStore`
-(here) the write path (embedding outside the locks, group commit) and the public methods, each a check
-(inputs.py), a lock and a call into the parts. `search_nowait` takes no lock it would wait for.
+Three classes keep the orchestration, each on the one before: `Collection` (collection.py) the locks, opening and
+refreshing (one stat per call: catch up if the journal grew, reload if another process compacted), checkpoints
+and closing; `BulkTransfer` (bulk.py) the write path's group commit (embedding outside the locks), export and
+import; `MemoryStore` (here) the other public methods, each a check (inputs.py), a lock and a call into the parts.
+`search_nowait` takes no lock it would wait for.
 
 Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
 (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
@@ -31,21 +32,19 @@ imports the Embedder (onnxruntime) only when none is given.
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver import collection, inputs, listing, writes
+from memserver import inputs, listing
 from memserver.backend import Hit, Memory, MemoryFilter, Page, Selection
-from memserver.catalog import memory_of
-from memserver.collection import Collection
+from memserver.bulk import BulkTransfer
 from memserver.compaction import Compaction
 from memserver.durable import disk_errors_as, folder_bytes
-from memserver.errors import InvalidInputError, StoreError
+from memserver.errors import StoreError
 from memserver.hooks import StoreHooks
 from memserver.journal import JOURNAL_NAME
 from memserver.journal import revision as journal_revision
@@ -58,10 +57,8 @@ __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 
 log = logging.getLogger(__name__)
 
-IMPORT_BATCH = 1000
 
-
-class MemoryStore(Collection):
+class MemoryStore(BulkTransfer):
     """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
 
     Example::
@@ -75,54 +72,6 @@ class MemoryStore(Collection):
     """
 
     # --- writing -------------------------------------------------------------------------------------------------
-
-    def _write_adds(self, items: list[Pending], importing: bool = False) -> tuple[list[Memory], list[Pending]]:
-        """Write the non-duplicate items (vectors already set) in one group commit; results in item order. Returns
-        also the items held back (an import's, replacing a memory not there yet: see writes.check_links).
-
-        An item without a vector (a duplicate when embedding began, whose memory has been deleted since: rare) is
-        embedded with the locks released, and the write tried again."""
-        while True:
-            with self._writing() as gen:
-                catalog = gen.catalog
-                fresh, out = writes.without_duplicates(catalog, items)
-                held = writes.check_links(catalog, fresh, defer=importing)
-                if held:
-                    fresh = [it for it in fresh if it not in held]
-                missing = [it for it in fresh if it.vector is None]
-                if not missing:
-                    if fresh:
-                        for it in fresh:
-                            it.id = it.id or uuid.uuid4().hex
-                        records = writes.records(fresh, catalog.next_row, inputs.now())
-                        gen.write_adds(records, np.stack([writes.vector_of(it) for it in fresh]))
-                    result = []
-                    for it, memory in zip(items, out, strict=True):
-                        if it in held:
-                            continue
-                        if memory is None:  # written now, or a duplicate of an earlier item written now
-                            own = items[it.dup_of] if it.dup_of >= 0 else it
-                            memory = catalog.memory(catalog.ids[own.id], duplicate=it.dup_of >= 0)
-                        result.append(memory)
-                    return result, held
-            for it, v in zip(missing, self._embed([it.m.content for it in missing]), strict=True):
-                it.vector = v
-
-    def _embed_missing(self, items: list[Pending], check: bool = False) -> None:
-        """Embed (outside every lock) the items that are not already known duplicates and have no vector; with
-        `check`, refuse a bad `replaces` first (it is checked again when written)."""
-        with self._thread_lock:
-            catalog = self._refresh().catalog
-            if check:
-                writes.check_links(catalog, writes.without_duplicates(catalog, items)[0])
-            todo = [
-                it
-                for it in items
-                if it.vector is None and catalog.duplicate_row(it.key, it.m.content, it.m.namespace) is None
-            ]
-        if todo:  # known duplicates need no vector: the write path returns the existing memory
-            for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
-                it.vector = v
 
     @disk_errors_as("nothing was stored")
     def add(
@@ -389,77 +338,7 @@ class MemoryStore(Collection):
                 "deleted_pending_compaction": gen.deleted_pending(),
             }
 
-    # --- bulk: export / import / compact ----------------------------------------------------------------------
-
-    def export(self, include_vectors: bool = False, *, namespace: str | None = None) -> Iterator[dict[str, Any]]:
-        """See backend.MemoryBackend.export. A vector export raises StoreError if the store is compacted meanwhile
-        (its rows are renumbered); run it again."""
-        space = None if namespace is None else inputs.check_namespace(namespace)
-        with self._thread_lock:
-            gen = self._refresh()
-            cols = gen.catalog.export_columns(space)
-        for i in range(0, len(cols.rows), IMPORT_BATCH):
-            batch = cols.records(i, i + IMPORT_BATCH)
-            vecs = None
-            if include_vectors:
-                with self._thread_lock:
-                    if self._current() is not gen or not gen.is_current():
-                        raise StoreError("the store was compacted during export; run the export again")
-                    vecs = gen.vectors_of(batch)
-            for n, r in enumerate(batch):
-                d = memory_of(r).to_dict()
-                if vecs is not None:
-                    d["vector"] = vecs[n].tolist()
-                yield d
-
-    @disk_errors_as("the import stopped (the records before this batch were stored)")
-    def import_(self, records: Iterable[dict[str, Any]]) -> int:
-        """See backend.MemoryBackend.import_. Records with a "vector" are not re-embedded: the bulk-load path.
-        Batches of IMPORT_BATCH; a record replacing one not there yet waits for the end of the import."""
-        added = 0
-        batch: list[Pending] = []
-        held: list[Pending] = []
-        ids: set[str] = set()
-        with self._thread_lock:
-            self._importing += 1
-        try:
-            for n, rec in enumerate(inputs.check_items(records, "records")):
-                item = Pending.of(inputs.imported_memory(rec, n, self.dim), f"records[{n}].")
-                if item.id:
-                    if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
-                        raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
-                    ids.add(item.id)
-                batch.append(item)
-                if len(batch) >= IMPORT_BATCH:
-                    added += self._import_batch(batch, held)
-                    batch = []
-            added += self._import_batch(batch, held)
-            while held:  # each pass writes those whose memory is there now; none written: they name nothing
-                waiting, held = held, []
-                added += self._import_batch(waiting, held)
-                if len(held) == len(waiting):
-                    first = held[0]
-                    raise inputs.no_such_memory(f"{first.where}replaces", first.m.replaces, first.m.namespace)
-        finally:
-            with self._thread_lock:
-                self._importing -= 1
-        with self._thread_lock:
-            if self._current().needs_checkpoint(collection.CHECKPOINT_RECORDS):
-                self._checkpoint()
-        return added
-
-    def _import_batch(self, batch: list[Pending], held: list[Pending]) -> int:
-        if not batch:
-            return 0
-        with self._thread_lock:
-            catalog = self._refresh().catalog
-            batch = [it for it in batch if not (it.id and it.id in catalog)]
-        if not batch:
-            return 0
-        self._embed_missing(batch)
-        written, waiting = self._write_adds(batch, importing=True)
-        held += waiting
-        return sum(1 for m in written if not m.duplicate)
+    # --- compaction ------------------------------------------------------------------------------------------------
 
     @disk_errors_as("compaction failed and the store is unchanged")
     def compact(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import memserver.store as ms
+import memserver.bulk
 from memserver import columns, inputs
 from memserver.catalog import Catalog
 from memserver.journal import Journal
@@ -183,7 +183,7 @@ def test_a_journal_line_reusing_a_row_is_ignored(tmp_path: Path, deleted: bool, 
 
 def test_export_is_a_snapshot_at_its_first_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes, adds and a checkpoint (which compacts the text buffer) after the first item change nothing."""
-    monkeypatch.setattr(ms, "IMPORT_BATCH", 7)
+    monkeypatch.setattr(memserver.bulk, "IMPORT_BATCH", 7)
     with _open(tmp_path) as s:
         made = s.add_many([{"content": f"memory {i} ü", "tags": [f"t{i % 2}"]} for i in range(40)])
         expected = list(s.export())

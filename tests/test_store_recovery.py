@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import memserver.bulk
 import memserver.compaction
 import memserver.store
 from memserver.store import Memory, MemoryStore, StoreHooks
@@ -291,7 +292,7 @@ def test_import_spaces_checkpoints_geometrically(tmp_path: Path, monkeypatch: py
     """A checkpoint rewrites whole indexes, so import_ does not take one every MEMSERVER_CHECKPOINT_EVERY records
     (O(N^2) bytes at 1M) but when the uncovered records reach half the store; ordinary writes keep the fixed
     spacing."""
-    monkeypatch.setattr(memserver.store, "IMPORT_BATCH", 100)
+    monkeypatch.setattr(memserver.bulk, "IMPORT_BATCH", 100)
     monkeypatch.setenv("MEMSERVER_CHECKPOINT_EVERY", "200")
     hooks = RecordingHooks()
     sizes = hooks.checkpoints
