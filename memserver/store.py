@@ -35,7 +35,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -49,9 +49,6 @@ from memserver.hooks import StoreHooks
 from memserver.journal import JOURNAL_NAME
 from memserver.journal import revision as journal_revision
 from memserver.writes import Pending
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 
