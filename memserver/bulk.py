@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from memserver import collection, inputs, writes
+from memserver import collection, importing, inputs, writes
 from memserver.backend import Memory
 from memserver.catalog import memory_of
 from memserver.collection import Collection
 from memserver.durable import disk_errors_as
-from memserver.errors import InvalidInputError, StoreError
+from memserver.errors import StoreError
 from memserver.writes import Pending
 
 IMPORT_BATCH = 1000
@@ -100,30 +100,10 @@ class BulkTransfer(Collection):
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_. Records with a "vector" are not re-embedded: the bulk-load path.
         Batches of IMPORT_BATCH; a record replacing one not there yet waits for the end of the import."""
-        added = 0
-        batch: list[Pending] = []
-        held: list[Pending] = []
-        ids: set[str] = set()
         with self._thread_lock:
             self._importing += 1
         try:
-            for n, rec in enumerate(inputs.check_items(records, "records")):
-                item = Pending.of(inputs.imported_memory(rec, n, self.dim), f"records[{n}].")
-                if item.id:
-                    if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
-                        raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
-                    ids.add(item.id)
-                batch.append(item)
-                if len(batch) >= IMPORT_BATCH:
-                    added += self._import_batch(batch, held)
-                    batch = []
-            added += self._import_batch(batch, held)
-            while held:  # each pass writes those whose memory is there now; none written: they name nothing
-                waiting, held = held, []
-                added += self._import_batch(waiting, held)
-                if len(held) == len(waiting):
-                    first = held[0]
-                    raise inputs.no_such_memory(f"{first.where}replaces", first.m.replaces, first.m.namespace)
+            added = importing.import_records(records, self.dim, Pending.of, self._import_batch, IMPORT_BATCH)
         finally:
             with self._thread_lock:
                 self._importing -= 1

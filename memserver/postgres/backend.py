@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from memserver import inputs
+from memserver import importing, inputs
 from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
-from memserver.errors import InvalidInputError, StoreError
+from memserver.errors import StoreError
 from memserver.fusion import FUSION_DEPTH
 from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
@@ -373,28 +373,7 @@ class PostgresBackend:
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_: batches of IMPORT_BATCH, one transaction each; a record replacing
         one not there yet waits for the end of the import."""
-        added = 0
-        batch: list[writes.Item] = []
-        held: list[writes.Item] = []
-        ids: set[str] = set()
-        for n, record in enumerate(inputs.check_items(records, "records")):
-            item = writes.Item.of(inputs.imported_memory(record, n, self.dim), f"records[{n}].")
-            if item.id:
-                if item.id in ids:
-                    raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")
-                ids.add(item.id)
-            batch.append(item)
-            if len(batch) >= IMPORT_BATCH:
-                added += self._import_batch(batch, held)
-                batch = []
-        added += self._import_batch(batch, held)
-        while held:  # each pass writes those whose memory is there now; none written: they name nothing
-            waiting, held = held, []
-            added += self._import_batch(waiting, held)
-            if len(held) == len(waiting):
-                first = held[0]
-                raise inputs.no_such_memory(f"{first.where}replaces", first.m.replaces, first.m.namespace)
-        return added
+        return importing.import_records(records, self.dim, writes.Item.of, self._import_batch, IMPORT_BATCH)
 
     def _import_batch(self, batch: list[writes.Item], held: list[writes.Item]) -> int:
         if not batch:
