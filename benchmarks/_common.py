@@ -180,14 +180,14 @@ def corpus() -> tuple[list[str], list[str]]:
 
 
 def embedder(threads: int | None = None) -> Any:
-    from memserver.embedder import Embedder
+    from memserver.embedding.embedder import Embedder
 
     return Embedder(threads=threads).load()
 
 
 def base_vectors(cache: Path, texts: list[str]) -> np.ndarray:
     """Embeddings of the base sentences, computed once with the Embedder and cached (keyed by text and model)."""
-    from memserver.model import resolve_model
+    from memserver.embedding.sources import resolve_model
 
     files = resolve_model(None)
     key = hashlib.sha256(("\n".join(texts) + str(files.model) + str(files.model.stat().st_size)).encode()).hexdigest()
@@ -251,8 +251,8 @@ def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool =
     base, _ = corpus()
     base = base[:128] if quick else base
     vecs = base_vectors(cache, base)
-    from memserver.embedder import Embedder
-    from memserver.store import MemoryStore
+    from memserver.embedding.embedder import Embedder
+    from memserver.local.store import MemoryStore
 
     # import_ spaces write-path checkpoints (each saves the whole HNSW index) geometrically; fixtures are built
     # with one checkpoint at the end instead (a fixed spacing no import reaches); the index, journal and vectors

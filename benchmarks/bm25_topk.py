@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common as C  # noqa: E402
 
-from memserver.bm25 import KeywordIndex  # noqa: E402
-from memserver.fusion import FUSION_DEPTH  # noqa: E402
-from memserver.terms import date_text  # noqa: E402
+from memserver.retrieval.bm25 import KeywordIndex  # noqa: E402
+from memserver.retrieval.hybrid_rrf import FUSION_DEPTH  # noqa: E402
+from memserver.retrieval.terms import date_text  # noqa: E402
 
 Search = Callable[[str, int, "np.ndarray | None"], list[tuple[int, float]]]
 
@@ -101,8 +101,8 @@ def index_view(
 
 def store_view(n: int, cache: Path, queries: list[str], rounds: int) -> dict[str, Any]:
     """Keyword and hybrid search through the store, on a private copy of the cached benchmark store."""
-    from memserver.embedder import Embedder
-    from memserver.store import MemoryStore
+    from memserver.embedding.embedder import Embedder
+    from memserver.local.store import MemoryStore
 
     qvecs = C.embedder().embed(queries)
     source = C.ensure_store(cache, n)

@@ -70,13 +70,13 @@ class Logged(logging.Handler):
 def writer(folder: str, seed: int) -> None:
     from checkpoint_spacing import StoredVectors
 
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     cache = cache_dir(None)
     vecs = base_vectors(cache, corpus()[0])
     store = MemoryStore(folder, COLLECTION, embedder=StoredVectors(vecs, seed))
     handler = Logged()
-    for name in ("memserver.generation", "memserver.checkpoint_job"):
+    for name in ("memserver.local.generation", "memserver.local.checkpoint_job"):
         logging.getLogger(name).addHandler(handler)
         logging.getLogger(name).setLevel(logging.DEBUG)
     print(json.dumps({"ready": True}), flush=True)
@@ -103,7 +103,7 @@ def _set_on_line(event: threading.Event) -> None:
 
 
 def reader(folder: str) -> None:
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     class NoModel:
         dim = 384

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 from _common import COLLECTION, base_vectors, cache_dir, corpus, ensure_store, log, machine, pct, table, write_json
 
-from memserver.checkpoints import write_interval
-from memserver.store import MemoryStore
+from memserver.local.checkpoints import write_interval
+from memserver.local.store import MemoryStore
 
 HERE = Path(__file__).resolve().parent
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the cached store's journal header names it
@@ -93,7 +93,7 @@ def main() -> None:
     vecs = base_vectors(cache, base)
     work = Path(tempfile.mkdtemp(prefix="checkpoint-spacing-", dir=cache))
     handler = Checkpoints()
-    gen_log = logging.getLogger("memserver.generation")
+    gen_log = logging.getLogger("memserver.local.generation")
     gen_log.addHandler(handler)
     gen_log.setLevel(logging.DEBUG)
     sides = {"fixed": 5000, "balanced": None}

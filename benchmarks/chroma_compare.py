@@ -64,7 +64,7 @@ def place_chroma_model() -> dict[str, Any]:
     """
     import hashlib
 
-    from memserver.model import resolve_model
+    from memserver.embedding.sources import resolve_model
 
     files = resolve_model(None)
     CHROMA_ONNX.mkdir(parents=True, exist_ok=True)
@@ -148,8 +148,8 @@ print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "open_first_query_s": 
 _OPEN_MEMSERVER = """
 import json, sys, time
 t0 = time.perf_counter()
-from memserver.embedder import Embedder
-from memserver.store import MemoryStore
+from memserver.embedding.embedder import Embedder
+from memserver.local.store import MemoryStore
 t1 = time.perf_counter()
 s = MemoryStore(sys.argv[1], "bench", embedder=Embedder())
 n = s.stats()["count"]
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         C.log("chromadb is not installed: run `uv sync --group bench` (or `uv run --group bench ...`)")
         return 2
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     host = C.machine()
     model = place_chroma_model()

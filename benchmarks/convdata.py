@@ -4,7 +4,7 @@ The format is described in benchmarks/README.md ("Conversations"). `problems()` 
 conversation (an empty list when it is well formed); `statistics()` measures what makes a set realistic and hard
 (who speaks the evidence, images, time words, question turns before the answers, words the questions share with
 their evidence) so that a set can be compared with the public benchmark these figures come from. Used by
-benchmarks/conversations.py (which prints the summary) and tests/test_conversation_data.py.
+benchmarks/conversations.py (which prints the summary) and tests/benchmarks/test_conversation_data.py.
 """
 
 from __future__ import annotations

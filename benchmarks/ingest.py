@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.remember, args.bulk, args.rounds = 20, 100, 1
 
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     host = C.machine()
     emb = C.embedder()

@@ -24,8 +24,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memserver.bm25 import KeywordIndex  # noqa: E402
-from memserver.terms import date_text  # noqa: E402
+from memserver.retrieval.bm25 import KeywordIndex  # noqa: E402
+from memserver.retrieval.terms import date_text  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "quality.json"
 _DIGITS = re.compile(r"\d")

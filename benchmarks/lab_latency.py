@@ -2,7 +2,8 @@
 
 No store: the pieces the store's search path runs, on 100k synthetic memories (benchmarks/_common.synthetic: real
 sentences mixed, with their vectors), with hnswlib (M 16, ef 256 as the store; ef_construction 100 to build
-faster, which changes the graph, not the cost per query much) and memserver.bm25.KeywordIndex over the contents
+faster, which changes the graph, not the cost per query much) and memserver.retrieval.bm25.KeywordIndex over the
+contents
 plus date words. Fields as the catalog will hold them: speaker codes (8 speakers), sessions of 20 turns (previous
 turn = the row before), occurred_at one minute apart, a time-word flag. Unfiltered queries (the +1 ms budget is
 about the unfiltered hybrid search at 100k), the quality set's 339 queries, three passes, today and new alternating
@@ -26,8 +27,8 @@ import hnswlib
 import lab_ranking as lr
 import numpy as np
 
-from memserver.bm25 import KeywordIndex
-from memserver.terms import date_text
+from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.terms import date_text
 
 N = 100_000
 SPEAKERS = 8
@@ -62,7 +63,7 @@ def build(n: int = N) -> dict[str, Any]:
     nxt[-1] = -1
     import conversations
 
-    from memserver.embedder import Embedder
+    from memserver.embedding.embedder import Embedder
 
     qv, _ = conversations.cached_vectors(cache / "conversations", Embedder().load(), queries, query=True)
     return {
@@ -279,7 +280,7 @@ def ingest_pieces(texts: list[str], repeat: int = 3) -> dict[str, Any]:
     time-word flag (one regex search), the Snowball stem of each term (PyStemmer, cached per distinct word as the
     index's vocabulary does), and one more term (the speaker's name). Best of `repeat` passes, µs per memory.
     """
-    from memserver.terms import tokenize
+    from memserver.retrieval.terms import tokenize
 
     def best(fn: Any) -> float:
         runs = []

@@ -19,8 +19,8 @@ from datetime import date, datetime, timedelta
 
 import numpy as np
 
-from memserver.terms import tokenize
-from memserver.timewords import TIME_WORDS, is_when
+from memserver.retrieval.terms import tokenize
+from memserver.retrieval.timewords import TIME_WORDS, is_when
 
 __all__ = [
     "TIME_WORDS",
@@ -56,7 +56,7 @@ _DATE_PATTERNS = (
     (re.compile(_MONTH_RE + r"\b,?\s+(\d{4})"), (0, 1, 2)),
     (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b"), (1, 2, 3)),
 )
-# "When" questions and the time words of memories: the store's own (memserver.timewords, ported from here).
+# "When" questions and the time words of memories: the store's own (memserver.retrieval.timewords, ported from here).
 _YEAR_RE = re.compile(r"\b((?:19|20)\d\d)\b")
 _MONTH_YEAR_RE = re.compile(_MONTH_RE + r"\b(?:\s+(?:of\s+)?((?:19|20)\d\d))?", re.IGNORECASE)
 _BETWEEN_RE = re.compile(
@@ -224,7 +224,7 @@ def stemmer(name: str) -> _Stemmer | None:
 class Bm25:
     """BM25 (BM25F when given extra fields) over a small corpus, dense: every row's score for a query.
 
-    Same scoring as memserver.keyword.KeywordIndex (idf log(1 + (N - df + 0.5) / (df + 0.5)), query terms
+    Same scoring as memserver.local.keyword.KeywordIndex (idf log(1 + (N - df + 0.5) / (df + 0.5)), query terms
     distinct, lengths in indexed terms); fields combine as BM25F: tf and length are the weighted sums over fields.
     """
 

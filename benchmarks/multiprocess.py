@@ -58,7 +58,7 @@ _BOARD = 128  # bytes per board record: "<writes> <keep id> <deleted id> <crc>\n
 
 
 class HashEmbedder:
-    """A TextEmbedder at constant, tiny cost: hashed bag of words (like tests/fakes.py), unit float32 rows."""
+    """A TextEmbedder at constant, tiny cost: hashed bag of words (like tests/support/fakes.py), unit float32 rows."""
 
     dim = DIM
     model_name = "bench/hashed-bag-of-words"
@@ -106,7 +106,7 @@ def read_board(path: Path) -> tuple[int, str, str]:
 
 def timed_locks(waits: dict[str, list[float]]) -> None:
     """Time every FileLock.hold from the call to the moment the lock is held (ms), by kind."""
-    from memserver.journal import FileLock
+    from memserver.local.journal import FileLock
 
     hold = FileLock.hold
 
@@ -125,7 +125,7 @@ def timed_locks(waits: dict[str, list[float]]) -> None:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     me, procs = args.worker, args.procs
     boards = Path(args.boards)
@@ -210,7 +210,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def run(procs: int, writes: int, folder: Path) -> dict[str, Any]:
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     boards = folder / "boards"
     boards.mkdir(parents=True, exist_ok=True)

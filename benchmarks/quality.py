@@ -43,11 +43,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
 
-from memserver import backend, tools  # noqa: E402
-from memserver.fusion import reciprocal_rank_fusion  # noqa: E402
-from memserver.ranking import DEPTH as RANKING_DEPTH  # noqa: E402
-from memserver.ranking import VECTOR_WEIGHT  # noqa: E402
-from memserver.store import MemoryStore  # noqa: E402
+from memserver.contract import backend  # noqa: E402
+from memserver.features import tools  # noqa: E402
+from memserver.local.store import MemoryStore  # noqa: E402
+from memserver.retrieval.hybrid_convex import DEPTH as RANKING_DEPTH  # noqa: E402
+from memserver.retrieval.hybrid_convex import VECTOR_WEIGHT  # noqa: E402
+from memserver.retrieval.hybrid_rrf import reciprocal_rank_fusion  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "quality.json"
 RESULTS = ROOT / "benchmarks" / "results" / "quality.json"
@@ -62,7 +63,7 @@ def load_embedder(fake: bool) -> object:
         from fakes import FakeEmbedder
 
         return FakeEmbedder()
-    from memserver.embedder import Embedder
+    from memserver.embedding.embedder import Embedder
 
     return Embedder()
 
@@ -183,7 +184,8 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
         "memories": len(memories),
         "queries": len(queries),
         "depth": DEPTH,
-        "fusion": {  # the local store's hybrid ranking (memserver/ranking.py); the grid below explores RRF
+        # the local store's hybrid ranking (memserver/retrieval/hybrid_convex.py); the grid below explores RRF
+        "fusion": {
             "kind": "convex",
             "vector_weight": VECTOR_WEIGHT,
             "depth": RANKING_DEPTH,

@@ -402,8 +402,8 @@ def main(argv: list[str] | None = None) -> int:
 
     host = C.machine()
     cache = C.cache_dir(args.cache)
-    from memserver.embedder import default_threads
-    from memserver.model import resolve_model
+    from memserver.embedding.embedder import default_threads
+    from memserver.embedding.sources import resolve_model
 
     files = resolve_model(None)
     threads = default_threads()

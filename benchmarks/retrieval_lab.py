@@ -2,8 +2,9 @@
 
 Offline, no store: each conversation of benchmarks/data/conversations/<set>/ (and benchmarks/data/quality.json's
 703 memories) becomes one candidate set, as the store's search path sees it after the conversation filter: the turn
-vectors (the real all-MiniLM-L6-v2, cached like conversations.py), `memserver.bm25.KeywordIndex` over the
-memory text plus `terms.date_text(created_at)`, numpy cosine, `memserver.fusion.reciprocal_rank_fusion`. The
+vectors (the real all-MiniLM-L6-v2, cached like conversations.py), `memserver.retrieval.bm25.KeywordIndex` over the
+memory text plus `terms.date_text(created_at)`, numpy cosine, `memserver.retrieval.hybrid_rrf.reciprocal_rank_fusion`.
+The
 conversation fields of issue 12 are simulated from the data as the store will keep them: speaker, session (the
 previous turn of the same session), occurred_at (the session's date plus a minute per turn).
 
@@ -45,9 +46,9 @@ import conversations  # noqa: E402
 import lab_ranking as lr  # noqa: E402
 from lab_experiments import EXPERIMENTS, QUICK, Experiment  # noqa: E402
 
-from memserver.bm25 import KeywordIndex  # noqa: E402
-from memserver.fusion import reciprocal_rank_fusion  # noqa: E402
-from memserver.terms import date_text  # noqa: E402
+from memserver.retrieval.bm25 import KeywordIndex  # noqa: E402
+from memserver.retrieval.hybrid_rrf import reciprocal_rank_fusion  # noqa: E402
+from memserver.retrieval.terms import date_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "retrieval_lab.json"
 CONV_RESULTS = ROOT / "benchmarks" / "results" / "conversations.json"
@@ -500,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _common.write_json(args.out, saved)
         return 0
 
-    from memserver.embedder import Embedder
+    from memserver.embedding.embedder import Embedder
 
     embedder = Embedder().load()
     cache = _common.cache_dir(None) / "conversations" if args.cache is None else args.cache

@@ -37,8 +37,8 @@ RECALL_EPSILON = 1e-3  # ann-benchmarks' default for its k-nn recall (cosine dis
 _OPEN = """
 import json, sys, time
 t0 = time.perf_counter()
-from memserver.embedder import Embedder
-from memserver.store import MemoryStore
+from memserver.embedding.embedder import Embedder
+from memserver.local.store import MemoryStore
 t1 = time.perf_counter()
 s = MemoryStore(sys.argv[1], sys.argv[2], embedder=Embedder())  # the model is never loaded here
 t2 = time.perf_counter()
@@ -93,8 +93,8 @@ def exact_top(store: Any, qs: np.ndarray, k: int) -> tuple[list[list[str]], np.n
 
 
 def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str, Any]:
-    from memserver.embedder import Embedder
-    from memserver.store import MemoryStore
+    from memserver.embedding.embedder import Embedder
+    from memserver.local.store import MemoryStore
 
     res: dict[str, Any] = {"open_fresh_process": open_fresh(root, repeat_open)}
     with MemoryStore(root, C.COLLECTION, embedder=Embedder()) as s:

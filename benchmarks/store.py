@@ -35,8 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memserver import search as search_mod
-from memserver.store import MemoryStore, StoreHooks
+from memserver.local import search as search_mod
+from memserver.local.store import MemoryStore, StoreHooks
 
 DIM = 384
 
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     # --- open time: a fresh process, index from the checkpoint -----------------------------------------------
     code = (
         "import sys,time,json; sys.path.insert(0, sys.argv[2]); t=time.perf_counter();"
-        "from benchmarks.store import ConstantEmbedder, rss_mb, DIM; from memserver.store import MemoryStore;"
+        "from benchmarks.store import ConstantEmbedder, rss_mb, DIM; from memserver.local.store import MemoryStore;"
         "import numpy as np; t1=time.perf_counter();"
         "s=MemoryStore(sys.argv[1],'bench',embedder=ConstantEmbedder()); t2=time.perf_counter();"
         "q=np.random.default_rng(1).standard_normal((50, DIM)).astype(np.float32);"

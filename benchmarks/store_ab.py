@@ -69,7 +69,7 @@ class ConstantEmbedder:
 
 
 def worker(job: str, folder: str, n: int, count: int) -> dict[str, Any]:
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     embedder = ConstantEmbedder()
     if job in ("build", "import"):

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.writes, args.own_writes, args.windows, args.window = 4, 2, 1, 2.0
-    from memserver import subscriptions
+    from memserver.features import subscriptions
 
     raw = anyio.run(run, args.writes, args.own_writes, args.windows, args.window)
     other, own = summary(raw["other_process_s"]), summary(raw["own_write_s"])

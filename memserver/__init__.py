@@ -25,24 +25,24 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Embedder": "memserver.embedder",
-    "MemoryStore": "memserver.store",
-    "Memory": "memserver.backend",
-    "Hit": "memserver.backend",
-    "MemoryBackend": "memserver.backend",
-    "MemoryFilter": "memserver.backend",
-    "Page": "memserver.backend",
-    "Selection": "memserver.backend",
+    "Embedder": "memserver.embedding.embedder",
+    "MemoryStore": "memserver.local.store",
+    "Memory": "memserver.contract.backend",
+    "Hit": "memserver.contract.backend",
+    "MemoryBackend": "memserver.contract.backend",
+    "MemoryFilter": "memserver.contract.backend",
+    "Page": "memserver.contract.backend",
+    "Selection": "memserver.contract.backend",
     "open_backend": "memserver.engines",
     "MemserverError": "memserver.errors",
 }
 
 if TYPE_CHECKING:
-    from memserver.backend import Hit, Memory, MemoryBackend, MemoryFilter, Page, Selection
-    from memserver.embedder import Embedder
+    from memserver.contract.backend import Hit, Memory, MemoryBackend, MemoryFilter, Page, Selection
+    from memserver.embedding.embedder import Embedder
     from memserver.engines import open_backend
     from memserver.errors import MemserverError
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
 
 def __getattr__(name: str) -> Any:

@@ -2,6 +2,6 @@
 
 import sys
 
-from memserver.cli import main
+from memserver.cli.command import main
 
 sys.exit(main())

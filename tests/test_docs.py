@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memserver import prompts, resources, tools
-from memserver.cli import build_parser
+from memserver.cli.command import build_parser
+from memserver.features import prompts, resources, tools
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """durable.py: the order of syncs and renames, failures that leave the old state in force, file modes.
 
-Every test drives the real file system through a recording or failing FileLayer (tests/file_layers.py), the seam
+Every test drives the real file system through a recording or failing FileLayer (tests/support/file_layers.py), the seam
 the writing classes take as `files`; nothing is monkeypatched.
 """
 
@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memserver import snapshot
 from memserver.durable import (
     FILE_MODE,
     CheckpointError,
@@ -24,11 +23,12 @@ from memserver.durable import (
     make_dirs,
     pwrite_all,
 )
-from memserver.index import META_NAME, VectorIndex
-from memserver.journal import FileLock, Journal
-from memserver.keyword import KEYWORD_META, KeywordDerivedIndex
-from memserver.replay import AddRecord
-from tests.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash, recorded_name
+from memserver.local import snapshot
+from memserver.local.index import META_NAME, VectorIndex
+from memserver.local.journal import FileLock, Journal
+from memserver.local.keyword import KEYWORD_META, KeywordDerivedIndex
+from memserver.local.replay import AddRecord
+from tests.support.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash, recorded_name
 
 DIM = 16
 OLD = {"generation": "g", "offset": 1, "count": 40}

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memserver import snapshot
 from memserver.durable import make_dirs
-from memserver.index import VectorIndex
-from memserver.journal import JOURNAL_NAME, LOCK_NAME, FileLock, Journal
-from memserver.keyword import KeywordDerivedIndex
-from memserver.replay import AddRecord
+from memserver.local import snapshot
+from memserver.local.index import VectorIndex
+from memserver.local.journal import JOURNAL_NAME, LOCK_NAME, FileLock, Journal
+from memserver.local.keyword import KeywordDerivedIndex
+from memserver.local.replay import AddRecord
 from tests.powerloss.crashes import check_states
 from tests.powerloss.recorder import PowerLossFiles
 

@@ -91,7 +91,8 @@ def elsewhere(venv: Path) -> Path:
 def test_the_wheel_is_what_runs(venv: Path, user_env: dict[str, str], elsewhere: Path) -> None:
     """The environment imports memserver from its own site-packages, with the reference data inside it."""
     code = (
-        "import memserver, pathlib; p = pathlib.Path(memserver.__file__).parent; print(p); print((p / 'data').is_dir())"
+        "import memserver, pathlib; p = pathlib.Path(memserver.__file__).parent; print(p); "
+        "print((p / 'embedding' / 'data').is_dir())"
     )
     package, has_data = _run([venv / "bin" / "python", "-c", code], env=user_env, cwd=elsewhere).split()
     assert Path(package).is_relative_to(venv) and not Path(package).is_relative_to(ROOT)

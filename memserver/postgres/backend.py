@@ -10,7 +10,7 @@ COMMIT; reads are one statement each (pool.Database.run: one round trip). Exact 
 partial unique index on (tenant, namespace, content hash) of the current memories, behind advisory locks on the
 same keys, so it holds under any concurrency. History stays in the table: a replaced memory has replaced_by, a
 forgotten one forgotten_at (its tombstone, for as_of) until compact() deletes it. Inputs are checked by
-memserver.inputs, the rules every engine shares.
+memserver.contract.inputs, the rules every engine shares.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from memserver import importing, inputs
-from memserver.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
+from memserver.contract import importing, inputs
+from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
 from memserver.errors import StoreError
-from memserver.fusion import FUSION_DEPTH
 from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
+from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
 
 if TYPE_CHECKING:
-    from memserver.embedder import TextEmbedder
+    from memserver.embedding.embedder import TextEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class PostgresBackend:
         migrate: bool = True,
     ) -> None:
         if embedder is None:
-            from memserver.embedder import Embedder
+            from memserver.embedding.embedder import Embedder
 
             embedder = Embedder()
         self.embedder: TextEmbedder = embedder

@@ -16,7 +16,7 @@ import binascii
 import json
 from typing import Any
 
-from memserver import inputs
+from memserver.contract import inputs
 from memserver.errors import InvalidInputError
 from memserver.postgres.rows import COLUMNS, OCCURRED, namespace_of, stored_namespace
 from memserver.postgres.search import filter_sql

@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from memserver import inputs
-from memserver.backend import Hit, Memory
-from memserver.bm25 import KeywordIndex
-from memserver.fusion import hybrid_order
+from memserver.contract import inputs
+from memserver.contract.backend import Hit, Memory
 from memserver.postgres import rows, search
 from memserver.postgres.pool import Database
 from memserver.postgres.rows import COLUMNS, CURRENT
-from memserver.terms import date_text
+from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.hybrid_rrf import hybrid_order
+from memserver.retrieval.terms import date_text
 
 __all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of"]
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from memserver import inputs
-from memserver.backend import Memory
+from memserver.contract import inputs
+from memserver.contract.backend import Memory
 
 __all__ = [
     "COLUMNS",

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from memserver.inputs import SearchFilter
+from memserver.contract.inputs import SearchFilter
 from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, stored_namespace
 from memserver.postgres.terms import BM25_SCORES
 

@@ -1,6 +1,6 @@
 """The keyword side on PostgreSQL: the same terms as the local store's BM25, and BM25 itself in SQL.
 
-Text is tokenised here, in Python, by memserver's own tokenizer (memserver.terms), never by PostgreSQL's text
+Text is tokenised here, in Python, by memserver's own tokenizer (memserver.retrieval.terms), never by PostgreSQL's text
 search: both engines then index and query exactly the same terms (ids glued, accents folded, plurals stemmed, the
 date words of occurred_at). A memory row carries its distinct terms and their frequencies; triggers copy them into
 `postings` (see migrations/0001). BM25 is scored in SQL from per-tenant statistics: documents and total length
@@ -14,8 +14,8 @@ import functools
 from collections import Counter
 from dataclasses import dataclass
 
-from memserver.bm25 import KeywordIndex
-from memserver.terms import date_terms, date_text, normalise, raw_tokens, tokenize
+from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.terms import date_terms, date_text, normalise, raw_tokens, tokenize
 
 _DEFAULTS = KeywordIndex()
 K1 = _DEFAULTS.k1
@@ -32,7 +32,8 @@ class IndexedText:
     length: int  # terms indexed, repeats included (BM25's document length)
 
 
-# memserver.terms.tokenize, with each distinct raw token normalised once per process (as the local index's vocabulary
+# memserver.retrieval.terms.tokenize, with each distinct raw token normalised once per process (as the local index's
+# vocabulary
 # does): folding and stemming per occurrence made a bulk import spend ~1 ms per memory here.
 _term = functools.lru_cache(maxsize=1 << 17)(normalise)
 
@@ -45,7 +46,7 @@ def indexed(content: str, occurred_at: str) -> IndexedText:
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct terms a query is scored on, dates it names included (see memserver.terms.date_text)."""
+    """The distinct terms a query is scored on, dates it names included (see memserver.retrieval.terms.date_text)."""
     dates = [term for raw in date_terms(query) for term in tokenize(raw.decode("ascii"))]
     return list(dict.fromkeys(tokenize(query) + dates))
 

@@ -1,4 +1,4 @@
-"""The write path on PostgreSQL: the same rules as the local store's (memserver/writes.py), over rows.
+"""The write path on PostgreSQL: the same rules as the local store's (memserver/local/writes.py), over rows.
 
 One add, add_many or import batch is one transaction (pool.Database.transact):
 
@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import psycopg
 
-from memserver import inputs
-from memserver.backend import Memory
+from memserver.contract import inputs
+from memserver.contract.backend import Memory
 from memserver.errors import StoreError
 from memserver.postgres import rows, terms
 from memserver.postgres.rows import COLUMNS, CURRENT

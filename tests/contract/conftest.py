@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from memserver.store import MemoryStore
+from memserver.local.store import MemoryStore
 from tests.contract.harness import Backend, BackendUnderTest, Opener
-from tests.fakes import FakeEmbedder
+from tests.support.fakes import FakeEmbedder
 
 
 def local_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
@@ -30,7 +30,7 @@ def local_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
 
 def postgres_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     """PostgreSQL (the session's real server): one database for the contract suite, a tenant per test and space."""
-    from memserver.postgres import PostgresBackend
+    from memserver.postgres.backend import PostgresBackend
 
     url = _contract_database(request)
     test = request.node.nodeid

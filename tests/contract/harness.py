@@ -1,6 +1,6 @@
 """What the contract tests share: the backend under test, and an oracle for the fake embedder's rankings.
 
-The fake embedder (tests/fakes.py) is a hashed bag of words, so a ranking can be computed here exactly: the
+The fake embedder (tests/support/fakes.py) is a hashed bag of words, so a ranking can be computed here exactly: the
 cosine of a memory to a query depends only on the words they share, once no other word lands in the same hashed
 dimension. `distinct_words` hands out words that never do, which is what makes the rankings below deterministic.
 """
@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tests.fakes import FakeEmbedder
+from tests.support.fakes import FakeEmbedder
 
 if TYPE_CHECKING:
-    # The storage contract: memserver.backend.MemoryBackend once the contract module lands; MemoryStore meets it.
-    from memserver.store import MemoryStore as Backend
+    # The storage contract: memserver.contract.backend.MemoryBackend once the contract module lands; MemoryStore meets
+    # it.
+    from memserver.local.store import MemoryStore as Backend
 else:
     Backend = Any
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memserver.backend import MemoryFilter
+from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError
 from tests.contract.harness import CREATED_AT, MODES, Backend, BackendUnderTest, records
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memserver.backend import MemoryFilter
+from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError
 from tests.contract.harness import MODES, Backend, BackendUnderTest, ids
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memserver.backend import MemoryFilter, Page
+from memserver.contract.backend import MemoryFilter, Page
 from memserver.errors import InvalidInputError
 from tests.contract.harness import Backend, BackendUnderTest
 

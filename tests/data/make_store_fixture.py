@@ -25,10 +25,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import memserver
 import memserver.collection
 import memserver.store
 from memserver.store import MemoryStore
+
+import memserver
 
 COLLECTION = "fixture"
 COMMIT = "bc911d9"

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from memserver import http, stdio
-from memserver.tokens import load_tokens
+from memserver.transports import http, stdio
+from memserver.transports.bearer import load_tokens
 
 GATE_STAGE = "waiting for the test to open the gate"
 
@@ -41,7 +41,7 @@ class GatedFactory:
 
     def __call__(self, user: str | None) -> object:
         from memserver.engines import open_backend
-        from tests.fakes import FakeEmbedder
+        from tests.support.fakes import FakeEmbedder
 
         name = user or "default"
         self.report_stage(user, GATE_STAGE)
@@ -66,7 +66,7 @@ def main() -> None:
         tokens = load_tokens()
         import argparse
 
-        from memserver.http_limits import HttpLimits
+        from memserver.transports.limits import HttpLimits
 
         parser = argparse.ArgumentParser()
         for flag in ("--stateless", "--sse"):

@@ -32,7 +32,7 @@ from tests.e2e.servers import (
     server_env,
     stdio_session,
 )
-from tests.test_server_subscriptions import Updates
+from tests.server.test_server_subscriptions import Updates
 
 MODERN = "2026-07-28"
 SESSIONS = ["stdio-2025-11-25", "stdio-2026-07-28", "http-2025-11-25", "http-2026-07-28"]

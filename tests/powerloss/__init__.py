@@ -42,5 +42,5 @@ Names (directory entries):
 
 Not modelled: damage to bytes that were synced (bit rot, a drive that acknowledges a flush it did not do, a file
 system mounted with barriers off). Only those can make the store refuse to open: the journal then names the
-damaged line's offset (CorruptJournalError), and tests/test_journal.py covers that refusal.
+damaged line's offset (CorruptJournalError), and tests/local/test_journal.py covers that refusal.
 """

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from memserver.durable import DIR_MODE, FILE_MODE, Data, FileLayer, StrPath
-from tests.file_layers import recorded_name
+from tests.support.file_layers import recorded_name
 
 Kind = Literal["file", "dir"]
 

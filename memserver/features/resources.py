@@ -1,0 +1,206 @@
+"""The memory:// URI scheme: what `resources/list` and `resources/templates/list` show, how a URI is parsed, and
+what reading one returns. No other module parses these URIs.
+
+    memory://stats            count, collection, storage path, model, index parameters, bytes on disk
+    memory://recent           the newest memories (at most RECENT_LIMIT)
+    memory://tags             every tag with its count (at most TAGS_LIMIT, most used first)
+    memory://namespaces       every namespace with its count (at most NAMESPACES_LIMIT, by name)
+    memory://tags/{tag}       the newest memories carrying that tag (at most TAG_LIMIT); the tag percent-encoded
+    memory://memories/{id}    one memory, with its history (the versions it replaced and that replaced it)
+
+Every URI takes `?namespace=NAME` (percent-encoded): it then reads that namespace instead of the default one
+(memory://stats adds the namespace's count; memory://namespaces lists them all either way). Nothing else may
+follow the `?`.
+
+`read` is blocking (it calls the store); the server runs it in a worker thread. Knows nothing about transports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote, unquote
+
+import mcp_types as types
+
+from memserver.contract import inputs, versions
+
+if TYPE_CHECKING:
+    from memserver.contract.backend import MemoryBackend
+
+SCHEME = "memory://"
+JSON = "application/json"
+RECENT_LIMIT = 20
+TAG_LIMIT = 50
+TAGS_LIMIT = 500
+NAMESPACES_LIMIT = 500
+MAX_URI_CHARS = 1024  # the longest URI of ours, a 64-character tag and a namespace percent-encoded, is under 1000
+_MEMORY_ID = re.compile(r"[0-9a-f]{32}")
+_NAMESPACE = re.compile(inputs.NAMESPACE_PATTERN)
+_NAMESPACE_NOTE = " Every memory:// URI takes ?namespace=NAME to read another namespace than the default one."
+
+STATS = types.Resource(
+    uri="memory://stats",
+    name="stats",
+    title="Memory statistics",
+    description="How many memories there are, where they are stored, the embedding model and index parameters.",
+    mime_type=JSON,
+)
+RECENT = types.Resource(
+    uri="memory://recent",
+    name="recent",
+    title="Recent memories",
+    description=f"The {RECENT_LIMIT} newest memories, by when they happened, newest first." + _NAMESPACE_NOTE,
+    mime_type=JSON,
+)
+TAGS = types.Resource(
+    uri="memory://tags",
+    name="tags",
+    title="Tags",
+    description=f"Every tag in use with how many memories carry it, most used first (at most {TAGS_LIMIT}).",
+    mime_type=JSON,
+)
+NAMESPACES = types.Resource(
+    uri="memory://namespaces",
+    name="namespaces",
+    title="Namespaces",
+    description="Every namespace (a person's or a project's partition of the memories) with how many memories it "
+    f"holds and its memory://recent URI (at most {NAMESPACES_LIMIT}, by name).",
+    mime_type=JSON,
+)
+TAG_TEMPLATE = types.ResourceTemplate(
+    uri_template="memory://tags/{tag}",
+    name="memories-by-tag",
+    title="Memories with a tag",
+    description=f"The {TAG_LIMIT} newest memories carrying the tag (percent-encode the tag in the URI).",
+    mime_type=JSON,
+)
+MEMORY_TEMPLATE = types.ResourceTemplate(
+    uri_template="memory://memories/{id}",
+    name="memory",
+    title="One memory",
+    description="A single memory by id, with its history: the older versions it replaced and the newer ones that "
+    "replaced it (ids and dates).",
+    mime_type=JSON,
+)
+
+RESOURCES: tuple[types.Resource, ...] = (STATS, RECENT, TAGS, NAMESPACES)
+TEMPLATES: tuple[types.ResourceTemplate, ...] = (TAG_TEMPLATE, MEMORY_TEMPLATE)
+
+
+class UnknownResourceError(LookupError):
+    """The URI names nothing this server has: not a memory:// URI we serve, or a memory that does not exist."""
+
+
+Kind = Literal["stats", "recent", "tags", "namespaces", "tag", "memory"]
+_FIXED: dict[str, Kind] = {"stats": "stats", "recent": "recent", "tags": "tags", "namespaces": "namespaces"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed memory:// URI. `namespace` None: the default namespace (no ?namespace= in the URI)."""
+
+    kind: Kind
+    arg: str = ""
+    namespace: str | None = None
+
+
+def tag_uri(tag: str, namespace: str | None = None) -> str:
+    """The URI of the memories carrying `tag` (in `namespace`)."""
+    return f"memory://tags/{quote(tag, safe='')}" + _query(namespace)
+
+
+def recent_uri(namespace: str | None = None) -> str:
+    """The URI of the newest memories (of `namespace`)."""
+    return "memory://recent" + _query(namespace)
+
+
+def _query(namespace: str | None) -> str:
+    return f"?namespace={quote(namespace, safe='')}" if namespace is not None else ""
+
+
+def parse(uri: str) -> Target:
+    """Parse a memory:// URI. The messages never repeat the URI's query, tag or id (they may be anything).
+
+    Raises:
+        UnknownResourceError: the URI matches none of the resources or templates.
+    """
+    if len(uri) > MAX_URI_CHARS:
+        raise UnknownResourceError(f"Unknown resource: a URI of {len(uri)} characters; ours are under {MAX_URI_CHARS}")
+    if not uri.startswith(SCHEME):
+        raise UnknownResourceError(f"Unknown resource: {uri} (this server serves memory:// URIs only)")
+    rest, _, query = uri[len(SCHEME) :].partition("?")
+    namespace = _namespace(query) if query or uri.endswith("?") else None
+    if rest in _FIXED:
+        return Target(_FIXED[rest], namespace=namespace)
+    head, _, tail = rest.partition("/")
+    if head == "tags" and tail:
+        return Target("tag", unquote(tail), namespace)
+    if head == "memories" and tail and "/" not in tail:
+        memory_id = unquote(tail)
+        if not _MEMORY_ID.fullmatch(memory_id.strip().lower()):
+            raise UnknownResourceError("Unknown resource: a memory id is 32 hexadecimal characters (see recall)")
+        return Target("memory", memory_id, namespace)
+    raise UnknownResourceError(f"Unknown resource: {uri.partition('?')[0]}")
+
+
+def _namespace(query: str) -> str:
+    """The NAME of a `namespace=NAME` query; anything else is refused."""
+    key, equals, value = query.partition("=")
+    name = unquote(value)
+    if key != "namespace" or not equals or "&" in value or "=" in value:
+        raise UnknownResourceError("Unknown resource: the only query a memory:// URI takes is ?namespace=NAME")
+    if not _NAMESPACE.match(name) or name != name.strip():
+        raise UnknownResourceError(
+            f"Unknown resource: a namespace is 1-{inputs.MAX_NAMESPACE_CHARS} letters, digits or _.:@- "
+            "(percent-encoded in the URI)"
+        )
+    return name
+
+
+def read(store: MemoryBackend, target: Target) -> str:
+    """The JSON text of a resource (blocking: call it from a worker thread).
+
+    Raises:
+        UnknownResourceError: a memory id that does not exist (in the namespace).
+    """
+    payload: Any
+    namespace = target.namespace
+    if target.kind == "stats":
+        payload = store.stats()
+        if namespace is not None:
+            payload = {**payload, "namespace": {"name": namespace, "count": store.namespaces().get(namespace, 0)}}
+    elif target.kind == "recent":
+        payload = {"memories": [m.to_dict() for m in store.list_recent(limit=RECENT_LIMIT, namespace=namespace)]}
+    elif target.kind == "tags":
+        counts = sorted(store.tag_counts(namespace=namespace).items(), key=lambda item: (-item[1], item[0]))
+        payload = {
+            "tags": [{"tag": tag, "count": n, "uri": tag_uri(tag, namespace)} for tag, n in counts[:TAGS_LIMIT]],
+            "total": len(counts),
+            "truncated": len(counts) > TAGS_LIMIT,
+        }
+    elif target.kind == "namespaces":
+        names = sorted(store.namespaces().items())
+        payload = {
+            "namespaces": [
+                {"namespace": name, "count": n, "uri": recent_uri(None if name == inputs.DEFAULT_NAMESPACE else name)}
+                for name, n in names[:NAMESPACES_LIMIT]
+            ],
+            "total": len(names),
+            "truncated": len(names) > NAMESPACES_LIMIT,
+        }
+    elif target.kind == "tag":
+        memories = store.list_recent(limit=TAG_LIMIT, tags=[target.arg], namespace=namespace)
+        payload = {"tag": target.arg, "memories": [m.to_dict() for m in memories]}
+    else:
+        memory = store.get(target.arg, namespace=namespace)
+        if memory is None:
+            where = " in that namespace" if namespace is not None else ""
+            raise UnknownResourceError(f"No memory with that id{where}; use recall or list_recent to find ids")
+        payload = memory.to_dict()
+        chain = versions.history(store, memory)
+        if chain is not None:
+            payload["history"] = chain
+    return json.dumps(payload, ensure_ascii=False, default=str)

@@ -1,0 +1,270 @@
+"""Collection: one local store's folder, open: its locks, the journal generation held in memory and kept caught
+up with other processes, checkpoints and closing. store.MemoryStore adds the contract's methods on top.
+
+Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
+(hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
+processes: writers hold it exclusively, readers catching up hold it shared. Every call starts with `_refresh` (one
+stat: catch up if the journal grew, reload if another process compacted), or `_current_nowait` for a read that
+must not wait; every write goes through `_writing`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memserver import config
+from memserver.durable import OS, FileLayer, disk_errors_as, make_dirs, make_private
+from memserver.errors import StoreError
+from memserver.local import checkpoint_job
+from memserver.local.checkpoints import CheckpointCosts, fixed_interval_from_env
+from memserver.local.compaction import remove_other_generations
+from memserver.local.generation import Generation
+from memserver.local.hooks import StoreHooks
+from memserver.local.index import VectorIndex
+from memserver.local.journal import LOCK_NAME, FileLock, open_journal
+from memserver.local.keyword import KeywordDerivedIndex
+
+if TYPE_CHECKING:
+    from memserver.embedding.embedder import TextEmbedder
+
+log = logging.getLogger(__name__)
+
+# Checkpoint the derived indexes when this many journal records are not covered by the checkpoint on disk
+# (on open, close and after import_); the write path spaces them by cost (checkpoints.py) and writes them
+# outside the exclusive lock (checkpoint_job.py).
+CHECKPOINT_RECORDS = 200
+
+
+class Collection:
+    """One collection folder, open: its locks, the journal generation held in memory and kept caught up with
+    other processes, checkpoints and closing. MemoryStore adds the contract's methods on top.
+
+    Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
+    (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`)
+    across processes: writers hold it exclusively, readers catching up hold it shared. `_refresh` (one stat)
+    before every call; `_writing` for every write.
+    """
+
+    @disk_errors_as("cannot open the store")
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        collection: str | None = None,
+        embedder: TextEmbedder | None = None,
+        *,
+        lock_timeout: float = 30.0,
+        M: int | None = None,
+        ef_construction: int | None = None,
+        ef: int | None = None,
+        hooks: StoreHooks | None = None,
+        files: FileLayer | None = None,
+    ) -> None:
+        if embedder is None:
+            from memserver.embedding.embedder import Embedder  # onnxruntime only when the caller brings no embedder
+
+            embedder = Embedder()
+        self.embedder: TextEmbedder = embedder
+        self.dim = int(embedder.dim)
+        self.hooks = hooks or StoreHooks()
+        self.files = files or OS  # every change the store makes to a file goes through it (durable.py)
+        root = Path(os.path.abspath(os.path.expanduser(path))) if path is not None else config.data_dir()
+        self.collection = config.validate_collection(collection) if collection else config.collection_name()
+        self.folder = root / self.collection
+        make_dirs(self.folder, self.files)
+        make_private(self.folder, self.files)  # a store made before 0600/0700 (durable.py), tightened once
+        self._thread_lock = threading.RLock()
+        self._file_lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout, files=self.files)
+        params = {"M": M, "ef_construction": ef_construction, "ef": ef}
+        self._index_params = {k: v for k, v in params.items() if v is not None}  # each generation's VectorIndex
+        self._gen: Generation | None = None  # the generation open now (None: closed, or its load failed)
+        self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
+        self._costs = CheckpointCosts(fixed_interval_from_env())  # when the write path checkpoints
+        self._checkpoints = checkpoint_job.OutsideLock(self._thread_lock, self._file_lock)  # and how
+        self._closed = False
+        with self._thread_lock:
+            self._load()
+
+    # --- opening and catching up ------------------------------------------------------------------------------
+
+    def _current(self) -> Generation:
+        """The generation open now (StoreError once closed)."""
+        if self._gen is None:
+            raise StoreError("the store is closed")
+        return self._gen
+
+    def _load(self) -> None:
+        """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them.
+
+        The new generation goes into service only once it is whole: if the load fails (the lock timed out, a
+        damaged journal), the store holds none, and its next call loads again.
+
+        The cyclic garbage collector is paused meanwhile: a load creates millions of objects, none of them in a
+        cycle, and the collector would rescan them again and again (1M memories: 10.6 s -> 7.3 s to open).
+        """
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._close_files()
+            gen = self._gen = self._restored()
+            self.hooks.opened(gen.coverage.replayed, gen.from_snapshot)
+            if gen.needs_checkpoint_after_open(CHECKPOINT_RECORDS):
+                self._checkpoint()
+        finally:
+            if paused:
+                gc.enable()
+
+    def _restored(self) -> Generation:
+        """The current journal's generation, restored, with indexes of its own; on failure whatever it opened is
+        closed again.
+
+        The journal is opened without a lock, so another process may compact (switch journals, remove the old
+        vector file) before the shared lock is ours: each time the lock is taken, check the journal is still the
+        current one, and if not, start again on the new one (as `_exclusive` does).
+        """
+        while True:
+            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
+            gen: Generation | None = None
+            try:
+                with self._file_lock.hold(exclusive=False):
+                    if not journal.replaced():  # current: no one removes its vector file while we hold the lock
+                        vindex = VectorIndex(self.dim, **self._index_params, files=self.files)
+                        kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
+                        gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks, self._costs)
+                        torn = gen.restore()
+                if gen is not None:
+                    gen.rebuild_untrusted()
+                    with self._file_lock.hold(exclusive=True):
+                        if not journal.replaced():
+                            if torn:
+                                gen.catch_up(repair=True)
+                            remove_other_generations(self.folder, journal.generation, self.files)
+                            return gen
+            except BaseException:
+                (journal if gen is None else gen).close()
+                raise
+            (journal if gen is None else gen).close()
+            log.info(
+                "journal %s was replaced while opening it (compacted by another process); opening the new one",
+                journal.path,
+            )
+
+    def _refresh(self) -> Generation:
+        """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        gen = self._gen
+        if gen is None:  # the last load failed (say the lock timed out): load again
+            self._load()
+            return self._current()
+        change = gen.journal_change()
+        if change == "replaced":
+            log.info("journal %s was replaced (compacted by another process); reloading", gen.journal.path)
+            self._load()
+        elif change == "grown":
+            with self._file_lock.hold(exclusive=False):
+                gen.catch_up(repair=False)
+        return self._current()
+
+    @contextlib.contextmanager
+    def _current_nowait(self) -> Iterator[Generation | None]:
+        """The thread lock and the generation open now, if both are to be had without waiting: the lock free, the
+        journal unchanged since the last catch-up (one stat). Else None (and no lock): `_refresh` would wait."""
+        if not self._thread_lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            gen = self._gen
+            yield gen if gen is not None and not self._closed and gen.journal_change() is None else None
+        finally:
+            self._thread_lock.release()
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+        if vecs.shape != (len(texts), self.dim) or not np.isfinite(vecs).all():
+            raise StoreError(f"the embedder returned shape {vecs.shape} (or non-finite values) for {len(texts)} texts")
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return vecs / np.where(norms == 0, 1, norms)
+
+    # --- the write locks ------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Generation]:
+        """Thread lock + exclusive file lock, caught up on everything (a torn tail repaired) before writing."""
+        with self._thread_lock:
+            self._refresh()
+            with self._exclusive() as gen:
+                yield gen
+                due = checkpoint_job.due(gen, importing=self._importing > 0)
+            staged = self._checkpoints.stage(gen) if due else None  # copied out, the file lock released
+        if staged is not None:  # written with no lock held, committed under it (checkpoint_job.py)
+            self._checkpoints.finish(staged, lambda g: g is self._gen and not self._closed)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[Generation]:
+        """The exclusive file lock on the journal that is current, caught up (a torn tail repaired).
+
+        Another process may compact while we wait for the lock: its switch renames a new journal over the one we
+        hold open, and a line appended to the old, unlinked file would be acknowledged and then lost. So after
+        taking the lock, check the journal is still the current one; if not, reload and take the lock again.
+        """
+        while True:
+            self.hooks.taking_exclusive_lock()
+            with self._file_lock.hold(exclusive=True):
+                gen = self._current()
+                if gen.is_current():
+                    gen.catch_up(repair=True)
+                    yield gen
+                    return
+            log.info("journal %s was replaced while waiting for the lock; reloading", gen.journal.path)
+            self._load()
+
+    # --- checkpoints and closing ---------------------------------------------------------------------------------
+
+    @disk_errors_as("the checkpoint was not written (the journal still has every memory)")
+    def checkpoint(self) -> None:
+        """Save every derived index and the metadata snapshot at the journal's current end, so the next open
+        replays nothing. The store checkpoints by itself (on open, close, imports, and as often as writes make
+        it worthwhile: checkpoints.py) and logs a failure there (it costs replay time on the next open, never
+        data); asked for here, a failure raises StoreWriteError."""
+        with self._thread_lock:
+            self._refresh()
+            self._checkpoint(strict=True)
+
+    def _checkpoint(self, strict: bool = False) -> None:
+        with self._exclusive() as gen:
+            gen.save_checkpoint(strict)
+
+    def _close_files(self) -> None:
+        if self._gen is not None:
+            self._gen.close()
+            self._gen = None
+
+    def close(self) -> None:
+        """Checkpoint if worthwhile, then release files. Safe to call twice."""
+        with self._thread_lock:
+            if self._closed:
+                return
+            try:
+                if self._gen is not None and self._gen.needs_checkpoint(CHECKPOINT_RECORDS):
+                    self._refresh()
+                    self._checkpoint()
+            except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
+                log.warning("checkpoint on close failed: %s", exc)
+            self._closed = True
+            self._close_files()
+            self._file_lock.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self._closed:
+                self._close_files()
+                self._file_lock.close()

@@ -1,0 +1,105 @@
+"""Listings over the catalog: pages newest first with their cursors, bulk selections, and counts per session.
+
+The order of every listing is the catalog's time order, newest first: (occurred_at, row) descending, the row
+breaking ties (the later-stored first). A cursor names the last memory of a page by that key, so the next page
+is whatever sorts below it at the time it is asked: memories added meanwhile either sort above it (newer: not
+listed) or below it (listed once), and nothing already listed comes again.
+
+Rows are renumbered by a compaction (in stored order, so the order itself stays); a cursor of an older
+generation is placed again by its memory's id, and if that memory is gone, just above every memory of its time
+(some of those may then be listed twice; none is skipped). A cursor is `c1.` + base64url of a small JSON list.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import json
+from collections.abc import Sequence
+
+import numpy as np
+
+from memserver.contract import inputs
+from memserver.errors import InvalidInputError
+from memserver.local.catalog import Catalog
+
+__all__ = ["decode_cursor", "encode_cursor", "page", "select_rows", "session_counts"]
+
+TimeKey = tuple[str, int]  # (occurred_at, row)
+_PREFIX = "c1."
+_AFTER_EVERY_ROW = 1 << 62
+
+
+def encode_cursor(catalog: Catalog, row: int, generation: str) -> str:
+    """The cursor of a page ending with the memory at `row`."""
+    payload = [catalog.occurred_at(row), row, generation[:12], catalog.record(row).id]
+    data = json.dumps(payload, separators=(",", ":")).encode("ascii")
+    return _PREFIX + base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str, catalog: Catalog, generation: str) -> TimeKey:
+    """The time key a cursor stands at (see the module docstring); InvalidInputError naming `cursor` if it is not
+    one this store returned."""
+    try:
+        if not cursor.startswith(_PREFIX):
+            raise ValueError("prefix")
+        body = cursor[len(_PREFIX) :]
+        occurred, row, gen, memory_id = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        if not (isinstance(occurred, str) and isinstance(row, int) and isinstance(gen, str)):
+            raise ValueError("fields")
+        if not isinstance(memory_id, str) or not inputs.is_memory_id(memory_id):
+            raise ValueError("id")
+        inputs.parse_time(occurred, "cursor")
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError, InvalidInputError):
+        raise inputs.bad_cursor(cursor) from None
+    if gen == generation[:12]:
+        return (occurred, row)
+    moved = catalog.row_of(memory_id)
+    if moved is not None and catalog.occurred_at(moved) == occurred:
+        return (occurred, moved)
+    return (occurred, _AFTER_EVERY_ROW)
+
+
+def page(catalog: Catalog, f: inputs.SearchFilter, limit: int, below: TimeKey | None) -> tuple[list[int], bool]:
+    """Up to `limit` rows passing `f` (as they stood at `f.as_of`, if given), newest first, that sort below the
+    time key `below` (None: from the newest); and whether more follow."""
+    rows = catalog.candidates_as_of(f) if f.as_of is not None else catalog.candidates(f)
+    # (no filter: every current row, already in time order)
+    ordered: Sequence[int] = catalog.times.rows if rows is None else catalog.times.sort(rows).tolist()
+    end = len(ordered) if below is None else bisect.bisect_left(ordered, below, key=catalog.times.key)
+    start = max(0, end - limit)
+    return list(reversed(ordered[start:end])), start > 0
+
+
+def select_rows(catalog: Catalog, s: inputs.SelectFilter) -> list[int]:
+    """The rows a bulk selection takes, newest first: current ones passing the filter (and replaced ones with
+    `include_replaced`), stored before `s.before` if given."""
+    rows = catalog.candidates(s.filter)
+    if rows is None:
+        rows = catalog.live_rows()
+    if s.include_replaced:
+        held = np.asarray(catalog.history.replaced_rows(), dtype=np.int64)
+        if len(held):
+            held = held[catalog.matching(held, s.filter)]
+            rows = np.union1d(rows, held)
+    if s.before is not None:
+        created = catalog.created.a[rows]
+        rows = rows[created < (s.before.encode("ascii") if catalog.created.fixed else s.before)]
+    return list(reversed(catalog.times.sort(rows).tolist()))
+
+
+def session_counts(catalog: Catalog, namespace: str) -> dict[str, int]:
+    """Current memories of `namespace` per session, the session with the newest occurred_at first."""
+    ns = catalog.namespace_rows(namespace)
+    alive = catalog.alive[: catalog.next_row]
+    found: list[tuple[str, int, str]] = []
+    for name in catalog.sessions.values():
+        rows = catalog.sessions.rows(name, alive)
+        if ns is not None:
+            rows = np.intersect1d(rows, ns, assume_unique=True)
+        if len(rows):
+            newest = max(catalog.occurred_at(row) for row in rows.tolist())
+            found.append((newest, len(rows), name))
+    found.sort(key=lambda t: (t[0], t[2]), reverse=True)
+    return {name: n for _, n, name in found}

@@ -1,0 +1,384 @@
+"""Ranking in the local store: which rows best match a query among the candidates that pass the filters.
+
+The filters come first (catalog.candidates): both rankings see only the rows that pass them, so a selective
+filter still yields the true top-k. The vector ranking is exact (numpy over the stored rows) for a small
+candidate set, HNSW with a filter otherwise (exact again if that finds too few); the keyword ranking is BM25
+(keyword.py); hybrid fuses the two with the session context and the soft boosts of ranking.py (`_fused` gathers
+what that needs: each side's pool, the neighbours' cosines and BM25 scores, the boost masks). Every hit's score
+is its cosine to the query. With `explain`, each hit also says why it ranked (ranking.explain_row).
+
+Exact vs HNSW: exact costs ~c_e per candidate; HNSW under a filter passing m of N rows visits ~ef*N/m nodes at
+~c_h each (a Python predicate per node), so they cost the same at m* = sqrt((c_h/c_e) * ef * N): the threshold
+grows as the square root of the store. The ratio is measured by benchmarks/store.py (benchmarks/README.md,
+"Exact-ranking threshold").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import date, datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from memserver.contract import inputs
+from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit
+from memserver.local.catalog import Catalog
+from memserver.local.columns import sorted_union
+from memserver.local.hooks import StoreHooks
+from memserver.local.index import VectorIndex
+from memserver.local.keyword import KeywordDerivedIndex, indexed_text
+from memserver.local.row_context import RowContext
+from memserver.local.vectors import VectorFile
+from memserver.retrieval import hybrid_convex
+from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.hybrid_convex import DEPTH, Fused, QueryAnalysis
+from memserver.retrieval.terms import date_terms, tokenize
+
+BRUTE_FORCE_COST_RATIO = 4.0  # c_h / c_e, from the crossovers measured by benchmarks/store.py
+BRUTE_FORCE_MIN = 2_000  # a candidate set this small is always ranked exactly
+BRUTE_FORCE_MAX = 60_000  # ... and one this large never
+# A store this small is ranked exactly even without a filter: HNSW's neighbour heuristic can leave a memory unlike
+# a tight cluster with no in-link, so its exact match goes missing. The price at 1,000 memories: semantic search
+# p50 0.29 -> 0.41 ms, hybrid 0.85 -> 0.95 ms (fake embedder, /tmp script, loaded machine, 1 Dec).
+UNFILTERED_EXACT = 1_000
+
+# A candidate set this small gets every keyword match scored (so the previous turn's BM25 is exact); a larger one
+# takes the best 2 x DEPTH matches, and a row beyond them counts as unmatched.
+KEYWORD_ALL = BRUTE_FORCE_MIN
+
+_NO_ROWS = np.empty(0, dtype=np.int64)
+_NO_SCORES = np.empty(0, dtype=np.float32)
+
+Explainer = Callable[[int, int], dict[str, Any]]  # (position in the ranking, rank among the hits) -> explanation
+
+
+def exact_limit(live: int, ef: int) -> int:
+    """The largest candidate set ranked exactly in a store of `live` memories searched at `ef`."""
+    m = math.sqrt(BRUTE_FORCE_COST_RATIO * ef * max(live, 1))
+    return int(min(BRUTE_FORCE_MAX, max(BRUTE_FORCE_MIN, m)))
+
+
+def top_k(matrix: np.ndarray, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` best of `rows` (their vectors in `matrix`) by cosine to `q`, best first; ties: lower row first."""
+    # einsum, not `@`: a matrix-vector product through multi-threaded BLAS took 10-30x longer on a busy 2-core
+    # machine (thread oversubscription); einsum stays single-threaded and is as fast when idle.
+    scores = np.einsum("ij,j->i", matrix, q)
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
+    top = top[np.lexsort((rows[top], -scores[top]))]
+    return rows[top], scores[top]
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values[keys == row] for each row, 0 where a row is not among the keys or is -1; and where it was), with
+    `keys` sorted."""
+    if not len(keys) or not len(rows):
+        return np.zeros(len(rows)), np.zeros(len(rows), bool)
+    at = np.minimum(np.searchsorted(keys, rows), len(keys) - 1)
+    found = (keys[at] == rows) & (rows >= 0)
+    return np.where(found, values[at], 0.0), found
+
+
+def _member(rows: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """Which of `rows` are in `of` (sorted): a mask."""
+    return _lookup(of, of, rows)[1]
+
+
+def _admitted(rows: np.ndarray, cand: np.ndarray | None) -> np.ndarray:
+    """Those of `rows` (current rows) that pass the filters (`cand`, sorted; None: every current row)."""
+    if cand is None or not len(rows) or not len(cand):
+        return rows if cand is None else _NO_ROWS
+    at = np.minimum(np.searchsorted(cand, rows), len(cand) - 1)
+    picked: np.ndarray = rows[cand[at] == rows]
+    return picked
+
+
+class Searcher:
+    """The rankings over one generation's catalog, vector rows and indexes (made anew when the store loads)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        vectors: VectorFile,
+        vindex: VectorIndex,
+        kindex: KeywordDerivedIndex,
+        hooks: StoreHooks,
+    ) -> None:
+        self.catalog = catalog
+        self.vectors = vectors
+        self.vindex = vindex
+        self.kindex = kindex
+        self.hooks = hooks
+        self.context = RowContext(catalog)
+
+    def search(
+        self,
+        q: np.ndarray,
+        text: str,
+        mode: str,
+        limit: int,
+        f: inputs.SearchFilter,
+        min_score: float | None,
+        explain: bool = False,
+    ) -> list[Hit]:
+        """The hits of a checked search (`q`: the unit query vector; `text` "" ranks by vector only)."""
+        catalog = self.catalog
+        past = f.as_of is not None
+        # Filters first: both rankings see only these rows. As of a past time the candidates may include history
+        # and tombstones, which no index holds: they are ranked exactly.
+        cand = catalog.candidates_as_of(f) if past else catalog.candidates(f)
+        why: Explainer | None
+        if mode == "semantic" or not text:
+            rows, scores = self.rank(q, limit, cand, exact=past)
+            why = _semantic_explainer(scores) if explain else None
+        elif mode == "keyword":
+            rows, scores, why = self._keyword_ranking(q, text, limit, cand, min_score is not None, past, explain)
+        else:
+            rows, scores, why = self._hybrid(q, text, limit, cand, min_score is not None, f, explain)
+        hits: list[Hit] = []
+        for i, (row, score) in enumerate(zip(rows.tolist(), scores.tolist(), strict=True)):
+            if (min_score is not None and score < min_score) or (not past and not catalog.is_current(row)):
+                continue
+            explanation = None if why is None else why(i, len(hits) + 1)
+            hits.append(Hit(catalog.memory(row), float(score), explanation))
+            if len(hits) == limit:
+                break
+        return hits
+
+    def similar(self, q: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
+        """Current memories of `namespace` (other than `exclude`) with cosine >= NEAR_DUPLICATE_SCORE to `q`,
+        best first."""
+        rows, scores = self.rank(q, SIMILAR_MAX + 1, self.catalog.namespace_rows(namespace))
+        out = []
+        for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
+            memory_id = self.catalog.id_at(row)
+            if memory_id is not None and memory_id != exclude and score >= NEAR_DUPLICATE_SCORE:
+                out.append((memory_id, round(float(score), 4)))
+        return tuple(out[:SIMILAR_MAX])
+
+    def rank(
+        self, q: np.ndarray, limit: int, cand: np.ndarray | None, exact: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top rows among `cand` (None = every current row): exact for small sets (or when asked: rows no index
+        holds), HNSW otherwise, never fewer than possible."""
+        total = len(self.catalog) if cand is None else len(cand)
+        k = min(limit, total)
+        if k == 0:
+            return _NO_ROWS, _NO_SCORES
+        if cand is None and total <= UNFILTERED_EXACT:
+            self.hooks.planned("exact", None)
+            every = self.catalog.live_rows()
+            return top_k(self.vectors.matrix(every), q, k, every)
+        if cand is not None and (exact or self._exact(cand)):
+            self.hooks.planned("exact", total)
+            return top_k(self.vectors.matrix(cand), q, k, cand)
+        allowed = None if cand is None else set(cand.tolist())
+        try:
+            rows, scores = self.vindex.search(q, k, None if allowed is None else allowed.__contains__)
+        except RuntimeError:  # hnswlib found fewer than k (a sparse filter): rank exactly instead
+            rows, scores = _NO_ROWS, _NO_SCORES
+        if len(rows) < k:
+            self.hooks.planned("hnsw+exact", None if cand is None else total)
+            every = cand if cand is not None else self.catalog.live_rows()
+            return top_k(self.vectors.matrix(every), q, k, every)
+        self.hooks.planned("hnsw", None if cand is None else total)
+        return rows, scores
+
+    def _exact(self, cand: np.ndarray) -> bool:
+        return len(cand) <= exact_limit(len(self.catalog), self.vindex.ef)
+
+    # --- keyword ----------------------------------------------------------------------------------------------------
+
+    def _keyword_ranking(
+        self,
+        q: np.ndarray,
+        text: str,
+        limit: int,
+        cand: np.ndarray | None,
+        deep: bool,
+        past: bool,
+        explain: bool,
+    ) -> tuple[np.ndarray, np.ndarray, Explainer | None]:
+        """Rows in BM25 order with their cosines to `q`; `limit` of them, or with `deep` all (min_score will drop
+        some)."""
+        matches = self._keyword(text, max(limit, DEPTH), cand, past)
+        rows = np.asarray([row for row, _ in (matches if deep else matches[:limit])], dtype=np.int64)
+        scores = np.einsum("ij,j->i", self.vectors.matrix(rows), q) if len(rows) else _NO_SCORES
+        if not explain:
+            return rows, scores, None
+        terms = _query_terms(text)
+
+        def why(i: int, rank: int) -> dict[str, Any]:
+            matched = self._matched(terms, int(rows[i]))
+            return {"rank": rank, "keyword": {"rank": i + 1, "bm25": round(matches[i][1], 4), "terms": matched}}
+
+        return rows, scores, _with_query(why, {"mode": "keyword", "terms": terms})
+
+    def _keyword(self, text: str, k: int, cand: np.ndarray | None, exact: bool) -> list[tuple[int, float]]:
+        """BM25 over the candidates: the store's keyword index, or, when some candidates are not current (so not
+        in it), an index built for the candidates alone (its term statistics are theirs: an as_of ranking)."""
+        if not exact or cand is None or self.catalog.alive[cand].all():
+            return self.kindex.search(text, k, cand)
+        scratch = KeywordIndex()
+        scratch.add_many((row, indexed_text(self.catalog.record(row))) for row in cand.tolist())
+        return scratch.search(text, k)
+
+    def _matched(self, terms: list[str], row: int) -> list[str]:
+        """The query terms the memory at `row` is indexed under (explain only)."""
+        held = set(tokenize(indexed_text(self.catalog.record(row))))
+        return [t for t in terms if t in held]
+
+    # --- hybrid -----------------------------------------------------------------------------------------------------
+
+    def _hybrid(
+        self,
+        q: np.ndarray,
+        text: str,
+        limit: int,
+        cand: np.ndarray | None,
+        deep: bool,
+        f: inputs.SearchFilter,
+        explain: bool,
+    ) -> tuple[np.ndarray, np.ndarray, Explainer | None]:
+        """Rows in hybrid order (ranking.py) with their cosines to `q`. The first DEPTH come from pools of DEPTH a
+        side whatever `limit` is; a larger `limit` is filled from deeper pools, after them."""
+        past = f.as_of is not None
+        today = date.fromisoformat(f.as_of[:10]) if f.as_of else datetime.now(timezone.utc).date()  # "last week"
+        a = QueryAnalysis.of(text, self.context.named_speakers(text), today)
+        passes = [self._fused(q, text, DEPTH, cand, past, a)]
+        order = passes[0].pool[passes[0].order]
+        if limit > DEPTH:
+            passes.append(self._fused(q, text, limit, cand, past, a))
+            head = set(order.tolist())
+            tail = [row for row in passes[1].pool[passes[1].order].tolist() if row not in head]
+            order = np.concatenate([order, np.asarray(tail, np.int64)])
+        rows = order if deep else order[:limit]
+        scores = _NO_SCORES if not len(rows) else np.einsum("ij,j->i", self.vectors.matrix(rows), q)
+        if not explain:
+            return rows, scores, None
+        terms = _query_terms(text)
+
+        def why(i: int, rank: int) -> dict[str, Any]:
+            row = int(rows[i])
+            for fused in passes:
+                at = int(np.searchsorted(fused.pool, row))
+                if at < len(fused.pool) and fused.pool[at] == row:
+                    break
+            prev = int(fused.prev_row[at])
+            speaker = self.catalog.speakers.get(row)
+            prev_terms = self._matched(terms, prev) if prev >= 0 and fused.prev_bm[at] > 0 else []
+            return hybrid_convex.explain_row(fused, at, rank, self._matched(terms, row), prev_terms, speaker)
+
+        return rows, scores, _with_query(why, {"mode": "hybrid", **hybrid_convex.describe_query(terms, a)})
+
+    def _fused(
+        self, q: np.ndarray, text: str, depth: int, cand: np.ndarray | None, past: bool, a: QueryAnalysis
+    ) -> Fused:
+        """The hybrid ranking over pools of `depth` rows a side, and what its scores were made of."""
+        context = self.context
+        # The vector side's rows: every candidate when they are few (the filtered case), else HNSW's best `depth`
+        # and the turns that follow them (their question matched: the answer may be next).
+        exact = cand is not None and (past or self._exact(cand))
+        if exact:
+            assert cand is not None
+            vrows, vcos = cand, np.einsum("ij,j->i", self.vectors.matrix(cand), q)
+        else:
+            found, found_cos = self.rank(q, depth, cand, past)
+            by_row = np.argsort(found)
+            vrows, vcos = found[by_row], found_cos[by_row]
+        # The keyword side's: the BM25 matches (all of them among few candidates), and the turns that follow them.
+        k = len(cand) if cand is not None and len(cand) <= KEYWORD_ALL else 2 * depth
+        matches = self._keyword(text, max(k, 1), cand, past)
+        keys = np.fromiter((row for row, _ in matches), np.int64, len(matches))
+        values = np.fromiter((score for _, score in matches), np.float64, len(matches))
+        by_row = np.argsort(keys)
+        keys, values = keys[by_row], values[by_row]
+        if exact:
+            rows = vrows
+            prev, nxt = context.neighbours(rows)
+            eligible = np.ones(len(rows), bool)
+        else:
+            base = sorted_union(vrows, keys)
+            rows = sorted_union(base, _admitted(_present(context.neighbours(base)[1]), cand))
+            prev, nxt = context.neighbours(rows)
+            eligible = _member(rows, vrows) | _member(rows, _present(context.neighbours(vrows)[1]))
+        # Every row's sides, its neighbours' parts included.
+        cos = self._cosines(q, rows, vrows, vcos)
+        prev_cos = next_cos = np.zeros(len(rows))
+        if context.has_sessions():
+            around = np.unique(_present(np.concatenate([prev, nxt])))
+            around_cos = self._cosines(q, around, rows, cos)
+            prev_cos, next_cos = _lookup(around, around_cos, prev)[0], _lookup(around, around_cos, nxt)[0]
+        vec = cos + hybrid_convex.PREV_VECTOR * prev_cos + hybrid_convex.NEXT_VECTOR * next_cos
+        bm, prev_bm = _lookup(keys, values, rows)[0], _lookup(keys, values, prev)[0]
+        kw = bm + hybrid_convex.PREV_KEYWORD * prev_bm
+        # Each side's best `depth`, ties by row; the pool is both.
+        vpos = np.flatnonzero(eligible)
+        near = vpos[hybrid_convex.top_rows(rows[vpos], vec[vpos], min(depth, len(vpos)))]
+        wpos = np.flatnonzero(kw > 0)
+        words = wpos[hybrid_convex.top_rows(rows[wpos], kw[wpos], min(depth, len(wpos)))]
+        at = sorted_union(near, words)
+        pool = rows[at]
+        speaker = np.zeros(len(pool), bool)
+        if a.speaker_codes:
+            table = np.zeros(len(self.catalog.speakers.names), bool)
+            table[a.speaker_codes] = True
+            speaker = table[context.speaker_codes(pool)]
+        window = np.zeros(len(pool), bool)
+        if a.windows:
+            window = hybrid_convex.window_mask([self.catalog.occurred_at(r) for r in pool.tolist()], a.windows)
+        when = context.timewords(pool) if a.when else np.zeros(len(pool), bool)
+        order, score = hybrid_convex.fuse(pool, vec[at], kw[at], speaker, window, when)
+        p, n = prev[at], nxt[at]
+        return Fused(
+            pool,
+            order,
+            score,
+            vec[at],
+            cos[at],
+            np.where(p >= 0, prev_cos[at], np.nan),
+            np.where(n >= 0, next_cos[at], np.nan),
+            kw[at],
+            bm[at],
+            prev_bm[at],
+            p,
+            speaker,
+            window,
+            when,
+            rows[near],
+            rows[words],
+        )
+
+    def _cosines(self, q: np.ndarray, rows: np.ndarray, known: np.ndarray, known_cos: np.ndarray) -> np.ndarray:
+        """Cosines of `rows` to `q`: those of `known` (sorted) as given, the others from the stored vectors."""
+        cos, found = _lookup(known, known_cos, rows)
+        if not found.all():
+            missing = np.flatnonzero(~found)
+            cos[missing] = np.einsum("ij,j->i", self.vectors.matrix(rows[missing]), q)
+        return cos
+
+
+def _present(rows: np.ndarray) -> np.ndarray:
+    return rows[rows >= 0]
+
+
+def _query_terms(text: str) -> list[str]:
+    """The index terms of a query, dates it names included, each once (explain only)."""
+    return list(dict.fromkeys([*tokenize(text), *(t.decode() for t in date_terms(text))]))
+
+
+def _semantic_explainer(scores: np.ndarray) -> Explainer:
+    def why(i: int, rank: int) -> dict[str, Any]:
+        return {"rank": rank, "semantic": {"rank": i + 1, "cosine": round(float(scores[i]), 4)}}
+
+    return _with_query(why, {"mode": "semantic"})
+
+
+def _with_query(why: Explainer, query: dict[str, Any]) -> Explainer:
+    """`why` with the query's side of the explanation added (one dict, shared by the hits)."""
+
+    def explained(i: int, rank: int) -> dict[str, Any]:
+        return {**why(i, rank), "query": query}
+
+    return explained

@@ -1,0 +1,195 @@
+"""The vector row file of one journal generation, `vectors-<generation>.f32`, and the checks on what it returns.
+
+Row r is `dim` float32 at byte r * dim * 4, no header. Rows are written unsynced, before the journal lines that
+reference them (journal.py tells the crash story): each add line carries `vcrc`, the CRC-32 of its row, so a row
+lost to power loss (the kernel wrote the journal page but not the row's) is caught when read for an index, and
+re-embedded from the line's content. The re-embedded rows are kept here (`repaired`) until a checkpoint writes
+them back, synced, and the store appends a `vfix` line with each new CRC.
+
+Reads: a few rows (a hit list) with pread, many (exact ranking over a filter) through a read-only map. Writes go
+through a durable.FileLayer (reads do not). Not thread-safe: the store serialises every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from memserver.durable import OS, FileLayer, pwrite_all
+from memserver.local.replay import AddRecord
+
+log = logging.getLogger(__name__)
+
+# `matrix` reads up to this many rows with pread (no file pages mapped into the process), more through a map.
+MATRIX_PREAD_ROWS = 256
+
+Embed = Callable[[Sequence[str]], np.ndarray]
+"""Texts -> their unit vectors, (n, dim) float32: how a damaged row is made again."""
+
+
+def vector_path(folder: Path, generation: str) -> Path:
+    return folder / f"vectors-{generation}.f32"
+
+
+def row_crc(vector: np.ndarray) -> int:
+    """The CRC-32 a journal line records for a vector row."""
+    return zlib.crc32(np.ascontiguousarray(vector, dtype=np.float32).tobytes())
+
+
+def read_rows(fd: int, rows: Sequence[int], dim: int) -> np.ndarray:
+    """Vector rows from `fd`, consecutive rows in one read; rows past the end of the file come back as zeros."""
+    rowbytes = dim * 4
+    out = np.zeros((len(rows), dim), dtype=np.float32)
+    i = 0
+    while i < len(rows):
+        j = i + 1
+        while j < len(rows) and rows[j] == rows[j - 1] + 1 and j - i < 65536:
+            j += 1
+        data = os.pread(fd, (j - i) * rowbytes, rows[i] * rowbytes)
+        whole = len(data) // rowbytes
+        if whole:  # (reshape(0, -1) raises: all of these rows lie past the end)
+            out[i : i + whole] = np.frombuffer(data, dtype=np.float32, count=whole * dim).reshape(whole, -1)
+        i = j
+    return out
+
+
+def damaged(vecs: np.ndarray, rows: Sequence[int], crcs: np.ndarray, present: int) -> list[int]:
+    """Positions in `rows` whose vector (in `vecs`) is past the file's `present` rows or fails its known CRC."""
+    bad = []
+    for i, row in enumerate(rows):
+        want = int(crcs[row]) if row < len(crcs) else -1  # -1: no CRC known (a line without vcrc)
+        if row >= present or (want >= 0 and zlib.crc32(vecs[i].tobytes()) != want):
+            bad.append(i)
+    return bad
+
+
+class VectorFile:
+    """The open row file, the CRC each row should have (from the journal), and the rows re-embedded since."""
+
+    def __init__(self, path: Path, dim: int, files: FileLayer = OS) -> None:
+        self.path = path
+        self.dim = dim
+        self.rowbytes = dim * 4
+        self.files = files
+        try:
+            self.fd = files.open(path, os.O_RDWR)
+        except FileNotFoundError:  # a new generation: its name is made durable before any row is acknowledged
+            self.fd = files.open(path, os.O_RDWR | os.O_CREAT)
+            files.fsync_dir(path.parent)
+        self.crcs = np.full(0, -1, dtype=np.int64)  # by row: CRC-32 from the journal, -1 when unknown
+        self.repaired: dict[int, np.ndarray] = {}  # row -> re-embedded vector, not yet written back
+        self._map: mmap.mmap | None = None
+        self._map_rows = 0
+
+    # --- the CRCs the journal records --------------------------------------------------------------------------
+
+    def expect(self, row: int, crc: int) -> None:
+        """Row `row` (just added) should hash to `crc`, its add line's vcrc."""
+        if row >= len(self.crcs):
+            grown = np.full(max(1024, row + 1, 2 * len(self.crcs)), -1, dtype=np.int64)
+            grown[: len(self.crcs)] = self.crcs
+            self.crcs = grown
+        self.crcs[row] = crc
+
+    def fixed(self, row: int, crc: int) -> None:
+        """A vfix line: the re-embedded row `row` is on disk now, with this CRC."""
+        if 0 <= row < len(self.crcs):  # (a vfix always follows its row's add)
+            self.crcs[row] = crc
+        self.repaired.pop(row, None)
+
+    def restore_crcs(self, crcs: np.ndarray) -> None:
+        """The CRCs of a metadata snapshot (snapshot.py), by row."""
+        self.crcs = crcs
+
+    # --- writing -----------------------------------------------------------------------------------------------
+
+    def write(self, first_row: int, vecs: np.ndarray) -> None:
+        """Write rows from `first_row` on, unsynced (the journal lines that reference them are synced after)."""
+        data = np.ascontiguousarray(vecs, dtype=np.float32).tobytes()
+        pwrite_all(self.fd, data, first_row * self.rowbytes, self.files)
+
+    def sync(self) -> None:
+        self.files.fsync(self.fd)
+
+    def write_back_repairs(self, is_live: Callable[[int], bool]) -> list[tuple[int, int]]:
+        """Write the re-embedded rows of live memories back, synced; returns (row, new CRC) for their vfix lines."""
+        fixes = sorted((row, v) for row, v in self.repaired.items() if is_live(row))
+        if not fixes:
+            self.repaired.clear()
+            return []
+        out = []
+        for row, v in fixes:
+            data = np.asarray(v, dtype=np.float32).tobytes()
+            pwrite_all(self.fd, data, row * self.rowbytes, self.files)
+            out.append((row, zlib.crc32(data)))
+        self.files.fsync(self.fd)
+        log.warning("rewrote %d re-embedded vector row(s) in %s", len(fixes), self.path)
+        return out
+
+    # --- reading -----------------------------------------------------------------------------------------------
+
+    def checked(self, records: Sequence[AddRecord], embed: Embed) -> np.ndarray:
+        """Stored vectors of `records`, each checked against its CRC; a damaged row is re-embedded (logged)."""
+        rows = [r.row for r in records]
+        vecs = read_rows(self.fd, rows, self.dim)
+        present = os.fstat(self.fd).st_size // self.rowbytes  # rows past it were lost (power loss)
+        bad = []
+        for i in damaged(vecs, rows, self.crcs, present):
+            again = self.repaired.get(rows[i])  # re-embedded already (for another derived index)
+            if again is None:
+                bad.append(i)
+            else:
+                vecs[i] = again
+        if bad:
+            log.error(
+                "%d stored vector row(s) in %s are damaged or missing; re-embedding them (run compact() to rewrite)",
+                len(bad),
+                self.path,
+            )
+            for i, v in zip(bad, embed([records[i].content for i in bad]), strict=True):
+                vecs[i] = v
+                self.repaired[rows[i]] = v
+        return vecs
+
+    def matrix(self, rows: np.ndarray) -> np.ndarray:
+        """Stored vectors of live rows (checked when they were indexed): a few read with pread, more through a
+        read-only map of the file. Why not always the map: each row it touches stays in the RSS (file pages)."""
+        out = read_rows(self.fd, rows.tolist(), self.dim) if len(rows) <= MATRIX_PREAD_ROWS else self._mapped(rows)
+        if self.repaired:
+            for i, row in enumerate(rows.tolist()):
+                if row in self.repaired:
+                    out[i] = self.repaired[row]
+        return out
+
+    def _mapped(self, rows: np.ndarray) -> np.ndarray:
+        need = int(rows.max()) + 1 if len(rows) else 0
+        if need > self._map_rows:
+            self._unmap()
+            size = os.fstat(self.fd).st_size
+            self._map = mmap.mmap(self.fd, size, access=mmap.ACCESS_READ)
+            if hasattr(mmap, "MADV_RANDOM"):  # rows are read scattered: readahead (~128 kB each) only fills RSS
+                self._map.madvise(mmap.MADV_RANDOM)
+            self._map_rows = size // self.rowbytes
+        assert self._map is not None
+        mat = np.frombuffer(self._map, dtype=np.float32, count=self._map_rows * self.dim).reshape(-1, self.dim)
+        picked: np.ndarray = mat[rows]  # a copy: fancy indexing
+        return picked
+
+    def _unmap(self) -> None:
+        if self._map is not None:
+            with contextlib.suppress(BufferError):  # a caller may still hold a view; the GC closes it then
+                self._map.close()
+            self._map = None
+
+    def close(self) -> None:
+        self._unmap()
+        if self.fd >= 0:
+            self.files.close(self.fd)
+            self.fd = -1
