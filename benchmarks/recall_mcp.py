@@ -1,10 +1,10 @@
 """End-to-end recall latency over MCP stdio, against the bare embedding floor of the same queries.
 
-    uv run python benchmarks/recall_mcp.py                      # 1k, 10k, 100k memories
-    uv run python benchmarks/recall_mcp.py --with-1m            # ... and 1M (builds a 1M store once: minutes)
-    uv run python benchmarks/recall_mcp.py --quick              # smoke run (a 300-memory store, 20 queries)
-    uv run python benchmarks/recall_mcp.py --sizes 10000 --queries 100 --repeat-queries   # + repeated queries
-    uv run python benchmarks/recall_mcp.py --sizes 100000 --old /tmp/memserver-main   # A/B: that checkout vs this
+    uv run python -m benchmarks.recall_mcp                      # 1k, 10k, 100k memories
+    uv run python -m benchmarks.recall_mcp --with-1m            # ... and 1M (builds a 1M store once: minutes)
+    uv run python -m benchmarks.recall_mcp --quick              # smoke run (a 300-memory store, 20 queries)
+    uv run python -m benchmarks.recall_mcp --sizes 10000 --queries 100 --repeat-queries   # + repeated queries
+    uv run python -m benchmarks.recall_mcp --sizes 100000 --old /tmp/memserver-main   # A/B: that checkout vs this
 
 For each store size, an MCP SDK client spawns `python -m memserver serve` over stdio (as a desktop client does)
 and times `tools/call recall` client-side for the real queries of benchmarks/data/quality.json (p50/p95/p99).
@@ -50,9 +50,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 # onnxruntime's intra-op threads keep spinning for ~40 ms after each run (one core busy; measured: CPU time of an
 # idle process after one query). The floor and the MCP calls are therefore measured in alternating blocks, each
@@ -396,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [300] if args.quick else list(args.sizes) + ([1_000_000] if args.with_1m else [])
     nq = 20 if args.quick else args.queries
 
-    from embed import BarePipeline
+    from benchmarks.embed import BarePipeline
 
     warnings.filterwarnings("ignore", message="ping is removed")  # ping still works in the legacy mode used here
 
