@@ -2,7 +2,7 @@
 
     uv run python -m benchmarks.multiprocess             # 8 processes x 2,500 writes
     uv run python -m benchmarks.multiprocess --quick     # 3 x 30, a smoke run
-    uv run python -m benchmarks.multiprocess --procs 8 --writes 100 --out /tmp/mp.json
+    uv run python -m benchmarks.multiprocess --procs 8 --writes 100 --out mp.json
 
 Each worker process opens the same collection and, after a start barrier, makes `--writes` writes: adds (one in
 ten is later deleted by the same worker; every tenth write is such a delete), each followed by one hybrid search

@@ -1,7 +1,7 @@
 """Write-path checkpoints outside the exclusive lock: single `add` latency, and a reader's, before and after.
 
-    uv run python -m benchmarks.ab.checkpoint_outside --old /tmp/ckoutside-base --n 1000000 --writes 20000 --block 1000
-    uv run python -m benchmarks.ab.checkpoint_outside --old /tmp/ckoutside-base --n 2000 --writes 600 --block 100 \\
+    uv run python -m benchmarks.ab.checkpoint_outside --old OLD --n 1000000 --writes 20000 --block 1000
+    uv run python -m benchmarks.ab.checkpoint_outside --old OLD --n 2000 --writes 600 --block 100 \\
         --readers                                                                                      # quick
 
 Each side is a worker process importing its own checkout's `memserver` (PYTHONPATH: `--old` for "before", `--new`,

@@ -1,7 +1,7 @@
 """Two checkouts of memserver side by side: the default recall path, single adds and the bulk import, alternated.
 
-    uv run python -m benchmarks.ab.store_ab --old /tmp/memserver-main            # N = 100,000
-    uv run python -m benchmarks.ab.store_ab --old /tmp/memserver-main --quick    # N = 10,000
+    uv run python -m benchmarks.ab.store_ab --old OLD            # N = 100,000
+    uv run python -m benchmarks.ab.store_ab --old OLD --quick    # N = 10,000
 
 For a change that must not slow the common path (issue 12's conversation fields: one namespace, nothing replaced,
 no as_of), on a shared machine where single timings swing by ±30%: every measurement runs in a fresh process of

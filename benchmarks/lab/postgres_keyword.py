@@ -1,4 +1,4 @@
-"""Keyword and hybrid recall on PostgreSQL before and after the review's S1 and S2 (/work/reviews/postgres.md), in
+"""Keyword and hybrid recall on PostgreSQL before and after the review's S1 and S2 (a review of the engine), in
 one run, alternating: S1, the keyword branch of the HNSW/probe plans joined its scored rows to memories with a
 plain join, which the planner answered by reading the tenant's whole time index; now a LATERAL lookup by
 (tenant, seq) per scored row. S2, BM25 was computed with numeric literals (numeric arithmetic); now float8.
