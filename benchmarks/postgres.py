@@ -211,8 +211,7 @@ def bench_hnsw(cluster: Cluster, n: int, queries: list[str], embedder: Any) -> d
 def bench_quality(cluster: Cluster, embedder: CachedEmbedder, limit: int | None) -> dict[str, Any]:
     import tempfile
 
-    import quality as Q
-
+    from benchmarks import quality as Q
     from memserver.local.store import MemoryStore
     from memserver.postgres.backend import PostgresBackend
 

@@ -323,8 +323,7 @@ def scale(n: int, cache: Path, data: dict, embedder: object, *, repeats: int) ->
 def conversation_sets(embedder: object, cache: Path, *, quick: bool) -> dict:
     """The conversation sets through conversations.py, plain hybrid and with the fields (see the module docstring);
     per variant the overall and by-type scores and the search latency (per-question detail: conversations.py)."""
-    import convdata
-    import conversations
+    from benchmarks import convdata, conversations
 
     sets = conversations.find_sets([convdata.DATA_DIR], None)
     if quick:
@@ -345,7 +344,7 @@ def conversation_sets(embedder: object, cache: Path, *, quick: bool) -> dict:
 
 
 def print_conversations(result: dict) -> None:
-    import convdata
+    from benchmarks import convdata
 
     print(f"\nconversations (fields kept by the store: {', '.join(result['fields_supported']) or 'none'}):")
     headers = ["set", "variant", "R@5", "R@10", "MRR", *(f"{t} R@10" for t in convdata.TYPES), "search p50 ms"]

@@ -62,8 +62,7 @@ def build(n: int = N) -> dict[str, Any]:
     nxt = np.arange(n) + 1
     nxt[SESSION - 1 :: SESSION] = -1
     nxt[-1] = -1
-    import conversations
-
+    from benchmarks import conversations
     from memserver.embedding.embedder import Embedder
 
     qv, _ = conversations.cached_vectors(cache / "conversations", Embedder().load(), queries, query=True)
