@@ -36,8 +36,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "benchmarks" / "results"
 QUALITY = ROOT / "benchmarks" / "data" / "quality.json"
@@ -344,6 +342,6 @@ def sdk_import_s(repeat: int = 5) -> dict[str, float]:
     return out
 
 
-if __name__ == "__main__":  # pre-build cached stores: python benchmarks/_common.py 100000 1000000
+if __name__ == "__main__":  # pre-build cached stores: python -m benchmarks._common 100000 1000000
     for size in sys.argv[1:]:
         ensure_store(cache_dir(), int(size))

@@ -1,8 +1,8 @@
 """Side by side with the seed design's stack: Chroma (PersistentClient, cosine HNSW) vs memserver, same run.
 
     uv sync --group bench   # chromadb + matplotlib (benchmark-only dependencies)
-    uv run --group bench python benchmarks/chroma_compare.py            # 2,000 texts, 100 queries
-    uv run --group bench python benchmarks/chroma_compare.py --quick    # smoke run (20 texts, 3 queries)
+    uv run --group bench python -m benchmarks.chroma_compare            # 2,000 texts, 100 queries
+    uv run --group bench python -m benchmarks.chroma_compare --quick    # smoke run (20 texts, 3 queries)
 
 The same texts (realistic memories, benchmarks/_common.py) and the same real queries go into four set-ups:
   - chroma/default   chromadb.PersistentClient with its own default embedding function (ONNXMiniLM_L6_V2).
@@ -42,9 +42,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 CHROMA_ONNX = Path.home() / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
 _EXTRA_FILES = ("config.json", "special_tokens_map.json", "tokenizer_config.json", "vocab.txt")

@@ -211,7 +211,7 @@ def _word_overlap(conv: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 def statistics(convs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures /work/convformat.md asks for, over a list of conversations (a set, or all of them)."""
+    """The figures the conversation format asks for (benchmarks/README.md, "Conversations"), over some conversations."""
     all_turns = [t for c in convs for _, t in turns(c)]
     after_question = [
         i > 0 and "?" in s["turns"][i - 1]["text"] for c in convs for s in c["sessions"] for i in range(len(s["turns"]))
@@ -270,7 +270,7 @@ def statistics(convs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-# The public benchmark's figures (/work/shared/notes/retrieval.md), printed beside each set's.
+# The public multi-session benchmark's figures, printed beside each set's.
 REFERENCE = {
     "evidence_by_named_speaker": 0.96,
     "evidence_naming_that_speaker": 0.03,

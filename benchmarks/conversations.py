@@ -19,10 +19,10 @@ Turn vectors are computed once per text with the real Embedder, batched, and cac
 once with `embed_query` and handed to the store through its embedder, so the latency column is the search alone
 (embedding excluded, the figure issue 15's +1 ms budget is about); the query embedding is timed on its own.
 
-    uv run python benchmarks/conversations.py                       # every set; writes results/conversations.json
-    uv run python benchmarks/conversations.py --sets harbour lantern --data-dir DIR [--data-dir DIR2]
-    uv run python benchmarks/conversations.py --stats               # the sets' statistics only, no model
-    uv run python benchmarks/conversations.py --quick               # smoke test: part of one conversation
+    uv run python -m benchmarks.conversations                       # every set; writes results/conversations.json
+    uv run python -m benchmarks.conversations --sets harbour lantern --data-dir DIR [--data-dir DIR2]
+    uv run python -m benchmarks.conversations --stats               # the sets' statistics only, no model
+    uv run python -m benchmarks.conversations --quick               # smoke test: part of one conversation
 """
 
 from __future__ import annotations
@@ -41,15 +41,11 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import _common, convdata
+from memserver.errors import InvalidInputError
+from memserver.local.store import MemoryStore
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import _common  # noqa: E402
-import convdata  # noqa: E402
-
-from memserver.errors import InvalidInputError  # noqa: E402
-from memserver.local.store import MemoryStore  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "conversations.json"
 VARIANTS = ("hybrid", "semantic", "keyword", "hybrid+date", "hybrid+fields")
@@ -393,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = Embedder().load()
     fields = probe_fields(embedder)
     result: dict[str, Any] = {
-        "command": "uv run python benchmarks/conversations.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "uv run python -m benchmarks.conversations " + " ".join(sys.argv[1:] if argv is None else argv),
         "embedder": embedder.model_name,
         "fields_supported": list(fields),
         "depth": DEPTH,

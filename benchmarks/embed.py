@@ -1,7 +1,7 @@
 """Embedder vs the bare onnxruntime pipeline, the graph in use vs a candidate graph, the query cache, model load.
 
-    uv run python benchmarks/embed.py            # full run (a few minutes on 2 cores)
-    uv run python benchmarks/embed.py --quick    # smoke test (seconds)
+    uv run python -m benchmarks.embed            # full run (a few minutes on 2 cores)
+    uv run python -m benchmarks.embed --quick    # smoke test (seconds)
 
 Measures, side by side in one process:
   - Embedder vs bare pipeline (same model file, thread count and session options; the Embedder's query cache off):

@@ -7,10 +7,10 @@ memory carries a marker naming its user; an answer to one user that shows anothe
 read. Afterwards every acknowledged memory is read back by its owner (lost: missing or changed) and by another
 user (who must not find it).
 
-    uv run python benchmarks/http_load.py                          # 32 sessions x 1000 calls, 2 users
-    uv run python benchmarks/http_load.py --sessions 8 --calls 50  # smaller
-    uv run python benchmarks/http_load.py --quick                  # smoke run: 4 sessions x 10 calls
-    uv run python benchmarks/http_load.py --session-cost 500       # only: the server's RSS per open session
+    uv run python -m benchmarks.http_load                          # 32 sessions x 1000 calls, 2 users
+    uv run python -m benchmarks.http_load --sessions 8 --calls 50  # smaller
+    uv run python -m benchmarks.http_load --quick                  # smoke run: 4 sessions x 10 calls
+    uv run python -m benchmarks.http_load --session-cost 500       # only: the server's RSS per open session
 
 Writes benchmarks/results/http_load.json (or --output). The raw JSON-RPC client is written here (httpx), so the
 figures are the server's and the wire's, not an SDK client's.
@@ -37,7 +37,6 @@ from typing import Any
 
 import httpx2
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import RESULTS, log, machine, rss_mb, summary, table, write_json
 
 PROTOCOL = "2025-11-25"

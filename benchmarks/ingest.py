@@ -1,7 +1,7 @@
 """Ingest throughput: `remember` one call at a time over MCP, and bulk import, against the Embedder's batched floor.
 
-    uv run python benchmarks/ingest.py             # 300 remembers over MCP, 5,000-memory bulk import x 3 rounds
-    uv run python benchmarks/ingest.py --quick     # smoke run
+    uv run python -m benchmarks.ingest             # 300 remembers over MCP, 5,000-memory bulk import x 3 rounds
+    uv run python -m benchmarks.ingest --quick     # smoke run
 
   - remember over MCP: an MCP SDK client spawns `python -m memserver serve` (empty store) and stores distinct
     realistic memories one `tools/call remember` at a time, as an assistant does: memories/s and latency
@@ -28,9 +28,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 
 async def remember_over_mcp(root: Path, texts: list[str]) -> dict[str, Any]:

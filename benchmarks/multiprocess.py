@@ -1,8 +1,8 @@
 """Many processes on one local store: throughput, write and search latency, lock waits, and nothing lost or unseen.
 
-    uv run python benchmarks/multiprocess.py             # 8 processes x 2,500 writes
-    uv run python benchmarks/multiprocess.py --quick     # 3 x 30, a smoke run
-    uv run python benchmarks/multiprocess.py --procs 8 --writes 100 --out /tmp/mp.json
+    uv run python -m benchmarks.multiprocess             # 8 processes x 2,500 writes
+    uv run python -m benchmarks.multiprocess --quick     # 3 x 30, a smoke run
+    uv run python -m benchmarks.multiprocess --procs 8 --writes 100 --out mp.json
 
 Each worker process opens the same collection and, after a start barrier, makes `--writes` writes: adds (one in
 ten is later deleted by the same worker; every tenth write is such a delete), each followed by one hybrid search
@@ -42,9 +42,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks._common import RESULTS, log, machine, summary, table, write_json
+from benchmarks._common import RESULTS, ROOT, log, machine, summary, table, write_json
 
 COLLECTION = "multi"
 DIM = 384
@@ -220,12 +218,23 @@ def run(procs: int, writes: int, folder: Path) -> dict[str, Any]:
     children = [
         subprocess.Popen(
             [
-                *(sys.executable, __file__, "--worker", str(me), "--procs", str(procs), "--writes", str(writes)),
+                *(
+                    sys.executable,
+                    "-m",
+                    "benchmarks.multiprocess",
+                    "--worker",
+                    str(me),
+                    "--procs",
+                    str(procs),
+                    "--writes",
+                    str(writes),
+                ),
                 *("--path", str(path), "--boards", str(boards)),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            cwd=ROOT,
         )
         for me in range(procs)
     ]

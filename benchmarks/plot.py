@@ -1,6 +1,6 @@
 """Plot recall latency and RSS against store size, from the JSON results (matplotlib, PNG).
 
-    uv run --group bench python benchmarks/plot.py      # reads benchmarks/results/*.json, writes recall_vs_size.png
+    uv run --group bench python -m benchmarks.plot      # reads benchmarks/results/*.json, writes recall_vs_size.png
 
 Left: recall over MCP stdio p50 and p95 (recall_mcp.json) with the bare embedding floor, the 1.3x target line
 and the server's own query-embedding time. Right: resident memory of the server after its recalls
@@ -14,9 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 
 def load(path: Path) -> dict:

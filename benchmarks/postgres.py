@@ -18,9 +18,9 @@ Sections (all by default; `--only NAME...` picks some):
   fleet     8 `memserver serve --database` processes at once, each remembering and recalling: calls/s, p95,
             and every acknowledged id found afterwards (0 lost).
 
-    uv run python benchmarks/postgres.py                       # everything (10k and 100k: ~25 min here)
-    uv run python benchmarks/postgres.py --only vectors quality
-    uv run python benchmarks/postgres.py --quick               # smoke run, small sizes
+    uv run python -m benchmarks.postgres                       # everything (10k and 100k: ~25 min here)
+    uv run python -m benchmarks.postgres --only vectors quality
+    uv run python -m benchmarks.postgres --quick               # smoke run, small sizes
 
 Prints tables and writes benchmarks/results/postgres.json.
 """
@@ -39,11 +39,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
-from recall_mcp import RawClient
-
-sys.path.insert(0, str(C.ROOT))
+from benchmarks import _common as C
+from benchmarks.recall_mcp import RawClient
 from tests.support.pg_cluster import Cluster
 
 GAP_S = 0.05
@@ -214,8 +211,7 @@ def bench_hnsw(cluster: Cluster, n: int, queries: list[str], embedder: Any) -> d
 def bench_quality(cluster: Cluster, embedder: CachedEmbedder, limit: int | None) -> dict[str, Any]:
     import tempfile
 
-    import quality as Q
-
+    from benchmarks import quality as Q
     from memserver.local.store import MemoryStore
     from memserver.postgres.backend import PostgresBackend
 

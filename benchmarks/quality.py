@@ -18,9 +18,9 @@ created_at and their vectors from the real Embedder, and reports:
   with the turns' fields given (speaker, session, occurred_at, namespace: its hybrid+fields row) beside the plain
   hybrid recall: R@5 / R@10 / MRR overall and R@10 by question type (--no-conversations skips it).
 
-    uv run python benchmarks/quality.py                  # full run, writes benchmarks/results/quality.json
-    uv run python benchmarks/quality.py --scale 100000   # plus the latency at 100k (builds a cached store once)
-    uv run python benchmarks/quality.py --quick          # smoke test: 60 queries, no grid, scale 2000
+    uv run python -m benchmarks.quality                  # full run, writes benchmarks/results/quality.json
+    uv run python -m benchmarks.quality --scale 100000   # plus the latency at 100k (builds a cached store once)
+    uv run python -m benchmarks.quality --quick          # smoke test: 60 queries, no grid, scale 2000
 """
 
 from __future__ import annotations
@@ -37,18 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import _common
+from memserver.contract import backend
+from memserver.features import tools
+from memserver.local.store import MemoryStore
+from memserver.retrieval.hybrid_convex import DEPTH as RANKING_DEPTH
+from memserver.retrieval.hybrid_convex import VECTOR_WEIGHT
+from memserver.retrieval.hybrid_rrf import reciprocal_rank_fusion
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import _common  # noqa: E402
-
-from memserver.contract import backend  # noqa: E402
-from memserver.features import tools  # noqa: E402
-from memserver.local.store import MemoryStore  # noqa: E402
-from memserver.retrieval.hybrid_convex import DEPTH as RANKING_DEPTH  # noqa: E402
-from memserver.retrieval.hybrid_convex import VECTOR_WEIGHT  # noqa: E402
-from memserver.retrieval.hybrid_rrf import reciprocal_rank_fusion  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "quality.json"
 RESULTS = ROOT / "benchmarks" / "results" / "quality.json"
@@ -59,8 +56,7 @@ DEPTH = 50  # ranking depth scored (MRR looks this deep)
 def load_embedder(fake: bool) -> object:
     """The real model, or the test suite's hashed bag-of-words fake when asked (scores then mean little)."""
     if fake:
-        sys.path.insert(0, str(ROOT / "tests"))
-        from fakes import FakeEmbedder
+        from tests.support.fakes import FakeEmbedder
 
         return FakeEmbedder()
     from memserver.embedding.embedder import Embedder
@@ -327,8 +323,7 @@ def scale(n: int, cache: Path, data: dict, embedder: object, *, repeats: int) ->
 def conversation_sets(embedder: object, cache: Path, *, quick: bool) -> dict:
     """The conversation sets through conversations.py, plain hybrid and with the fields (see the module docstring);
     per variant the overall and by-type scores and the search latency (per-question detail: conversations.py)."""
-    import convdata
-    import conversations
+    from benchmarks import convdata, conversations
 
     sets = conversations.find_sets([convdata.DATA_DIR], None)
     if quick:
@@ -349,7 +344,7 @@ def conversation_sets(embedder: object, cache: Path, *, quick: bool) -> dict:
 
 
 def print_conversations(result: dict) -> None:
-    import convdata
+    from benchmarks import convdata
 
     print(f"\nconversations (fields kept by the store: {', '.join(result['fields_supported']) or 'none'}):")
     headers = ["set", "variant", "R@5", "R@10", "MRR", *(f"{t} R@10" for t in convdata.TYPES), "search p50 ms"]

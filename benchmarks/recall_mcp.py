@@ -1,10 +1,10 @@
 """End-to-end recall latency over MCP stdio, against the bare embedding floor of the same queries.
 
-    uv run python benchmarks/recall_mcp.py                      # 1k, 10k, 100k memories
-    uv run python benchmarks/recall_mcp.py --with-1m            # ... and 1M (builds a 1M store once: minutes)
-    uv run python benchmarks/recall_mcp.py --quick              # smoke run (a 300-memory store, 20 queries)
-    uv run python benchmarks/recall_mcp.py --sizes 10000 --queries 100 --repeat-queries   # + repeated queries
-    uv run python benchmarks/recall_mcp.py --sizes 100000 --old /tmp/memserver-main   # A/B: that checkout vs this
+    uv run python -m benchmarks.recall_mcp                      # 1k, 10k, 100k memories
+    uv run python -m benchmarks.recall_mcp --with-1m            # ... and 1M (builds a 1M store once: minutes)
+    uv run python -m benchmarks.recall_mcp --quick              # smoke run (a 300-memory store, 20 queries)
+    uv run python -m benchmarks.recall_mcp --sizes 10000 --queries 100 --repeat-queries   # + repeated queries
+    uv run python -m benchmarks.recall_mcp --sizes 100000 --old OLD   # A/B: that checkout vs this
 
 For each store size, an MCP SDK client spawns `python -m memserver serve` over stdio (as a desktop client does)
 and times `tools/call recall` client-side for the real queries of benchmarks/data/quality.json (p50/p95/p99).
@@ -25,7 +25,7 @@ The server's query-embedding cache is off (MEMSERVER_QUERY_CACHE=0), so every ti
 a first-time question does. With --repeat-queries, one more server per size runs with the cache on (its default
 size), is asked every query once untimed, then timed by the raw client on the same queries again: the cost of a
 question an agent repeats (no model run; what remains is the search, the handler and the protocol).
-With --old PATH (another checkout, e.g. `git worktree add --detach /tmp/memserver-main main`), each size is
+With --old PATH (another checkout, e.g. `git worktree add --detach OLD main`), each size is
 measured side by side instead: a server of that checkout ("old") and one of this ("new") on the same cached store
 (stores are not built then), first both with an SDK client, then both with a raw client; each block of queries is
 timed on the floor, then on old and new in alternating order, so the load hits all three alike. Per side: p50 over
@@ -50,9 +50,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 # onnxruntime's intra-op threads keep spinning for ~40 ms after each run (one core busy; measured: CPU time of an
 # idle process after one query). The floor and the MCP calls are therefore measured in alternating blocks, each
@@ -396,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [300] if args.quick else list(args.sizes) + ([1_000_000] if args.with_1m else [])
     nq = 20 if args.quick else args.queries
 
-    from embed import BarePipeline
+    from benchmarks.embed import BarePipeline
 
     warnings.filterwarnings("ignore", message="ping is removed")  # ping still works in the legacy mode used here
 

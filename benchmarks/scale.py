@@ -1,8 +1,8 @@
 """Scale: HNSW recall@10 against exact search, search latency, open time and RSS at 100k and 1M memories.
 
-    uv run python benchmarks/scale.py                    # 100k
-    uv run python benchmarks/scale.py --with-1m          # 100k and 1M (builds the 1M store once: minutes)
-    uv run python benchmarks/scale.py --quick            # smoke run (2,000 memories)
+    uv run python -m benchmarks.scale                    # 100k
+    uv run python -m benchmarks.scale --with-1m          # 100k and 1M (builds the 1M store once: minutes)
+    uv run python -m benchmarks.scale --quick            # smoke run (2,000 memories)
 
 Two views, side by side:
   - "sentences": the cached store of benchmarks/_common.py (vectors mixed from real sentence embeddings), the same
@@ -28,9 +28,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 RECALL_EPSILON = 1e-3  # ann-benchmarks' default for its k-nn recall (cosine distance units)
 
@@ -134,7 +132,7 @@ def sentences_view(root: Path, qvecs: np.ndarray, repeat_open: int) -> dict[str,
 
 
 def store_py_view(n: int, out: Path) -> dict[str, Any]:
-    cmd = [sys.executable, str(C.ROOT / "benchmarks" / "store.py"), "--n", str(n), "--out", str(out)]
+    cmd = [sys.executable, "-m", "benchmarks.store", "--n", str(n), "--out", str(out)]
     if n < 10_000:
         cmd += ["--queries", "50"]
     t0 = time.perf_counter()

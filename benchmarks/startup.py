@@ -1,8 +1,8 @@
 """Start-up: spawn -> initialize answered, spawn -> first recall answered, at 0, 100k (and 1M) memories; RSS.
 
-    uv run python benchmarks/startup.py                 # 0 and 100k memories, 5 spawns each
-    uv run python benchmarks/startup.py --with-1m       # ... and 1M (builds the 1M store once if missing)
-    uv run python benchmarks/startup.py --quick         # smoke run (0 and 300 memories, 1 spawn each)
+    uv run python -m benchmarks.startup                 # 0 and 100k memories, 5 spawns each
+    uv run python -m benchmarks.startup --with-1m       # ... and 1M (builds the 1M store once if missing)
+    uv run python -m benchmarks.startup --quick         # smoke run (0 and 300 memories, 1 spawn each)
 
 An MCP SDK client spawns `python -m memserver serve` over stdio, as a desktop client does, and records (wall
 clock, client side) when `initialize` is answered and when the first `recall` is answered; then the server's RSS
@@ -23,9 +23,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 QUERY = "Where does Marta live these days?"
 

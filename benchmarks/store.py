@@ -1,8 +1,8 @@
 """Benchmark the store at scale with random unit vectors (no model): search latency, recall, open time, RSS, add.
 
-    uv run python benchmarks/store.py             # N = 100,000
-    uv run python benchmarks/store.py --quick     # N = 10,000 smoke run
-    uv run python benchmarks/store.py --n 1000000 # the 1M case (slow to build: HNSW insertion dominates)
+    uv run python -m benchmarks.store             # N = 100,000
+    uv run python -m benchmarks.store --quick     # N = 10,000 smoke run
+    uv run python -m benchmarks.store --n 1000000 # the 1M case (slow to build: HNSW insertion dominates)
 
 Bulk-loads N memories through `import_` with precomputed vectors (the path that does not re-embed), then measures
 `search(mode="semantic", query_vector=...)` (search excluding query embedding) p50/p95, recall@10 of the HNSW path
@@ -32,8 +32,6 @@ from pathlib import Path
 
 import hnswlib
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memserver.local import search as search_mod
 from memserver.local.store import MemoryStore, StoreHooks
@@ -168,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # --- open time: a fresh process, index from the checkpoint -----------------------------------------------
     code = (
-        "import sys,time,json; sys.path.insert(0, sys.argv[2]); t=time.perf_counter();"
+        "import sys,time,json; t=time.perf_counter();"
         "from benchmarks.store import ConstantEmbedder, rss_mb, DIM; from memserver.local.store import MemoryStore;"
         "import numpy as np; t1=time.perf_counter();"
         "s=MemoryStore(sys.argv[1],'bench',embedder=ConstantEmbedder()); t2=time.perf_counter();"
@@ -178,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     repo = str(Path(__file__).resolve().parent.parent)
     opens = [
-        json.loads(subprocess.check_output([sys.executable, "-c", code, str(root), repo], text=True)) for _ in range(5)
+        json.loads(subprocess.check_output([sys.executable, "-c", code, str(root)], text=True, cwd=repo))
+        for _ in range(5)
     ]
     results["open_s"] = round(float(np.median([o["open"] for o in opens])), 3)
     results["open_all_s"] = [round(o["open"], 3) for o in opens]

@@ -1,7 +1,7 @@
 """Resource subscriptions: how soon a subscriber hears of a write, and what watching costs while nothing happens.
 
-    uv run python benchmarks/watch.py             # 40 + 10 writes, 3 idle windows of 20 s
-    uv run python benchmarks/watch.py --quick     # smoke run (4 + 2 writes, one 2 s window)
+    uv run python -m benchmarks.watch             # 40 + 10 writes, 3 idle windows of 20 s
+    uv run python -m benchmarks.watch --quick     # smoke run (4 + 2 writes, one 2 s window)
 
 Three `memserver serve` processes (stdio, the real model) on one fresh data directory, as three client windows:
   A subscribes to memory://recent and memory://stats (handshake era, the SDK's client);
@@ -31,9 +31,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common as C
+from benchmarks import _common as C
 
 URIS = ["memory://recent", "memory://stats"]
 

@@ -16,7 +16,7 @@ def test_embed_benchmark_quick(real_embedder, tmp_path):
     """benchmarks/embed.py --quick prints its table and writes the JSON result."""
     output = tmp_path / "embed.json"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "embed.py"), "--quick", "--output", str(output)],
+        [sys.executable, "-m", "benchmarks.embed", "--quick", "--output", str(output)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -49,9 +49,10 @@ def bench_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("bench-cache")
 
 
-def _run_bench(script: str, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+def _run_bench(module: str, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    """Runs `python -m benchmarks.<module> ARGS` from the repository root."""
     run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        [sys.executable, "-m", f"benchmarks.{module}", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -64,7 +65,7 @@ def _run_bench(script: str, *args: str, timeout: int = 180) -> subprocess.Comple
 def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
     """recall_mcp.py --quick times recall over MCP stdio with the server's timing breakdown and the floor."""
     out = tmp_path / "recall_mcp.json"
-    run = _run_bench("recall_mcp.py", "--quick", "--repeat-queries", "--cache", str(bench_cache), "--out", str(out))
+    run = _run_bench("recall_mcp", "--quick", "--repeat-queries", "--cache", str(bench_cache), "--out", str(out))
     assert "p50/floor" in run.stdout
     r = json.loads(out.read_text())["sizes"]["300"]
     assert r["recall_ms"]["n"] == 20 and r["hits_per_recall"] == 5
@@ -81,7 +82,7 @@ def test_recall_mcp_quick(real_embedder, bench_cache, tmp_path):
 def test_ingest_quick(real_embedder, tmp_path):
     """ingest.py --quick measures remember over MCP, bulk import and the batched embedding floor."""
     out = tmp_path / "ingest.json"
-    run = _run_bench("ingest.py", "--quick", "--out", str(out))
+    run = _run_bench("ingest", "--quick", "--out", str(out))
     assert "bulk import_" in run.stdout
     r = json.loads(out.read_text())
     assert r["floor_embed_per_s"] > 0 and r["bulk_import_per_s"] > 0 and r["remember_mcp"]["n"] == 20
@@ -90,7 +91,7 @@ def test_ingest_quick(real_embedder, tmp_path):
 def test_startup_quick(real_embedder, bench_cache, tmp_path):
     """startup.py --quick records spawn -> initialize and spawn -> first recall, with RSS and the SDK baseline."""
     out = tmp_path / "startup.json"
-    run = _run_bench("startup.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    run = _run_bench("startup", "--quick", "--cache", str(bench_cache), "--out", str(out))
     assert "spawn->first recall" in run.stdout
     r = json.loads(out.read_text())
     assert r["baseline_s"]["sdk_import"] > 0
@@ -102,7 +103,7 @@ def test_startup_quick(real_embedder, bench_cache, tmp_path):
 def test_watch_quick(real_embedder, tmp_path):
     """watch.py --quick times write -> notifications/resources/updated across processes and the idle CPU cost."""
     out = tmp_path / "watch.json"
-    run = _run_bench("watch.py", "--quick", "--out", str(out))
+    run = _run_bench("watch", "--quick", "--out", str(out))
     assert "write by another process" in run.stdout
     r = json.loads(out.read_text())
     assert r["other_process"]["n"] == 4 and r["own_write"]["n"] == 2
@@ -112,7 +113,7 @@ def test_watch_quick(real_embedder, tmp_path):
 def test_scale_quick(real_embedder, bench_cache, tmp_path):
     """scale.py --quick measures recall@10 against exact search, search latency, open time and RSS."""
     out = tmp_path / "scale.json"
-    run = _run_bench("scale.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    run = _run_bench("scale", "--quick", "--cache", str(bench_cache), "--out", str(out))
     assert "recall@10" in run.stdout
     s = json.loads(out.read_text())["sizes"]["2000"]["sentences"]
     assert s["recall_at_10"] >= 0.9 and s["n"] == 2000 and s["open_fresh_process"]["count"] == 2000
@@ -123,7 +124,7 @@ def test_scale_quick(real_embedder, bench_cache, tmp_path):
 def test_chroma_compare_quick(real_embedder, tmp_path):
     """chroma_compare.py --quick runs Chroma (own and our embedder) and memserver side by side."""
     out = tmp_path / "chroma.json"
-    run = _run_bench("chroma_compare.py", "--quick", "--out", str(out))
+    run = _run_bench("chroma_compare", "--quick", "--out", str(out))
     assert "ratios:" in run.stdout
     r = json.loads(out.read_text())
     assert set(r["systems"]) == {"chroma/default", "chroma/ours", "memserver", "memserver/mcp"}
@@ -131,9 +132,9 @@ def test_chroma_compare_quick(real_embedder, tmp_path):
 
 
 def test_bm25_topk_quick(real_embedder, bench_cache, tmp_path):
-    """bm25_topk.py --quick times the pruned and the exhaustive BM25 alternately, and checks they agree."""
+    """lab/bm25_topk.py --quick times the pruned and the exhaustive BM25 alternately, and checks they agree."""
     out = tmp_path / "bm25_topk.json"
-    run = _run_bench("bm25_topk.py", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    run = _run_bench("lab.bm25_topk", "--quick", "--cache", str(bench_cache), "--out", str(out))
     assert "new/old p50" in run.stdout
     data = json.loads(out.read_text())
     assert data["index"][0]["unfiltered"]["queries"] > 300
@@ -160,14 +161,14 @@ def test_plot(tmp_path):
     (tmp_path / "scale.json").write_text(
         json.dumps({"sizes": {"10000": {"sentences": {"open_fresh_process": {"rss_mb": 80.0}}}}})
     )
-    _run_bench("plot.py", "--results", str(tmp_path), timeout=120)
+    _run_bench("plot", "--results", str(tmp_path), timeout=120)
     assert (tmp_path / "recall_vs_size.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_quality_quick(real_embedder, bench_cache, tmp_path):
     """quality.py --quick ranks 60 evaluation queries through the store in all three modes and times hybrid at 2k."""
     out = tmp_path / "quality.json"
-    run = _run_bench("quality.py", "--quick", "--cache", str(bench_cache), "--out", str(out), timeout=300)
+    run = _run_bench("quality", "--quick", "--cache", str(bench_cache), "--out", str(out), timeout=300)
     assert "hybrid / semantic" in run.stdout
     r = json.loads(out.read_text())
     assert r["queries"] == 60 and set(r["overall"]) == {"semantic", "keyword", "hybrid"}
@@ -185,7 +186,7 @@ def test_quality_quick(real_embedder, bench_cache, tmp_path):
 def test_conversations_quick(real_embedder, tmp_path):
     """conversations.py --quick scores part of one conversation in every variant, with the real model."""
     out = tmp_path / "conversations.json"
-    run = _run_bench("conversations.py", "--quick", "--cache", str(tmp_path / "cache"), "--out", str(out))
+    run = _run_bench("conversations", "--quick", "--cache", str(tmp_path / "cache"), "--out", str(out))
     assert "| hybrid+date" in run.stdout and "evidence_by_named_speaker" in run.stdout
     r = json.loads(out.read_text())
     (data,) = r["sets"].values()
@@ -200,7 +201,7 @@ def test_postgres_benchmark_quick(real_embedder, tmp_path):
     """benchmarks/postgres.py --quick: every section on small sizes, against its own throwaway PostgreSQL."""
     output = tmp_path / "postgres.json"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "postgres.py"), "--quick", "--out", str(output)],
+        [sys.executable, "-m", "benchmarks.postgres", "--quick", "--out", str(output)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -215,9 +216,9 @@ def test_postgres_benchmark_quick(real_embedder, tmp_path):
 
 
 def test_retrieval_lab_quick(real_embedder, tmp_path):
-    """retrieval_lab.py --quick rebuilds the store's hybrid ranking and scores a few variants on part of a chat."""
+    """lab/retrieval_lab.py --quick rebuilds the store's hybrid ranking and scores a few variants on part of a chat."""
     out = tmp_path / "retrieval_lab.json"
-    run = _run_bench("retrieval_lab.py", "--quick", "--cache", str(tmp_path / "cache"), "--out", str(out))
+    run = _run_bench("lab.retrieval_lab", "--quick", "--cache", str(tmp_path / "cache"), "--out", str(out))
     assert "| final, no stemming" in run.stdout
     r = json.loads(out.read_text())["results"]
     assert {"store", "store-semantic", "store-keyword", "rrf, ties by row", "speaker boost LOO"} <= set(r)
@@ -235,7 +236,7 @@ def test_retrieval_lab_quick(real_embedder, tmp_path):
 def test_http_load_quick(real_embedder, tmp_path):
     """http_load.py --quick runs sessions of two users over HTTP and reports no errors, losses or cross-user reads."""
     output = tmp_path / "http_load.json"
-    run = _run_bench("http_load.py", "--quick", "--output", str(output))
+    run = _run_bench("http_load", "--quick", "--output", str(output))
     assert "calls/s" in run.stdout and "cross-user reads" in run.stdout
     result = json.loads(output.read_text())
     assert result["calls"] == 40 and (result["errors"], result["lost"], result["cross_user_reads"]) == (0, 0, 0)
@@ -244,7 +245,7 @@ def test_http_load_quick(real_embedder, tmp_path):
 def test_multiprocess_quick(tmp_path):
     """multiprocess.py --quick: 3 processes on one store, its table, and a JSON with nothing lost or stale."""
     out = tmp_path / "multiprocess.json"
-    run = _run_bench("multiprocess.py", "--quick", "--out", str(out), "--dir", str(tmp_path))
+    run = _run_bench("multiprocess", "--quick", "--out", str(out), "--dir", str(tmp_path))
     assert "lost / resurrected" in run.stdout
     r = json.loads(out.read_text())
     assert r["procs"] == 3 and r["writes"] == 90 and r["lost"] == r["stale_reads"] == 0

@@ -12,16 +12,11 @@ import copy
 import itertools
 import json
 import re
-import sys
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import convdata  # noqa: E402
+from benchmarks import convdata
 
 SETS = convdata.load()
 FILES = sorted(convdata.DATA_DIR.glob("*/*.json"))

@@ -8,19 +8,13 @@ conversation fields
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import conversations  # noqa: E402
-
-from memserver.local.store import MemoryStore  # noqa: E402
-from tests.support.fakes import FakeEmbedder  # noqa: E402
+from benchmarks import conversations
+from memserver.local.store import MemoryStore
+from tests.support.fakes import FakeEmbedder
 
 
 def _conversation() -> dict[str, Any]:

@@ -24,7 +24,7 @@ def test_eight_processes_lose_nothing_and_see_each_others_writes(tmp_path: Path)
     out = tmp_path / "mp.json"
     run = subprocess.run(
         [
-            *(sys.executable, str(ROOT / "benchmarks" / "multiprocess.py"), "--procs", "8", "--writes", "100"),
+            *(sys.executable, "-m", "benchmarks.multiprocess", "--procs", "8", "--writes", "100"),
             *("--out", str(out), "--dir", str(tmp_path)),
         ],
         capture_output=True,

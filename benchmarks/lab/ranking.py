@@ -1,12 +1,12 @@
-"""The ranking pieces of benchmarks/retrieval_lab.py: query analysis, BM25 variants, and the fused ranking.
+"""The ranking pieces of benchmarks/lab/retrieval_lab.py: query analysis, BM25 variants, and the fused ranking.
 
 Everything here works on plain numpy arrays over one candidate set (a conversation, or the quality set), the way
 the store's search path sees its candidates after the filters: the turn vectors, the BM25 scores of the rows, and
 the per-row fields the catalog will hold (speaker code, previous-turn row, occurred_at as a day number, a "carries
 time words" flag). `rank()` is the recommended ranking and its rejected alternatives, selected by a `Config`; the
 store's own hybrid ranking (KeywordIndex + RRF of each side's top 20) is reproduced in retrieval_lab.py with the
-public building blocks, and `Config()` (fusion "rrf", depth 20, ties by row) is today's ranking with only the
-keyword tie order made deterministic.
+public building blocks, and `Config()` (fusion "rrf", depth 20, ties by row) is PostgreSQL's ranking (the store's
+at the time of issue 15) with only the keyword tie order made deterministic.
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ class Query:
 
 @dataclass(frozen=True)
 class Config:
-    """One ranking. Defaults: today's hybrid (RRF of each side's top 20, k 60, recency 0.1) with ties by row."""
+    """One ranking. Defaults: PostgreSQL's ranking (RRF of each side's top 20, k 60, recency 0.1) with ties by row."""
 
     name: str = "rrf"
     fusion: str = "rrf"  # "rrf" | "convex"

@@ -12,8 +12,8 @@ result compared (they must be equal, key for key and score for score):
    embedded beforehand) on the cached benchmark store of `--store-size` (default 100k; 0 skips it), old and new
    being `KeywordIndex.search_exhaustive` and `KeywordIndex.search`.
 
-    uv run python benchmarks/bm25_topk.py                     # 100k and 1M index, 100k store (~4 min)
-    uv run python benchmarks/bm25_topk.py --quick             # smoke run: 5k index, no store
+    uv run python -m benchmarks.lab.bm25_topk                     # 100k and 1M index, 100k store (~4 min)
+    uv run python -m benchmarks.lab.bm25_topk --quick             # smoke run: 5k index, no store
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import argparse
 import platform
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,15 +30,12 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import _common as C
+from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
+from memserver.retrieval.terms import date_text
 
-import _common as C  # noqa: E402
-
-from memserver.retrieval.bm25 import KeywordIndex  # noqa: E402
-from memserver.retrieval.hybrid_rrf import FUSION_DEPTH  # noqa: E402
-from memserver.retrieval.terms import date_text  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 Search = Callable[[str, int, "np.ndarray | None"], list[tuple[int, float]]]
 

@@ -1,7 +1,7 @@
 """Two checkouts of memserver side by side: the default recall path, single adds and the bulk import, alternated.
 
-    uv run python benchmarks/store_ab.py --old /tmp/memserver-main            # N = 100,000
-    uv run python benchmarks/store_ab.py --old /tmp/memserver-main --quick    # N = 10,000
+    uv run python -m benchmarks.ab.store_ab --old OLD            # N = 100,000
+    uv run python -m benchmarks.ab.store_ab --old OLD --quick    # N = 10,000
 
 For a change that must not slow the common path (issue 12's conversation fields: one namespace, nothing replaced,
 no as_of), on a shared machine where single timings swing by ±30%: every measurement runs in a fresh process of
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 DIM = 384
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def clustered(seed: int, n: int) -> np.ndarray:
@@ -124,7 +124,7 @@ def run(tree: Path, job: str, folder: Path, n: int = 0, count: int = 0) -> dict[
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--old", help="the other checkout (a folder holding memserver/); required")
-    parser.add_argument("--new", default=str(HERE.parent), help="this checkout (default)")
+    parser.add_argument("--new", default=str(ROOT), help="this checkout (default)")
     parser.add_argument("--n", type=int, default=100_000, help="memories in the searched stores (default 100000)")
     parser.add_argument("--import-n", type=int, default=10_000, help="memories per timed import (default 10000)")
     parser.add_argument("--rounds", type=int, default=6, help="rounds per side (default 6)")
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adds", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="N=10000, 4 rounds")
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temp dir, removed after)")
-    parser.add_argument("--out", default=str(HERE / "results" / "store_ab.json"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "store_ab.json"))
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

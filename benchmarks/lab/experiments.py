@@ -1,4 +1,4 @@
-"""The variants retrieval_lab.py measures: single changes against today's ranking, then combinations.
+"""The variants retrieval_lab.py measures: single changes against PostgreSQL's ranking (RRF), then combinations.
 
 An experiment with one config is scored as is; one with a grid is tuned by leave-one-conversation-out (its label
 says "LOO"). Names inside a grid say the constant.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab_ranking import Config, replace
+from benchmarks.lab.ranking import Config, replace
 
 __all__ = ["EXPERIMENTS", "QUICK", "Experiment"]
 
@@ -31,7 +31,7 @@ CONVEX = replace(TODAY, fusion="convex", weight=0.6, norm="max", recency=0.0)
 K1_B = ((1.2, 0.75), (0.9, 0.4), (0.9, 0.2), (0.6, 0.3), (0.6, 0.1), (0.45, 0.2), (0.3, 0.1))
 
 SINGLES = [
-    Experiment("rrf, ties by row", [TODAY], "today's fusion; keyword ties cut by row (the proposed fix)"),
+    Experiment("rrf, ties by row", [TODAY], "PostgreSQL's ranking (RRF); keyword ties cut by row (the proposed fix)"),
     Experiment("rrf, ties newest first", [replace(TODAY, tie_newest=True)], "ties cut newest row first"),
     Experiment("stem english", [replace(TODAY, stem="english")], "Snowball English (porter2) on the index terms"),
     Experiment("stem porter", [replace(TODAY, stem="porter")], "original Porter"),

@@ -8,18 +8,19 @@ The
 conversation fields of issue 12 are simulated from the data as the store will keep them: speaker, session (the
 previous turn of the same session), occurred_at (the session's date plus a minute per turn).
 
-1. `store`: today's hybrid exactly (KeywordIndex top 20 with its argpartition cut, RRF of each side's top 20, k 60,
-   recency 0.1; a recall of 10 and a recall of 50 combined as conversations.py does), checked question by question
+1. `store`: the store's hybrid of issue 15 exactly, i.e. PostgreSQL's ranking (KeywordIndex top 20 with its
+   argpartition cut, RRF of each side's top 20, k 60, recency 0.1; a recall of 10 and a recall of 50 combined as
+   conversations.py does), checked question by question
    against benchmarks/results/conversations.json (`--check`), plus `semantic` and `keyword`.
-2. Variants (`lab_ranking.Config`), by question type and set, single changes and combinations; a tuned constant is
+2. Variants (`lab/ranking.Config`), by question type and set, single changes and combinations; a tuned constant is
    chosen by leave-one-conversation-out over the 6 conversations (pick on 5, score the 6th), and the quality set
    is scored with the constant chosen on all 6 (it never tunes anything).
 3. `--latency`: microbenchmarks of the pieces at 100k memories (hnswlib + KeywordIndex, no store), today's path
    against the recommended one, alternating.
 
-    uv run --with PyStemmer python benchmarks/retrieval_lab.py            # all; writes results/retrieval_lab.json
-    uv run --with PyStemmer python benchmarks/retrieval_lab.py --latency  # plus the 100k microbenchmarks (~3 min)
-    uv run --with PyStemmer python benchmarks/retrieval_lab.py --quick    # smoke test: one conversation, few variants
+    uv run --with PyStemmer python -m benchmarks.lab.retrieval_lab            # all; writes results/retrieval_lab.json
+    uv run --with PyStemmer python -m benchmarks.lab.retrieval_lab --latency  # plus the 100k microbenchmarks (~3 min)
+    uv run --with PyStemmer python -m benchmarks.lab.retrieval_lab --quick    # smoke test: one conversation
 """
 
 from __future__ import annotations
@@ -36,19 +37,14 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import _common, convdata, conversations
+from benchmarks.lab import ranking as lr
+from benchmarks.lab.experiments import EXPERIMENTS, QUICK, Experiment
+from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.hybrid_rrf import reciprocal_rank_fusion
+from memserver.retrieval.terms import date_text
 
-import _common  # noqa: E402
-import convdata  # noqa: E402
-import conversations  # noqa: E402
-import lab_ranking as lr  # noqa: E402
-from lab_experiments import EXPERIMENTS, QUICK, Experiment  # noqa: E402
-
-from memserver.retrieval.bm25 import KeywordIndex  # noqa: E402
-from memserver.retrieval.hybrid_rrf import reciprocal_rank_fusion  # noqa: E402
-from memserver.retrieval.terms import date_text  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 RESULTS = ROOT / "benchmarks" / "results" / "retrieval_lab.json"
 CONV_RESULTS = ROOT / "benchmarks" / "results" / "conversations.json"
@@ -492,11 +488,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(markdown(saved, args.markdown or list(saved)))
         return 0
     if args.latency_only:
-        import lab_latency
+        from benchmarks.lab import latency as lab_latency
 
         saved = json.loads(args.out.read_text()) if args.out.exists() else {}
         saved["latency"] = lab_latency.run()
-        saved["latency"]["command"] = "uv run --with PyStemmer python benchmarks/retrieval_lab.py --latency-only"
+        saved["latency"]["command"] = "uv run --with PyStemmer python -m benchmarks.lab.retrieval_lab --latency-only"
         saved["latency"]["machine"] = _common.machine()
         _common.write_json(args.out, saved)
         return 0
@@ -543,15 +539,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     )
     out: dict[str, Any] = {
-        "command": "uv run --with PyStemmer python benchmarks/retrieval_lab.py " + " ".join(argv or sys.argv[1:]),
+        "command": "uv run --with PyStemmer python -m benchmarks.lab.retrieval_lab " + " ".join(argv or sys.argv[1:]),
         "store_check": check,
         "results": to_json(results),
     }
     if args.latency:
-        import lab_latency
+        from benchmarks.lab import latency as lab_latency
 
         out["latency"] = lab_latency.run()
-    import lab_latency
+    from benchmarks.lab import latency as lab_latency
 
     out["ingest_cost"] = lab_latency.ingest_pieces([t for s in sets for t in s.corpus.texts])
     _common.log(f"ingest: {out['ingest_cost']}")

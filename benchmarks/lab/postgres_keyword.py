@@ -1,4 +1,4 @@
-"""Keyword and hybrid recall on PostgreSQL before and after the review's S1 and S2 (/work/reviews/postgres.md), in
+"""Keyword and hybrid recall on PostgreSQL before and after the review's S1 and S2 (a review of the engine), in
 one run, alternating: S1, the keyword branch of the HNSW/probe plans joined its scored rows to memories with a
 plain join, which the planner answered by reading the tenant's whole time index; now a LATERAL lookup by
 (tenant, seq) per scored row. S2, BM25 was computed with numeric literals (numeric arithmetic); now float8.
@@ -9,8 +9,8 @@ pgvector 0.8. After an untimed warm-up pass of both, each round times every quer
 that goes first alternating by round; prints medians per mode (semantic is the control: its SQL is the same in
 both) and whether both variants returned the same memories in the same order.
 
-    uv run python benchmarks/postgres_keyword.py                      # 100k memories, 60 queries, 5 rounds
-    uv run python benchmarks/postgres_keyword.py --n 20000 --rounds 3
+    uv run python -m benchmarks.lab.postgres_keyword                      # 100k memories, 60 queries, 5 rounds
+    uv run python -m benchmarks.lab.postgres_keyword --n 20000 --rounds 3
 
 Writes benchmarks/results/postgres_keyword.json.
 """
@@ -22,14 +22,10 @@ import functools
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
-from postgres import import_postgres, query_vectors
-
-sys.path.insert(0, str(C.ROOT))
+from benchmarks import _common as C
+from benchmarks.postgres import import_postgres, query_vectors
 from memserver.postgres import search, terms
 from memserver.postgres.backend import PostgresBackend
 from tests.support.pg_cluster import Cluster

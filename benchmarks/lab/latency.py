@@ -9,8 +9,9 @@ turn = the row before), occurred_at one minute apart, a time-word flag. Unfilter
 about the unfiltered hybrid search at 100k), the quality set's 339 queries, three passes, today and new alternating
 query by query, medians (and the median of per-query ratios).
 
-Today: HNSW top 20, KeywordIndex top 20, RRF with the recency ranking, cosine of the first 10.
-New: HNSW top D, KeywordIndex top D, the deterministic tie cut (`lab_ranking.top_k` on the matches' scores), the
+Today (PostgreSQL's ranking, the store's at the time): HNSW top 20, KeywordIndex top 20, RRF with the recency
+ranking, cosine of the first 10.
+New: HNSW top D, KeywordIndex top D, the deterministic tie cut (`lab/ranking.top_k` on the matches' scores), the
 previous turn's BM25 and cosine for every pool row, speaker / window / when boosts as vectorised lookups over the
 pool, convex or RRF fusion, cosine of the first 10; optional Rocchio second pass (one more HNSW query).
 """
@@ -22,11 +23,11 @@ import time
 from datetime import datetime
 from typing import Any
 
-import _common
 import hnswlib
-import lab_ranking as lr
 import numpy as np
 
+from benchmarks import _common
+from benchmarks.lab import ranking as lr
 from memserver.retrieval.bm25 import KeywordIndex
 from memserver.retrieval.terms import date_text
 
@@ -61,8 +62,7 @@ def build(n: int = N) -> dict[str, Any]:
     nxt = np.arange(n) + 1
     nxt[SESSION - 1 :: SESSION] = -1
     nxt[-1] = -1
-    import conversations
-
+    from benchmarks import conversations
     from memserver.embedding.embedder import Embedder
 
     qv, _ = conversations.cached_vectors(cache / "conversations", Embedder().load(), queries, query=True)
@@ -190,7 +190,7 @@ def all_matches(kindex: KeywordIndex, text: str) -> tuple[np.ndarray, np.ndarray
 
 
 def run(cfgs: dict[str, lr.Config] | None = None, passes: int = 3) -> dict[str, Any]:
-    from lab_experiments import RECOMMENDED
+    from benchmarks.lab.experiments import RECOMMENDED
 
     cfgs = cfgs or {
         "recommended": RECOMMENDED,

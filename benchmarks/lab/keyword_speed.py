@@ -4,8 +4,8 @@ The corpus is the evaluation set's memories recombined and re-numbered up to N (
 the vocabulary grows the way a real store's does), each with its date words appended as the store indexes them.
 The queries are the evaluation set's queries.
 
-    uv run python benchmarks/keyword_speed.py              # N = 100,000
-    uv run python benchmarks/keyword_speed.py --n 20000    # quicker
+    uv run python -m benchmarks.lab.keyword_speed              # N = 100,000
+    uv run python -m benchmarks.lab.keyword_speed --n 20000    # quicker
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.terms import date_text
 
-from memserver.retrieval.bm25 import KeywordIndex  # noqa: E402
-from memserver.retrieval.terms import date_text  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 DATA = ROOT / "benchmarks" / "data" / "quality.json"
 _DIGITS = re.compile(r"\d")

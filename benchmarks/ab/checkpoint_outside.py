@@ -1,7 +1,7 @@
 """Write-path checkpoints outside the exclusive lock: single `add` latency, and a reader's, before and after.
 
-    uv run python benchmarks/checkpoint_outside.py --old /tmp/ckoutside-base --n 1000000 --writes 20000 --block 1000
-    uv run python benchmarks/checkpoint_outside.py --old /tmp/ckoutside-base --n 2000 --writes 600 --block 100 \\
+    uv run python -m benchmarks.ab.checkpoint_outside --old OLD --n 1000000 --writes 20000 --block 1000
+    uv run python -m benchmarks.ab.checkpoint_outside --old OLD --n 2000 --writes 600 --block 100 \\
         --readers                                                                                      # quick
 
 Each side is a worker process importing its own checkout's `memserver` (PYTHONPATH: `--old` for "before", `--new`,
@@ -35,9 +35,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import COLLECTION, base_vectors, cache_dir, corpus, ensure_store, log, machine, pct, table, write_json
 
-HERE = Path(__file__).resolve().parent
+from benchmarks._common import (
+    COLLECTION,
+    base_vectors,
+    cache_dir,
+    corpus,
+    ensure_store,
+    log,
+    machine,
+    pct,
+    table,
+    write_json,
+)
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: the new side, and where `benchmarks` is imported from
 SIDES = {  # name -> (checkout: "old" or "new", MEMSERVER_CHECKPOINT_EVERY or None)
     "before 5000": ("old", "5000"),
     "after 5000": ("new", "5000"),
@@ -68,8 +80,7 @@ class Logged(logging.Handler):
 
 
 def writer(folder: str, seed: int) -> None:
-    from checkpoint_spacing import StoredVectors
-
+    from benchmarks.lab.checkpoint_spacing import StoredVectors
     from memserver.local.store import MemoryStore
 
     cache = cache_dir(None)
@@ -140,7 +151,7 @@ def reader(folder: str) -> None:
 
 class Proc:
     def __init__(self, tree: Path, role: str, folder: Path, every: str | None, seed: int) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}"}
+        env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}"}
         env.pop("MEMSERVER_CHECKPOINT_EVERY", None)
         if every is not None:
             env["MEMSERVER_CHECKPOINT_EVERY"] = every
@@ -180,13 +191,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worker", nargs=3, metavar=("ROLE", "FOLDER", "SEED"), help=argparse.SUPPRESS)
     ap.add_argument("--old", type=Path, help="the checkout of the code before (e.g. a detached worktree of main)")
-    ap.add_argument("--new", type=Path, default=HERE.parent, help="the checkout after (default: this one)")
+    ap.add_argument("--new", type=Path, default=ROOT, help="the checkout after (default: this one)")
     ap.add_argument("--n", type=int, default=100_000, help="memories in the store before the adds")
     ap.add_argument("--writes", type=int, default=10_000, help="single adds per side")
     ap.add_argument("--block", type=int, default=1000, help="adds per side before the next side's turn")
     ap.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of: " + ", ".join(SIDES))
     ap.add_argument("--readers", action="store_true", help="a searching reader process per side")
-    ap.add_argument("--out", default=str(HERE / "results" / "checkpoint_outside.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "checkpoint_outside.json"))
     args = ap.parse_args()
     if args.worker:
         role, folder, seed = args.worker

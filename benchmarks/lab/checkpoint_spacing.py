@@ -1,7 +1,7 @@
 """Write-path checkpoint spacing: single `add` latency with today's fixed 5,000 vs the cost-balanced spacing.
 
-    uv run python benchmarks/checkpoint_spacing.py                      # N = 100,000, 10,000 adds per side
-    uv run python benchmarks/checkpoint_spacing.py --n 2000 --writes 600 --block 100    # quick
+    uv run python -m benchmarks.lab.checkpoint_spacing                      # N = 100,000, 10,000 adds per side
+    uv run python -m benchmarks.lab.checkpoint_spacing --n 2000 --writes 600 --block 100    # quick
 
 Both sides are the same code in one process, on two copies of one cached store (benchmarks/_common.py's
 `ensure_store`: N memories imported with stored MiniLM vectors): "fixed" opened with MEMSERVER_CHECKPOINT_EVERY=5000
@@ -25,12 +25,23 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import COLLECTION, base_vectors, cache_dir, corpus, ensure_store, log, machine, pct, table, write_json
 
+from benchmarks._common import (
+    COLLECTION,
+    base_vectors,
+    cache_dir,
+    corpus,
+    ensure_store,
+    log,
+    machine,
+    pct,
+    table,
+    write_json,
+)
 from memserver.local.checkpoints import write_interval
 from memserver.local.store import MemoryStore
 
-HERE = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the cached store's journal header names it
 
 
@@ -84,7 +95,7 @@ def main() -> None:
     ap.add_argument("--writes", type=int, default=10_000, help="single adds per side")
     ap.add_argument("--block", type=int, default=500, help="adds per side before switching to the other")
     ap.add_argument("--cache", default=None)
-    ap.add_argument("--out", default=str(HERE / "results" / "checkpoint_spacing.json"))
+    ap.add_argument("--out", default=str(RESULTS / "checkpoint_spacing.json"))
     args = ap.parse_args()
 
     cache = cache_dir(args.cache)

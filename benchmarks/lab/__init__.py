@@ -1,0 +1,1 @@
+"""Closed research, kept runnable but not kept current: see README.md here."""
