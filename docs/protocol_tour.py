@@ -1,7 +1,7 @@
-"""The JSON of the README's "Protocol tour", from a real session with memserver.
+"""The JSON of the Protocol tour (docs/protocol.md), from a real session with memserver.
 
     uv run python docs/protocol_tour.py            # print the tour's blocks
-    uv run python docs/protocol_tour.py --write    # rewrite them in README.md
+    uv run python docs/protocol_tour.py --write    # rewrite them in docs/protocol.md
 
 The session is memserver's own `build_server()` with the real store and model (in a temporary directory), served by
 the SDK's `Server.run` over in-memory streams and driven with raw JSON-RPC messages: exactly the JSON a client
@@ -9,7 +9,7 @@ writes and reads on stdio, without the newlines. Two connections: one in the han
 2026-07-28. The store build is held (an event) until the tour has shown a call waiting for it and its
 cancellation, so the messages come in the same order every time. Memory ids and times are replaced by fixed ones.
 
-tests/test_docs.py runs `blocks()` and compares them with README.md: the README cannot drift from the server.
+tests/test_docs.py runs `blocks()` and compares them with docs/protocol.md: the tour cannot drift from the server.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from mcp.shared.message import SessionMessage
 from memserver.loader import DefaultStoreFactory
 from memserver.server import build_server
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+TOUR_PAGE = Path(__file__).resolve().parent / "protocol.md"
 WIDTH = 116
 FIXED_IDS = [
     "6b4479b22baa4f85aa10563792b1b5d1",
@@ -127,7 +127,7 @@ async def tour(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         await old.send({"method": "notifications/initialized"})
         old.show("tools/list")
         listed = await old.call(2, "tools/list", {})
-        del listed["result"]["tools"][1:]  # the first of five, to keep the README short
+        del listed["result"]["tools"][1:]  # the first of five, to keep the tour short
         old.show("logging/setLevel")
         await old.call(3, "logging/setLevel", {"level": "info"})
 
@@ -276,7 +276,7 @@ def blocks() -> dict[str, str]:
 
 
 def fence(name: str) -> re.Pattern[str]:
-    """A tour block of the README: the marker line, the opening fence, the JSON (group 2), the closing fence."""
+    """A tour block of docs/protocol.md: the marker line, the opening fence, the JSON (group 2), the closing fence."""
     return re.compile(rf"^(<!-- tour: {re.escape(name)} -->\n```jsonc\n)(.*?)(^```$)", re.DOTALL | re.MULTILINE)
 
 
@@ -286,13 +286,13 @@ def main() -> None:
         for name, text in generated.items():
             print(f"<!-- tour: {name} -->\n```jsonc\n{text}\n```\n")
         return
-    readme = README.read_text(encoding="utf-8")
+    page = TOUR_PAGE.read_text(encoding="utf-8")
     for name, text in generated.items():
-        readme, count = fence(name).subn(lambda m, text=text: m.group(1) + text + "\n" + m.group(3), readme)
+        page, count = fence(name).subn(lambda m, text=text: m.group(1) + text + "\n" + m.group(3), page)
         if count != 1:
-            raise SystemExit(f"README.md has {count} blocks marked <!-- tour: {name} -->; expected 1")
-    README.write_text(readme, encoding="utf-8")
-    print(f"rewrote {len(generated)} blocks in {README}")
+            raise SystemExit(f"docs/protocol.md has {count} blocks marked <!-- tour: {name} -->; expected 1")
+    TOUR_PAGE.write_text(page, encoding="utf-8")
+    print(f"rewrote {len(generated)} blocks in {TOUR_PAGE}")
 
 
 if __name__ == "__main__":
