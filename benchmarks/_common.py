@@ -254,7 +254,7 @@ def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool =
 
     # import_ spaces write-path checkpoints (each saves the whole HNSW index) geometrically; fixtures are built
     # with one checkpoint at the end instead (a fixed spacing no import reaches); the index, journal and vectors
-    # are the same. (See benchmarks/README.md, "findings".)
+    # are the same. (See benchmarks/lab/research.md, "Findings".)
     saved_limit = os.environ.get("MEMSERVER_CHECKPOINT_EVERY")
     os.environ["MEMSERVER_CHECKPOINT_EVERY"] = str(1 << 62)
     log(f"building a store of {n:,} memories in {root} (import_ with precomputed vectors)")

@@ -1,6 +1,6 @@
 """The conversation evaluation sets (benchmarks/data/conversations/<set>/*.json): loading, checking, statistics.
 
-The format is described in benchmarks/README.md ("Conversations"). `problems()` lists what is wrong with one
+The format is described in benchmarks/lab/conversation-sets.md. `problems()` lists what is wrong with one
 conversation (an empty list when it is well formed); `statistics()` measures what makes a set realistic and hard
 (who speaks the evidence, images, time words, question turns before the answers, words the questions share with
 their evidence) so that a set can be compared with the public benchmark these figures come from. Used by
@@ -211,7 +211,7 @@ def _word_overlap(conv: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 def statistics(convs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures the conversation format asks for (benchmarks/README.md, "Conversations"), over some conversations."""
+    """The figures the conversation format asks for (benchmarks/lab/conversation-sets.md), over some conversations."""
     all_turns = [t for c in convs for _, t in turns(c)]
     after_question = [
         i > 0 and "?" in s["turns"][i - 1]["text"] for c in convs for s in c["sessions"] for i in range(len(s["turns"]))

@@ -1,6 +1,6 @@
 """Retrieval on long multi-session conversations: R@5, R@10 and MRR by question type, per conversation set.
 
-Each conversation of benchmarks/data/conversations/<set>/ (format: benchmarks/README.md, "Conversations") goes into
+Each conversation of benchmarks/data/conversations/<set>/ (format: benchmarks/lab/conversation-sets.md) goes into
 a fresh MemoryStore, one memory per dialog turn written `Speaker: text [image: caption]` (the convention of the
 held-out benchmark issue 15 quotes), created_at = the session's date plus a minute per turn, tagged with the
 conversation id. Each question is asked as `store.search(question, tags=[conversation id])` and scored by the share

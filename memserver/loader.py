@@ -3,7 +3,7 @@ server answers `initialize` and `tools/list` while the model and the index load.
 
 This module imports nothing heavy (no MCP SDK, numpy, onnxruntime or hnswlib). Starting the loading before the
 SDK is imported was measured and rejected: the loader's imports and the store open contend with the SDK import for
-the GIL and the two cores, delaying `initialize` by 0.2-1.2 s (benchmarks/README.md, finding 5).
+the GIL and the two cores, delaying `initialize` by 0.2-1.2 s (benchmarks/lab/research.md, finding 5).
 """
 
 from __future__ import annotations

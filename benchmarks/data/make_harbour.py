@@ -12,7 +12,7 @@ The source, benchmarks/data/harbour_src/<conversation-id>.txt, is the literal co
 
 `[img: ...]` is the caption of a photo the speaker shared; `{#label ...}` names the turn for the questions, whose
 last field lists the evidence labels. Turn ids (S<n>:<k>) are given here, so the source can be edited freely.
-The format is the one benchmarks/README.md describes ("Conversations").
+The format is the one benchmarks/lab/conversation-sets.md describes.
 
     uv run python benchmarks/data/make_harbour.py      # rewrites benchmarks/data/conversations/harbour/
 """

@@ -4,7 +4,7 @@ The hybrid ranking (ranking.py) turns these into two soft boosts, never filters:
 in a period the query names ("in May 2024", "last Tuesday", "between March and June"), and, for a question whose
 answer is a time ("When did Tom propose?"), a memory that mentions one ("a week on Friday", "in March", "10:30").
 On the conversation sets, 84-94% of the turns answering a "when" question carry time words, against 16-21% of
-all turns (benchmarks/README.md, "Conversations").
+all turns (benchmarks/lab/conversation-sets.md).
 
 Relative times in a query resolve against the time of the question (`now`: the clock, or the search's as_of),
 never against each memory: "last Tuesday" is the Tuesday before the question. A relative time inside a memory

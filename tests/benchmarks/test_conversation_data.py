@@ -1,7 +1,7 @@
 """The conversation evaluation sets (benchmarks/data/conversations/<set>/*.json): format, evidence, sanity bounds.
 
 Every set found is checked the same way. The statistics that make a set realistic (who speaks the evidence,
-images, time words; benchmarks/README.md, "Conversations") are printed by `benchmarks/conversations.py --stats`
+images, time words; benchmarks/lab/conversation-sets.md) are printed by `benchmarks/conversations.py --stats`
 (and by a failing test below); here only loose bounds are asserted, so that a set that has drifted far from the
 format fails, not one that differs from another in the second decimal.
 """

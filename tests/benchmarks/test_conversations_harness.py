@@ -2,8 +2,8 @@
 
 The full run (real model, every set) is benchmarks/README.md's "Conversations"; its --quick smoke run is in
 tests/benchmarks/test_benchmarks_smoke.py. Here the fake embedder keeps it fast, and a store that keeps the
-conversation fields
-(what issue 12 adds) stands in for the future one, so the hybrid+fields row is tested before that store exists.
+conversation fields (what issue 12 adds) stands in for the future one, so the hybrid+fields row is tested before
+that store exists.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_stdio_refuses_a_second_request_with_an_id_in_use(tmp_path: Path) -> Non
 
 def test_a_batch_is_refused_under_2025_03_26_too(tmp_path: Path) -> None:
     """The one revision that allowed batches: negotiated, and a batch is still answered with one -32600 per request
-    (documented: README limitations, docs/upstream.md item 9)."""
+    (documented: docs/limitations.md, docs/upstream.md item 9)."""
     old = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "2025-03-26"}}
     with raw_stdio(tmp_path / "data", tmp_path / "stderr.log") as conn:
         assert conn.call(old)["result"]["protocolVersion"] == "2025-03-26"

@@ -235,7 +235,7 @@ async def stateless_calls(client: Client, gate: Path, records: LogRecords) -> di
 def test_stateless_progress_comes_with_the_call_but_cancellation_does_not_reach_it(
     portal: BlockingPortal, tmp_path: Path
 ) -> None:
-    """--stateless, handshake era, as the README says: a call's progress and its log records at warning and above
+    """--stateless, handshake era, as docs/http.md says: a call's progress and its log records at warning and above
     come on its POST's own stream; logging/setLevel is refused (-32601, no session keeps a level); a cancelled call
     is not stopped (its notifications/cancelled is a POST of its own, served by a transport that knows nothing of
     the call): once the store opens, it stores its memory like any other."""
