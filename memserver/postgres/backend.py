@@ -27,6 +27,7 @@ import numpy as np
 
 from memserver.contract import importing, inputs
 from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
+from memserver.embedding import base as embedding
 from memserver.errors import StoreError
 from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
@@ -34,7 +35,7 @@ from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
 
 if TYPE_CHECKING:
-    from memserver.embedding.embedder import TextEmbedder
+    from memserver.embedding.base import TextEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -255,9 +256,7 @@ class PostgresBackend:
         if query_vector is not None:
             q = inputs.check_vector(query_vector, self.dim, "query_vector")
         else:
-            q = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32).reshape(-1)
-            if q.shape != (self.dim,):
-                raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
+            q = embedding.query_vector(self.embedder, request.query, self.dim)
         return self._search(q, request, explain)
 
     def _search(self, q: np.ndarray, request: inputs.SearchRequest, explain: bool = False) -> list[Hit]:
