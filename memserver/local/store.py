@@ -41,6 +41,7 @@ import numpy as np
 
 from memserver.contract import inputs
 from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selection
+from memserver.contract.write_rules import Pending
 from memserver.durable import disk_errors_as, folder_bytes
 from memserver.embedding.base import query_vector
 from memserver.errors import StoreError
@@ -50,7 +51,6 @@ from memserver.local.compaction import Compaction
 from memserver.local.hooks import StoreHooks
 from memserver.local.journal import JOURNAL_NAME
 from memserver.local.journal import revision as journal_revision
-from memserver.local.writes import Pending
 
 __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 
