@@ -197,7 +197,7 @@ def test_a_short_hnsw_result_is_ranked_again_exactly(
 
 WRITER = r"""
 import random, sys
-from memserver.postgres import PostgresBackend
+from memserver.postgres.backend import PostgresBackend
 from tests.support.fakes import FakeEmbedder
 rng = random.Random(int(sys.argv[3]))
 backend = PostgresBackend(sys.argv[1], tenant=sys.argv[2], embedder=FakeEmbedder())
@@ -295,7 +295,7 @@ def test_an_unreachable_database_is_one_clear_error_naming_the_host() -> None:
 
 PEER = r"""
 import sys
-from memserver.postgres import PostgresBackend
+from memserver.postgres.backend import PostgresBackend
 from tests.support.fakes import FakeEmbedder
 url, tenant, me, n, peers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 backend = PostgresBackend(url, tenant=tenant, embedder=FakeEmbedder())
