@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memserver.contract.backend import MemoryBackend
-    from memserver.embedding.embedder import TextEmbedder
+    from memserver.embedding.base import TextEmbedder
 
 
 def open_backend(

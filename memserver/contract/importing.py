@@ -16,7 +16,7 @@ from memserver.errors import InvalidInputError
 
 
 class ImportItem(Protocol):
-    """What the loop reads of an engine's pending item (writes.Pending, postgres.writes.Item)."""
+    """What the loop reads of an engine's pending item (write_rules.Pending)."""
 
     m: inputs.NewMemory
     where: str

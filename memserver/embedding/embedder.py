@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,21 +27,6 @@ from memserver.errors import ModelError
 if TYPE_CHECKING:
     import onnxruntime
     import tokenizers
-
-
-class TextEmbedder(Protocol):
-    """What the store needs from an embedder; tests use a fake with the same shape."""
-
-    dim: int  # 384 for all-MiniLM-L6-v2
-    model_name: str  # "sentence-transformers/all-MiniLM-L6-v2"
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """(n, dim) float32, unit rows, in input order."""
-        ...
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """(dim,) float32, unit."""
-        ...
 
 
 def default_threads() -> int:

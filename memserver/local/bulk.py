@@ -15,12 +15,12 @@ import numpy as np
 
 from memserver.contract import importing, inputs
 from memserver.contract.backend import Memory
+from memserver.contract.write_rules import Pending
 from memserver.durable import disk_errors_as
 from memserver.errors import StoreError
 from memserver.local import folder, writes
 from memserver.local.catalog import memory_of
 from memserver.local.folder import Collection
-from memserver.local.writes import Pending
 
 IMPORT_BATCH = 1000
 

@@ -34,7 +34,7 @@ from memserver.local.journal import LOCK_NAME, FileLock, open_journal
 from memserver.local.keyword import KeywordDerivedIndex
 
 if TYPE_CHECKING:
-    from memserver.embedding.embedder import TextEmbedder
+    from memserver.embedding.base import TextEmbedder
 
 log = logging.getLogger(__name__)
 

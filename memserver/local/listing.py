@@ -7,21 +7,19 @@ listed) or below it (listed once), and nothing already listed comes again.
 
 Rows are renumbered by a compaction (in stored order, so the order itself stays); a cursor of an older
 generation is placed again by its memory's id, and if that memory is gone, just above every memory of its time
-(some of those may then be listed twice; none is skipped). A cursor is `c1.` + base64url of a small JSON list.
+(some of those may then be listed twice; none is skipped). A cursor is `c1.` + base64url of a small JSON list
+(contract/cursors).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
-import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from memserver.contract import inputs
-from memserver.errors import InvalidInputError
+from memserver.contract import cursors, inputs
 from memserver.local.catalog import Catalog
 
 __all__ = ["decode_cursor", "encode_cursor", "page", "select_rows", "session_counts"]
@@ -33,26 +31,23 @@ _AFTER_EVERY_ROW = 1 << 62
 
 def encode_cursor(catalog: Catalog, row: int, generation: str) -> str:
     """The cursor of a page ending with the memory at `row`."""
-    payload = [catalog.occurred_at(row), row, generation[:12], catalog.record(row).id]
-    data = json.dumps(payload, separators=(",", ":")).encode("ascii")
-    return _PREFIX + base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+    return cursors.encode(_PREFIX, [catalog.occurred_at(row), row, generation[:12], catalog.record(row).id])
+
+
+def _cursor_fields(payload: Any) -> tuple[str, int, str, str]:
+    occurred, row, gen, memory_id = payload
+    if not (isinstance(occurred, str) and isinstance(row, int) and isinstance(gen, str)):
+        raise ValueError("fields")
+    if not isinstance(memory_id, str) or not inputs.is_memory_id(memory_id):
+        raise ValueError("id")
+    inputs.parse_time(occurred, "cursor")
+    return occurred, row, gen, memory_id
 
 
 def decode_cursor(cursor: str, catalog: Catalog, generation: str) -> TimeKey:
     """The time key a cursor stands at (see the module docstring); InvalidInputError naming `cursor` if it is not
     one this store returned."""
-    try:
-        if not cursor.startswith(_PREFIX):
-            raise ValueError("prefix")
-        body = cursor[len(_PREFIX) :]
-        occurred, row, gen, memory_id = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        if not (isinstance(occurred, str) and isinstance(row, int) and isinstance(gen, str)):
-            raise ValueError("fields")
-        if not isinstance(memory_id, str) or not inputs.is_memory_id(memory_id):
-            raise ValueError("id")
-        inputs.parse_time(occurred, "cursor")
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError, InvalidInputError):
-        raise inputs.bad_cursor(cursor) from None
+    occurred, row, gen, memory_id = cursors.decode(cursor, _PREFIX, _cursor_fields)
     if gen == generation[:12]:
         return (occurred, row)
     moved = catalog.row_of(memory_id)

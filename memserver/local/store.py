@@ -41,7 +41,9 @@ import numpy as np
 
 from memserver.contract import inputs
 from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selection
+from memserver.contract.write_rules import Pending
 from memserver.durable import disk_errors_as, folder_bytes
+from memserver.embedding.base import query_vector
 from memserver.errors import StoreError
 from memserver.local import listing
 from memserver.local.bulk import BulkTransfer
@@ -49,7 +51,6 @@ from memserver.local.compaction import Compaction
 from memserver.local.hooks import StoreHooks
 from memserver.local.journal import JOURNAL_NAME
 from memserver.local.journal import revision as journal_revision
-from memserver.local.writes import Pending
 
 __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 
@@ -251,10 +252,7 @@ class MemoryStore(BulkTransfer):
     def _query_vector(self, query: str, given: Sequence[float] | np.ndarray | None) -> np.ndarray:
         if given is not None:
             return inputs.check_vector(given, self.dim, "query_vector")
-        q = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
-        if q.shape != (self.dim,):
-            raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
-        return q
+        return query_vector(self.embedder, query, self.dim)
 
     def search_by_vector(
         self,

@@ -27,6 +27,8 @@ import numpy as np
 
 from memserver.contract import importing, inputs
 from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
+from memserver.contract.write_rules import Pending
+from memserver.embedding import base as embedding
 from memserver.errors import StoreError
 from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
@@ -34,7 +36,7 @@ from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
 
 if TYPE_CHECKING:
-    from memserver.embedding.embedder import TextEmbedder
+    from memserver.embedding.base import TextEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +122,7 @@ class PostgresBackend:
             namespace=namespace,
             replaces=replaces,
         )
-        item = writes.Item.of(new)
+        item = Pending.of(new)
         self._embed_missing([item], check=True)
         memory = self._write([item])[0][0]
         if memory.duplicate or item.vector is None:
@@ -134,11 +136,11 @@ class PostgresBackend:
         news = inputs.new_memories(items)
         if not news:
             return []
-        pending = [writes.Item.of(m, "" if one else f"items[{n}].") for n, m in enumerate(news)]
+        pending = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(news)]
         self._embed_missing(pending, check=True)
         return self._write(pending)[0]
 
-    def _embed_missing(self, items: list[writes.Item], check: bool = False) -> None:
+    def _embed_missing(self, items: list[Pending], check: bool = False) -> None:
         """Embed the items that are not known duplicates and have no vector; with `check`, refuse a bad
         `replaces` first (the write transaction checks again, on what is committed by then)."""
 
@@ -146,13 +148,17 @@ class PostgresBackend:
         if check:
             writes.plan(view, items, defer=False)
         known = view.dups.keys()  # (and an imported id that is stored: skipped, as the local store does)
-        todo = [it for it in items if it.vector is None and it.key not in known and it.m.id not in view.stored]
+        todo = [
+            it
+            for it in items
+            if it.vector is None and writes.content_of(it) not in known and it.m.id not in view.stored
+        ]
         if todo:
             for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
                 it.vector = v
 
-    def _write(self, items: list[writes.Item], importing: bool = False) -> tuple[list[Memory], list[writes.Item], int]:
-        def work(conn: Any) -> tuple[list[Memory], list[writes.Item], int]:
+    def _write(self, items: list[Pending], importing: bool = False) -> tuple[list[Memory], list[Pending], int]:
+        def work(conn: Any) -> tuple[list[Memory], list[Pending], int]:
             return writes.write(conn, self.tenant, self.model_id, items, self._embed, importing=importing)
 
         return self.db.transact(self.tenant, work)
@@ -255,9 +261,7 @@ class PostgresBackend:
         if query_vector is not None:
             q = inputs.check_vector(query_vector, self.dim, "query_vector")
         else:
-            q = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32).reshape(-1)
-            if q.shape != (self.dim,):
-                raise StoreError(f"the embedder returned a query vector of shape {q.shape}, expected ({self.dim},)")
+            q = embedding.query_vector(self.embedder, request.query, self.dim)
         return self._search(q, request, explain)
 
     def _search(self, q: np.ndarray, request: inputs.SearchRequest, explain: bool = False) -> list[Hit]:
@@ -373,9 +377,9 @@ class PostgresBackend:
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_: batches of IMPORT_BATCH, one transaction each; a record replacing
         one not there yet waits for the end of the import."""
-        return importing.import_records(records, self.dim, writes.Item.of, self._import_batch, IMPORT_BATCH)
+        return importing.import_records(records, self.dim, Pending.of, self._import_batch, IMPORT_BATCH)
 
-    def _import_batch(self, batch: list[writes.Item], held: list[writes.Item]) -> int:
+    def _import_batch(self, batch: list[Pending], held: list[Pending]) -> int:
         if not batch:
             return 0
         self._embed_missing(batch)

@@ -11,13 +11,9 @@ base64url of the JSON list [occurred_at, seq].
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any
 
-from memserver.contract import inputs
-from memserver.errors import InvalidInputError
+from memserver.contract import cursors, inputs
 from memserver.postgres.rows import COLUMNS, OCCURRED, namespace_of, stored_namespace
 from memserver.postgres.search import filter_sql
 
@@ -28,22 +24,19 @@ NEWEST_FIRST = f"ORDER BY {OCCURRED} DESC, m.seq DESC"
 
 
 def encode_cursor(occurred_at: str, seq: int) -> str:
-    data = json.dumps([occurred_at, int(seq)], separators=(",", ":")).encode("ascii")
-    return _PREFIX + base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+    return cursors.encode(_PREFIX, [occurred_at, int(seq)])
+
+
+def _cursor_fields(payload: Any) -> tuple[str, int]:
+    occurred, seq = payload
+    if not isinstance(occurred, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise ValueError("fields")
+    return inputs.stored_time(inputs.parse_time(occurred, "cursor")[0]), seq
 
 
 def decode_cursor(cursor: str) -> tuple[str, int]:
     """(occurred_at, seq) of a cursor this engine returned; InvalidInputError naming `cursor` otherwise."""
-    try:
-        if not cursor.startswith(_PREFIX):
-            raise ValueError("prefix")
-        body = cursor[len(_PREFIX) :]
-        occurred, seq = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        if not isinstance(occurred, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise ValueError("fields")
-        return inputs.stored_time(inputs.parse_time(occurred, "cursor")[0]), seq
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError, InvalidInputError):
-        raise inputs.bad_cursor(cursor) from None
+    return cursors.decode(cursor, _PREFIX, _cursor_fields)
 
 
 def page_sql(req: inputs.ListRequest, tenant: str) -> tuple[str, dict[str, Any]]:

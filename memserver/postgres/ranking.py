@@ -1,8 +1,9 @@
 """The rankings of a search on PostgreSQL: one statement (search.py's plans), run again when its plan proved wrong,
 and the as_of path, which ranks exactly over the memories that stood then.
 
-Each returns (vector ranking, keyword ranking, seq -> (memory, cosine)); backend.py fuses and cuts them as the
-local store does (fusion.hybrid_order, min_score, limit).
+Each returns (vector ranking, keyword ranking, seq -> (memory, cosine)); backend.py fuses them with
+retrieval/hybrid_rrf.hybrid_order (PostgreSQL's fusion: the local store's is retrieval/hybrid_convex) and cuts them
+as the local store does (min_score, limit).
 """
 
 from __future__ import annotations

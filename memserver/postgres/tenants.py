@@ -10,7 +10,7 @@ from memserver.postgres.backend import PostgresBackend, open_database
 from memserver.postgres.pool import Database
 
 if TYPE_CHECKING:
-    from memserver.embedding.embedder import TextEmbedder
+    from memserver.embedding.base import TextEmbedder
 
 __all__ = ["PostgresBackend", "database_stats", "migrate", "open_tenant", "tenant_name"]
 

@@ -1,4 +1,4 @@
-"""The write path on PostgreSQL: the same rules as the local store's (memserver/local/writes.py), over rows.
+"""The write path on PostgreSQL: the rules both engines share (contract/write_rules), over rows.
 
 One add, add_many or import batch is one transaction (pool.Database.transact):
 
@@ -7,8 +7,8 @@ One add, add_many or import batch is one transaction (pool.Database.transact):
      the unique index; the dedup check that follows then sees every committed writer of the same content;
   2. what the rules need to know (`View`): the current memories with the items' (namespace, hash), and the
      stored memories their `replaces` and imported ids name (locked FOR UPDATE, in id order);
-  3. the rules (`plan`, mirroring writes.without_duplicates and writes.check_links: duplicates per namespace,
-     what each item replaces, with the same messages);
+  3. the rules (`plan`: contract/write_rules over the View, the local store's rules: duplicates per namespace,
+     what each item replaces);
   4. INSERT of the fresh rows, and UPDATE of the memories they replace (replaced_by, replaced_at).
 
 Before embedding, the same rules run once over a plain read (`precheck`), so a bad `replaces` is refused and a
@@ -20,51 +20,46 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 import psycopg
 
-from memserver.contract import inputs
+from memserver.contract import inputs, write_rules
 from memserver.contract.backend import Memory
+from memserver.contract.write_rules import Pending
 from memserver.errors import StoreError
 from memserver.postgres import rows, terms
 from memserver.postgres.rows import COLUMNS, CURRENT
 
-__all__ = ["Item", "View", "load_view", "plan", "view_of", "view_statements", "write"]
+__all__ = ["View", "content_of", "load_view", "plan", "view_of", "view_statements", "write"]
 
 
-@dataclass(eq=False)  # compared by identity (held items are looked up by it)
-class Item:
-    """A checked memory on its way to the database (`where` names it in messages: "", "items[3].", "records[3].")."""
-
-    m: inputs.NewMemory
-    hash: bytes
-    where: str = ""
-    id: str = ""
-    vector: np.ndarray | None = None
-    dup_of: int = -1  # an earlier item of the same call with the same content
-
-    @classmethod
-    def of(cls, m: inputs.NewMemory, where: str = "") -> Item:
-        return cls(m, rows.content_hash(m.content), where, m.id, m.vector)
-
-    @property
-    def history(self) -> bool:
-        """An imported memory that is history from the start (its newer version is not in the store)."""
-        return bool(self.m.replaced_by)
-
-    @property
-    def key(self) -> tuple[str, bytes]:
-        return (rows.stored_namespace(self.m.namespace), self.hash)
+def content_of(it: Pending) -> tuple[str, bytes]:
+    """The (stored namespace, content hash) an item's duplicates are found by (the unique index's key)."""
+    return (rows.stored_namespace(it.m.namespace), rows.content_hash(it.m.content))
 
 
 class View(NamedTuple):
-    """What the rules read: current memories by (stored namespace, hash), stored memories (not forgotten) by id."""
+    """What the rules read (write_rules.RuleLookup): current memories by (stored namespace, hash), stored memories
+    (not forgotten) by id."""
 
     dups: dict[tuple[str, bytes], Sequence[Any]]
     stored: dict[str, Sequence[Any]]
+
+    def same_content(self, item: Pending) -> Memory | None:
+        row = self.dups.get(content_of(item))
+        return None if row is None else rows.memory(row, duplicate=True)
+
+    def with_id(self, memory_id: str) -> Memory | None:
+        row = self.stored.get(memory_id)
+        return None if row is None else rows.memory(row, duplicate=True)
+
+    def link(self, memory_id: str) -> write_rules.Link | None:
+        row = self.stored.get(memory_id)
+        if row is None:
+            return None
+        return write_rules.Link(rows.namespace_of(row[10]), row[12] is None, "" if row[12] is None else row[12].hex)
 
 
 LOCKS = """
@@ -79,10 +74,10 @@ DUPS = f"""
 STORED = f"SELECT {COLUMNS} FROM memserver.memories m WHERE m.tenant = %s AND m.id = ANY(%s) AND m.forgotten_at IS NULL"
 
 
-def view_statements(tenant: str, items: Sequence[Item], *, lock: bool) -> list[tuple[str, list[Any]]]:
+def view_statements(tenant: str, items: Sequence[Pending], *, lock: bool) -> list[tuple[str, list[Any]]]:
     """The statements of the View of `items` (the dups, then the stored memories named by id, if any); with `lock`
     (inside the write transaction) the content locks first, and the memories named by id locked FOR UPDATE."""
-    keys = list(dict.fromkeys(it.key for it in items))
+    keys = list(dict.fromkeys(content_of(it) for it in items))
     spaces, hashes = [k[0] for k in keys], [k[1] for k in keys]
     statements: list[tuple[str, list[Any]]] = [(LOCKS, [tenant, spaces, hashes])] if lock else []
     statements.append((DUPS, [spaces, hashes, tenant]))
@@ -100,78 +95,29 @@ def view_of(cursors: Sequence[psycopg.Cursor[Any]]) -> View:
     return View(dups, stored)
 
 
-def load_view(conn: psycopg.Connection[Any], tenant: str, items: Sequence[Item], *, lock: bool) -> View:
+def load_view(conn: psycopg.Connection[Any], tenant: str, items: Sequence[Pending], *, lock: bool) -> View:
     """The View of `items` read on `conn` inside a transaction, in one round trip (a pipeline)."""
     with conn.pipeline():
         cursors = [conn.execute(query, params) for query, params in view_statements(tenant, items, lock=lock)]
     return view_of(cursors[1:] if lock else cursors)
 
 
-def plan(view: View, items: Sequence[Item], defer: bool) -> tuple[list[Item], list[Memory | None], list[Item]]:
+def plan(view: View, items: list[Pending], defer: bool) -> tuple[list[Pending], list[Memory | None], list[Pending]]:
     """(the items to write, for the others the stored memory they duplicate, the items held back): the rules of
-    writes.without_duplicates then writes.check_links, on the View."""
-    fresh: list[Item] = []
-    out: list[Memory | None] = [None] * len(items)
-    first: dict[tuple[str, bytes], int] = {}
-    for i, it in enumerate(items):
-        it.dup_of = -1
-        existing = None if it.history else view.dups.get(it.key)
-        if existing is None and it.m.id:
-            existing = view.stored.get(it.m.id)  # an imported id that is stored already
-        if existing is not None:
-            out[i] = rows.memory(existing, duplicate=True)
-        elif it.key in first and not it.history:
-            it.dup_of = first[it.key]
-        else:
-            if not it.history:
-                first[it.key] = i
-            fresh.append(it)
-    return fresh, out, _check_links(view, fresh, defer)
-
-
-def _check_links(view: View, items: Sequence[Item], defer: bool) -> list[Item]:
-    """writes.check_links on the View: each `replaces` names a current memory of the item's namespace (or an
-    earlier item), replaced by no other item; InvalidInputError, or with `defer` held back if not there yet."""
-    deferred: list[Item] = []
-    earlier: dict[str, Item] = {}
-    taken: set[str] = set()
-    for it in items:
-        target = it.m.replaces
-        if target:
-            name = f"{it.where}replaces"
-            if target in taken:
-                raise inputs.replaced_twice(name, target)
-            row = view.stored.get(target)
-            before = earlier.get(target)
-            if before is not None:
-                if before.m.namespace != it.m.namespace:
-                    raise inputs.no_such_memory(name, target, it.m.namespace)
-                if before.history and before.m.replaced_by != it.m.id:
-                    raise inputs.already_replaced(name, target, before.m.replaced_by)
-            elif row is None or rows.namespace_of(row[10]) != it.m.namespace:
-                if defer:
-                    deferred.append(it)
-                    continue
-                raise inputs.no_such_memory(name, target, it.m.namespace)
-            elif row[12] is not None:
-                by = row[12].hex
-                if not it.m.id or by != it.m.id:  # (an import may name the memory that named it as its newer one)
-                    raise inputs.already_replaced(name, target, by)
-            taken.add(target)
-        if it.m.id:
-            earlier[it.m.id] = it
-    return deferred
+    write_rules, on the View."""
+    fresh, out = write_rules.without_duplicates(view, items)
+    return fresh, out, write_rules.check_links(view, fresh, defer)
 
 
 def write(
     conn: psycopg.Connection[Any],
     tenant: str,
     model_id: int,
-    items: list[Item],
+    items: list[Pending],
     embed: Callable[[Sequence[str]], np.ndarray],
     *,
     importing: bool = False,
-) -> tuple[list[Memory], list[Item], int]:
+) -> tuple[list[Memory], list[Pending], int]:
     """One write transaction's body: (a result per item not held back, the held items, rows inserted)."""
     fresh, out, held = plan(load_view(conn, tenant, items, lock=True), items, importing)
     if held:
@@ -197,7 +143,7 @@ def write(
         if lost:  # a conflict with a writer that took no content lock (or an imported id stored meanwhile)
             again = load_view(conn, tenant, lost, lock=False)
             for it in lost:
-                row = again.dups.get(it.key) or again.stored.get(it.m.id)
+                row = again.dups.get(content_of(it)) or again.stored.get(it.m.id)
                 if row is None:
                     raise StoreError("a memory was stored and forgotten by another writer meanwhile; store it again")
                 out[items.index(it)] = rows.memory(row, duplicate=True)
@@ -227,7 +173,7 @@ def write(
     return result, held, len(inserted)
 
 
-def memory_of(it: Item, stamp: str, duplicate: bool = False) -> Memory:
+def memory_of(it: Pending, stamp: str, duplicate: bool = False) -> Memory:
     """The memory an item written now is (its created_at: the item's own, if imported, else `stamp`)."""
     m = it.m
     created = m.created_at or stamp
@@ -249,7 +195,7 @@ def memory_of(it: Item, stamp: str, duplicate: bool = False) -> Memory:
     )
 
 
-def insert_sql(tenant: str, model_id: int, items: Sequence[Item], stamp: str) -> tuple[str, list[Any]]:
+def insert_sql(tenant: str, model_id: int, items: Sequence[Pending], stamp: str) -> tuple[str, list[Any]]:
     """INSERT ... SELECT FROM unnest(arrays) ON CONFLICT DO NOTHING RETURNING id: any number of rows at once.
 
     Ragged arrays (terms, tfs, tags) cannot be unnested as 2-D arrays, so terms and tfs travel space-joined
@@ -266,7 +212,7 @@ def insert_sql(tenant: str, model_id: int, items: Sequence[Item], stamp: str) ->
             created,
             occurred,
             indexed.length,
-            it.hash,
+            rows.content_hash(m.content),
             rows.stored_text(m.content),
             json.dumps(list(m.tags), ensure_ascii=False),
             m.source,

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from memserver.embedding import onnx_export
-from memserver.embedding.embedder import Embedder, TextEmbedder, mean_pool_normalize
+from memserver.embedding.base import TextEmbedder
+from memserver.embedding.embedder import Embedder, mean_pool_normalize
 
 DATA = (
     resources.files("memserver.embedding") / "data" / "minilm-reference.json"
