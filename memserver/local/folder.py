@@ -257,6 +257,11 @@ class Folder:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def folder(self) -> Path:
+        """`path`, by the name durable.disk_errors_as looks for to name the folder in a disk error's message."""
+        return self.path
+
     def _close_files(self) -> None:
         if self._gen is not None:
             self._gen.close()
