@@ -238,7 +238,7 @@ class Folder:
     def checkpoint_if_due(self) -> None:
         """Checkpoint if CHECKPOINT_RECORDS journal records are not covered yet (after an import, on close)."""
         with self.thread_lock:
-            if self._gen is not None and self._gen.needs_checkpoint(CHECKPOINT_RECORDS):
+            if self.current().needs_checkpoint(CHECKPOINT_RECORDS):
                 self.refresh()
                 self.checkpoint()
 
@@ -273,7 +273,8 @@ class Folder:
             if self._closed:
                 return
             try:
-                self.checkpoint_if_due()
+                if self._gen is not None:
+                    self.checkpoint_if_due()
             except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
                 log.warning("checkpoint on close failed: %s", exc)
             self._closed = True
