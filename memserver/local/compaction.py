@@ -24,12 +24,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memserver.contract import inputs
-from memserver.durable import FileLayer, pwrite_all, write_all
+from memserver.durable import FileLayer, folder_bytes, pwrite_all, write_all
 from memserver.errors import StoreLockedError
 from memserver.local import replay, snapshot
 from memserver.local.catalog import Catalog
@@ -38,6 +38,9 @@ from memserver.local.index import VectorIndex
 from memserver.local.journal import JOURNAL_NAME, FileLock, Journal, encode_line
 from memserver.local.replay import AddRecord
 from memserver.local.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
+
+if TYPE_CHECKING:
+    from memserver.local.folder import Folder
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +193,38 @@ class Compaction:
                 self.files.unlink(p)
         self._held.close()
         self.running.close()
+
+
+def compact(store: Folder) -> dict[str, Any]:
+    """MemoryStore.compact: copy the live memories with no file lock held (a snapshot of them taken under the thread
+    lock), then switch under the exclusive lock unless another process compacted, or a memory changed state,
+    meanwhile; reopen. Returns count, removed, bytes before and after."""
+    with store.thread_lock:
+        gen = store.refresh()
+        before = folder_bytes(store.path)
+        removed = gen.deleted_pending()
+        live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
+        job = Compaction(store.path, gen.journal, gen.vectors, live, gen.vindex)
+    try:
+        job.copy(store.embed)
+        store.hooks.compaction_copied()
+        with store.thread_lock:
+            store.refresh()
+            with store.exclusive() as gen:  # the current journal (checked before a torn tail is repaired)
+                if gen.journal.generation != job.old_generation:
+                    log.info("another process compacted %s meanwhile; dropping this compaction", store.path)
+                elif not job.can_switch(gen.catalog):
+                    log.info("a memory of %s changed state during compaction; dropping it", store.path)
+                else:
+                    store.hooks.compaction_switching()
+                    job.switch(gen.catalog, gen.vectors, store.embed)
+                    store.hooks.compaction_switched()
+            store.reload()
+            after = folder_bytes(store.path)
+            count = len(store.current().catalog)
+    finally:
+        job.discard()
+    return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
 
 
 def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:

@@ -1,11 +1,11 @@
-"""Collection: one local store's folder, open: its locks, the journal generation held in memory and kept caught
-up with other processes, checkpoints and closing. store.MemoryStore adds the contract's methods on top.
+"""Folder: one local store's folder, open: its locks, the journal generation held in memory and kept caught up
+with other processes, checkpoints and closing. store.MemoryStore owns one and adds the contract's methods.
 
-Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
+Locks, always in this order: the thread lock (`thread_lock`, reentrant) serialises all calls in a process
 (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
-processes: writers hold it exclusively, readers catching up hold it shared. Every call starts with `_refresh` (one
-stat: catch up if the journal grew, reload if another process compacted), or `_current_nowait` for a read that
-must not wait; every write goes through `_writing`.
+processes: writers hold it exclusively, readers catching up hold it shared. Every call starts with `refresh` (one
+stat: catch up if the journal grew, reload if another process compacted), or `nowait` for a read that must not
+wait; every write goes through `writing`.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ log = logging.getLogger(__name__)
 CHECKPOINT_RECORDS = 200
 
 
-class Collection:
-    """One collection folder, open: its locks, the journal generation held in memory and kept caught up with
-    other processes, checkpoints and closing. MemoryStore adds the contract's methods on top.
+class Folder:
+    """One collection folder, open (`path`, `name`): its locks, the journal generation held in memory and kept
+    caught up with other processes, checkpoints and closing. MemoryStore owns one and adds the contract's methods.
 
-    Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
+    Locks, always in this order: the thread lock (`thread_lock`, reentrant) serialises all calls in a process
     (hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`)
-    across processes: writers hold it exclusively, readers catching up hold it shared. `_refresh` (one stat)
-    before every call; `_writing` for every write.
+    across processes: writers hold it exclusively, readers catching up hold it shared. `refresh` (one stat)
+    before every call (`nowait` for a read that must not wait); `writing` for every write.
     """
 
     @disk_errors_as("cannot open the store")
@@ -77,31 +77,31 @@ class Collection:
         self.hooks = hooks or StoreHooks()
         self.files = files or OS  # every change the store makes to a file goes through it (durable.py)
         root = Path(os.path.abspath(os.path.expanduser(path))) if path is not None else config.data_dir()
-        self.collection = config.validate_collection(collection) if collection else config.collection_name()
-        self.folder = root / self.collection
-        make_dirs(self.folder, self.files)
-        make_private(self.folder, self.files)  # a store made before 0600/0700 (durable.py), tightened once
-        self._thread_lock = threading.RLock()
-        self._file_lock = FileLock(self.folder / LOCK_NAME, timeout=lock_timeout, files=self.files)
+        self.name = config.validate_collection(collection) if collection else config.collection_name()
+        self.path = root / self.name
+        make_dirs(self.path, self.files)
+        make_private(self.path, self.files)  # a store made before 0600/0700 (durable.py), tightened once
+        self.thread_lock = threading.RLock()
+        self._file_lock = FileLock(self.path / LOCK_NAME, timeout=lock_timeout, files=self.files)
         params = {"M": M, "ef_construction": ef_construction, "ef": ef}
         self._index_params = {k: v for k, v in params.items() if v is not None}  # each generation's VectorIndex
         self._gen: Generation | None = None  # the generation open now (None: closed, or its load failed)
-        self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see _writing)
+        self._importing = 0  # import_ calls in progress (they space write-path checkpoints out; see writing)
         self._costs = CheckpointCosts(fixed_interval_from_env())  # when the write path checkpoints
-        self._checkpoints = checkpoint_job.OutsideLock(self._thread_lock, self._file_lock)  # and how
+        self._checkpoints = checkpoint_job.OutsideLock(self.thread_lock, self._file_lock)  # and how
         self._closed = False
-        with self._thread_lock:
-            self._load()
+        with self.thread_lock:
+            self.reload()
 
     # --- opening and catching up ------------------------------------------------------------------------------
 
-    def _current(self) -> Generation:
+    def current(self) -> Generation:
         """The generation open now (StoreError once closed)."""
         if self._gen is None:
             raise StoreError("the store is closed")
         return self._gen
 
-    def _load(self) -> None:
+    def reload(self) -> None:
         """Open (or reopen after a compaction): checkpoints first, then replay the journal once past them.
 
         The new generation goes into service only once it is whole: if the load fails (the lock timed out, a
@@ -117,7 +117,7 @@ class Collection:
             gen = self._gen = self._restored()
             self.hooks.opened(gen.coverage.replayed, gen.from_snapshot)
             if gen.needs_checkpoint_after_open(CHECKPOINT_RECORDS):
-                self._checkpoint()
+                self.checkpoint()
         finally:
             if paused:
                 gc.enable()
@@ -128,17 +128,17 @@ class Collection:
 
         The journal is opened without a lock, so another process may compact (switch journals, remove the old
         vector file) before the shared lock is ours: each time the lock is taken, check the journal is still the
-        current one, and if not, start again on the new one (as `_exclusive` does).
+        current one, and if not, start again on the new one (as `exclusive` does).
         """
         while True:
-            journal = open_journal(self.folder, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
+            journal = open_journal(self.path, self.dim, str(self.embedder.model_name), self._file_lock, self.files)
             gen: Generation | None = None
             try:
                 with self._file_lock.hold(exclusive=False):
                     if not journal.replaced():  # current: no one removes its vector file while we hold the lock
                         vindex = VectorIndex(self.dim, **self._index_params, files=self.files)
                         kindex = KeywordDerivedIndex(files=self.files)  # keyed by row too (see keyword.py)
-                        gen = Generation(self.folder, journal, vindex, kindex, self._embed, self.hooks, self._costs)
+                        gen = Generation(self.path, journal, vindex, kindex, self.embed, self.hooks, self._costs)
                         torn = gen.restore()
                 if gen is not None:
                     gen.rebuild_untrusted()
@@ -146,7 +146,7 @@ class Collection:
                         if not journal.replaced():
                             if torn:
                                 gen.catch_up(repair=True)
-                            remove_other_generations(self.folder, journal.generation, self.files)
+                            remove_other_generations(self.path, journal.generation, self.files)
                             return gen
             except BaseException:
                 (journal if gen is None else gen).close()
@@ -157,37 +157,37 @@ class Collection:
                 journal.path,
             )
 
-    def _refresh(self) -> Generation:
+    def refresh(self) -> Generation:
         """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""
         if self._closed:
             raise StoreError("the store is closed")
         gen = self._gen
         if gen is None:  # the last load failed (say the lock timed out): load again
-            self._load()
-            return self._current()
+            self.reload()
+            return self.current()
         change = gen.journal_change()
         if change == "replaced":
             log.info("journal %s was replaced (compacted by another process); reloading", gen.journal.path)
-            self._load()
+            self.reload()
         elif change == "grown":
             with self._file_lock.hold(exclusive=False):
                 gen.catch_up(repair=False)
-        return self._current()
+        return self.current()
 
     @contextlib.contextmanager
-    def _current_nowait(self) -> Iterator[Generation | None]:
+    def nowait(self) -> Iterator[Generation | None]:
         """The thread lock and the generation open now, if both are to be had without waiting: the lock free, the
-        journal unchanged since the last catch-up (one stat). Else None (and no lock): `_refresh` would wait."""
-        if not self._thread_lock.acquire(blocking=False):
+        journal unchanged since the last catch-up (one stat). Else None (and no lock): `refresh` would wait."""
+        if not self.thread_lock.acquire(blocking=False):
             yield None
             return
         try:
             gen = self._gen
             yield gen if gen is not None and not self._closed and gen.journal_change() is None else None
         finally:
-            self._thread_lock.release()
+            self.thread_lock.release()
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
         if vecs.shape != (len(texts), self.dim) or not np.isfinite(vecs).all():
             raise StoreError(f"the embedder returned shape {vecs.shape} (or non-finite values) for {len(texts)} texts")
@@ -197,11 +197,11 @@ class Collection:
     # --- the write locks ------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[Generation]:
+    def writing(self) -> Iterator[Generation]:
         """Thread lock + exclusive file lock, caught up on everything (a torn tail repaired) before writing."""
-        with self._thread_lock:
-            self._refresh()
-            with self._exclusive() as gen:
+        with self.thread_lock:
+            self.refresh()
+            with self.exclusive() as gen:
                 yield gen
                 due = checkpoint_job.due(gen, importing=self._importing > 0)
             staged = self._checkpoints.stage(gen) if due else None  # copied out, the file lock released
@@ -209,7 +209,7 @@ class Collection:
             self._checkpoints.finish(staged, lambda g: g is self._gen and not self._closed)
 
     @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[Generation]:
+    def exclusive(self) -> Iterator[Generation]:
         """The exclusive file lock on the journal that is current, caught up (a torn tail repaired).
 
         Another process may compact while we wait for the lock: its switch renames a new journal over the one we
@@ -219,29 +219,48 @@ class Collection:
         while True:
             self.hooks.taking_exclusive_lock()
             with self._file_lock.hold(exclusive=True):
-                gen = self._current()
+                gen = self.current()
                 if gen.is_current():
                     gen.catch_up(repair=True)
                     yield gen
                     return
             log.info("journal %s was replaced while waiting for the lock; reloading", gen.journal.path)
-            self._load()
+            self.reload()
 
     # --- checkpoints and closing ---------------------------------------------------------------------------------
 
-    @disk_errors_as("the checkpoint was not written (the journal still has every memory)")
-    def checkpoint(self) -> None:
-        """Save every derived index and the metadata snapshot at the journal's current end, so the next open
-        replays nothing. The store checkpoints by itself (on open, close, imports, and as often as writes make
-        it worthwhile: checkpoints.py) and logs a failure there (it costs replay time on the next open, never
-        data); asked for here, a failure raises StoreWriteError."""
-        with self._thread_lock:
-            self._refresh()
-            self._checkpoint(strict=True)
-
-    def _checkpoint(self, strict: bool = False) -> None:
-        with self._exclusive() as gen:
+    def checkpoint(self, strict: bool = False) -> None:
+        """Save every derived index and the snapshot at the journal's end, under the exclusive lock (the thread lock
+        held, refreshed). Not strict: a failure is logged (it costs replay time on the next open, never data)."""
+        with self.exclusive() as gen:
             gen.save_checkpoint(strict)
+
+    def checkpoint_if_due(self) -> None:
+        """Checkpoint if CHECKPOINT_RECORDS journal records are not covered yet (after an import, on close)."""
+        with self.thread_lock:
+            if self.current().needs_checkpoint(CHECKPOINT_RECORDS):
+                self.refresh()
+                self.checkpoint()
+
+    @contextlib.contextmanager
+    def importing(self) -> Iterator[None]:
+        """An import in progress: meanwhile the write path spaces its checkpoints out (see `writing`)."""
+        with self.thread_lock:
+            self._importing += 1
+        try:
+            yield
+        finally:
+            with self.thread_lock:
+                self._importing -= 1
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def folder(self) -> Path:
+        """`path`, by the name durable.disk_errors_as looks for to name the folder in a disk error's message."""
+        return self.path
 
     def _close_files(self) -> None:
         if self._gen is not None:
@@ -250,13 +269,12 @@ class Collection:
 
     def close(self) -> None:
         """Checkpoint if worthwhile, then release files. Safe to call twice."""
-        with self._thread_lock:
+        with self.thread_lock:
             if self._closed:
                 return
             try:
-                if self._gen is not None and self._gen.needs_checkpoint(CHECKPOINT_RECORDS):
-                    self._refresh()
-                    self._checkpoint()
+                if self._gen is not None:
+                    self.checkpoint_if_due()
             except Exception as exc:  # closing must not fail on a checkpoint: the journal has everything
                 log.warning("checkpoint on close failed: %s", exc)
             self._closed = True

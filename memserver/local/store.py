@@ -9,7 +9,8 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     catalog.py     the memories' metadata by row (current, history, tombstones), and the lookups on it
     history.py     replace links and the tombstones of forgotten memories, for get() and as_of
     listing.py     pages newest first with their cursors, bulk selections, counts per session
-    writes.py      the write path's rules: duplicates per namespace, what each memory replaces, the records
+    writes.py      the write path: duplicates per namespace, what each memory replaces, the group commit
+    transfer.py    export, and import in batches
     snapshot.py    the catalog saved at a checkpoint, so an open need not replay the whole journal
     checkpoints.py, checkpoint_job.py   when the write path checkpoints, and how: outside the exclusive lock
     vectors.py     the vector row file, its CRC checks and the repair of damaged rows
@@ -17,47 +18,42 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     search.py      exact vs HNSW, keyword and hybrid rankings over the candidates that pass the filters
     compaction.py  a new generation without the forgotten memories, switched in under the lock
 
-Three classes keep the orchestration, each on the one before: `Collection` (collection.py) the locks, opening and
-refreshing (one stat per call: catch up if the journal grew, reload if another process compacted), checkpoints
-and closing; `BulkTransfer` (bulk.py) the write path's group commit (embedding outside the locks), export and
-import; `MemoryStore` (here) the other public methods, each a check (inputs.py), a lock and a call into the parts.
-`search_nowait` takes no lock it would wait for.
-
-Locks, always in this order: the thread lock (`_thread_lock`, reentrant) serialises all calls in a process
-(hnswlib does not lock reads against inserts; embedding runs outside it); then the file lock (`_file_lock`) across
-processes: writers hold it exclusively, readers catching up hold it shared. This module never imports mcp, and
-imports the Embedder (onnxruntime) only when none is given.
+MemoryStore (here) owns the open `folder.Folder` (locks, opening and refreshing: one stat per call, catch up if the
+journal grew, reload if another process compacted; checkpoints and closing) and delegates to it; the write path's
+group commit is writes.py's, export and import transfer.py's. Each public method is a check (inputs.py), a lock and
+a call into the parts; `search_nowait` takes no lock it would wait for (folder.py has the lock order). This module
+never imports mcp, and imports the Embedder (onnxruntime) only when none is given.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memserver.contract import inputs
 from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.contract.write_rules import Pending
-from memserver.durable import disk_errors_as, folder_bytes
+from memserver.durable import FileLayer, disk_errors_as, folder_bytes
 from memserver.embedding.base import query_vector
 from memserver.errors import StoreError
-from memserver.local import listing
-from memserver.local.bulk import BulkTransfer
-from memserver.local.compaction import Compaction
+from memserver.local import compaction, listing, transfer, writes
+from memserver.local.folder import Folder
 from memserver.local.hooks import StoreHooks
 from memserver.local.journal import JOURNAL_NAME
 from memserver.local.journal import revision as journal_revision
 
+if TYPE_CHECKING:
+    from memserver.embedding.base import TextEmbedder
+
 __all__ = ["Hit", "Memory", "MemoryStore", "StoreHooks"]
 
-log = logging.getLogger(__name__)
 
-
-class MemoryStore(BulkTransfer):
+class MemoryStore:
     """A collection of memories in `<path>/<collection>/`, safe to share between threads and processes.
 
     Example::
@@ -69,6 +65,37 @@ class MemoryStore(BulkTransfer):
     `hooks` (hooks.StoreHooks) lets tests and benchmarks watch or hold points inside the store; `files` (a
     durable.FileLayer) takes every change the store makes to a file, so a test can record or fail them.
     """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        collection: str | None = None,
+        embedder: TextEmbedder | None = None,
+        *,
+        lock_timeout: float = 30.0,
+        M: int | None = None,
+        ef_construction: int | None = None,
+        ef: int | None = None,
+        hooks: StoreHooks | None = None,
+        files: FileLayer | None = None,
+    ) -> None:
+        self._folder = Folder(
+            path,
+            collection,
+            embedder,
+            lock_timeout=lock_timeout,
+            M=M,
+            ef_construction=ef_construction,
+            ef=ef,
+            hooks=hooks,
+            files=files,
+        )  # the open folder: locks, the current generation, checkpoints, closing (folder.py)
+        self.embedder: TextEmbedder = self._folder.embedder
+        self.dim = self._folder.dim
+        self.hooks = self._folder.hooks
+        self.files = self._folder.files
+        self.collection = self._folder.name
+        self.folder = self._folder.path  # the folder's path
 
     # --- writing -------------------------------------------------------------------------------------------------
 
@@ -99,12 +126,12 @@ class MemoryStore(BulkTransfer):
             replaces=replaces,
         )
         item = Pending.of(checked)
-        self._embed_missing([item], check=True)
-        memory = self._write_adds([item])[0][0]
+        writes.embed_missing(self._folder, [item], check=True)
+        memory = writes.write_adds(self._folder, [item])[0][0]
         if memory.duplicate or item.vector is None:
             return memory
-        with self._thread_lock:
-            similar = self._refresh().searcher.similar(item.vector, memory.id, memory.namespace)
+        with self._folder.thread_lock:
+            similar = self._folder.refresh().searcher.similar(item.vector, memory.id, memory.namespace)
         return replace(memory, similar=similar) if similar else memory
 
     @disk_errors_as("nothing was stored")
@@ -114,8 +141,8 @@ class MemoryStore(BulkTransfer):
         new = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(inputs.new_memories(items))]
         if not new:
             return []
-        self._embed_missing(new, check=True)
-        return self._write_adds(new)[0]
+        writes.embed_missing(self._folder, new, check=True)
+        return writes.write_adds(self._folder, new)[0]
 
     @disk_errors_as("the memory was not deleted")
     def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
@@ -127,7 +154,7 @@ class MemoryStore(BulkTransfer):
         """See backend.MemoryBackend.delete_many."""
         wanted = inputs.check_ids(ids)
         space = inputs.check_namespace(namespace)
-        with self._writing() as gen:
+        with self._folder.writing() as gen:
             there = [mid for mid in wanted if gen.catalog.row_of(mid, space) is not None]
             if there:
                 gen.write_deletes(there)
@@ -138,8 +165,8 @@ class MemoryStore(BulkTransfer):
     def get(self, memory_id: str, *, namespace: str | None = None) -> Memory | None:
         mid = inputs.check_id(memory_id)
         space = inputs.check_namespace(namespace)
-        with self._thread_lock:
-            catalog = self._refresh().catalog
+        with self._folder.thread_lock:
+            catalog = self._folder.refresh().catalog
             row = catalog.row_of(mid, space)
             return None if row is None else catalog.memory(row)
 
@@ -170,8 +197,8 @@ class MemoryStore(BulkTransfer):
         """See backend.MemoryBackend.list_page (listing.py has the order and the cursors)."""
         fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
         req = inputs.list_request(limit, tags, cursor=cursor, **fields)
-        with self._thread_lock:
-            gen = self._refresh()
+        with self._folder.thread_lock:
+            gen = self._folder.refresh()
             catalog, generation = gen.catalog, gen.journal.generation
             below = None if req.cursor is None else listing.decode_cursor(req.cursor, catalog, generation)
             rows, more = listing.page(catalog, req.filter, req.limit, below)
@@ -182,8 +209,8 @@ class MemoryStore(BulkTransfer):
         """See backend.MemoryBackend.select."""
         wanted = inputs.select_filter(filter)
         n = 0 if limit is None else inputs.check_limit(limit)
-        with self._thread_lock:
-            catalog = self._refresh().catalog
+        with self._folder.thread_lock:
+            catalog = self._folder.refresh().catalog
             rows = listing.select_rows(catalog, wanted)
             ids = [catalog.id_at(row) or "" for row in rows]
             return Selection(len(rows), [catalog.memory(row) for row in rows[:n]], ids)
@@ -211,8 +238,8 @@ class MemoryStore(BulkTransfer):
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
         req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
         q = self._query_vector(req.query, query_vector)
-        with self._thread_lock:
-            searcher = self._refresh().searcher
+        with self._folder.thread_lock:
+            searcher = self._folder.refresh().searcher
             return searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score, explain is True)
 
     def search_nowait(
@@ -240,11 +267,11 @@ class MemoryStore(BulkTransfer):
         req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
         if req.filter.as_of is not None:
             return None
-        with self._current_nowait() as gen:  # before embedding: an answer that must wait anyway costs no model run
+        with self._folder.nowait() as gen:  # before embedding: an answer that must wait anyway costs no model run
             if gen is None:
                 return None
         q = self._query_vector(req.query, query_vector)  # outside the thread lock, as in search
-        with self._current_nowait() as gen:
+        with self._folder.nowait() as gen:
             if gen is None:
                 return None
             return gen.searcher.search(q, req.query, req.mode, req.limit, req.filter, req.min_score, explain is True)
@@ -284,24 +311,24 @@ class MemoryStore(BulkTransfer):
     def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
         """See backend.MemoryBackend.tag_counts."""
         space = inputs.check_namespace(namespace)
-        with self._thread_lock:
-            return self._refresh().catalog.tag_counts(space)
+        with self._folder.thread_lock:
+            return self._folder.refresh().catalog.tag_counts(space)
 
     def namespaces(self) -> dict[str, int]:
         """See backend.MemoryBackend.namespaces."""
-        with self._thread_lock:
-            return dict(sorted(self._refresh().catalog.per_namespace.items()))
+        with self._folder.thread_lock:
+            return dict(sorted(self._folder.refresh().catalog.per_namespace.items()))
 
     def sessions(self, *, namespace: str | None = None) -> dict[str, int]:
         """See backend.MemoryBackend.sessions."""
         space = inputs.check_namespace(namespace)
-        with self._thread_lock:
-            return listing.session_counts(self._refresh().catalog, space)
+        with self._folder.thread_lock:
+            return listing.session_counts(self._folder.refresh().catalog, space)
 
     def revision(self) -> str:
         """See backend.MemoryBackend.revision: one stat of the journal's path, no lock (a poller never waits for a
         write or a search in progress)."""
-        if self._closed:
+        if self._folder.closed:
             raise StoreError("the store is closed")
         return journal_revision(self.folder / JOURNAL_NAME)
 
@@ -310,13 +337,13 @@ class MemoryStore(BulkTransfer):
         start = inputs.check_id_prefix(prefix)
         limit = inputs.check_limit(limit)
         space = inputs.check_namespace(namespace)
-        with self._thread_lock:
-            return self._refresh().catalog.ids_with_prefix(start, limit, space)
+        with self._folder.thread_lock:
+            return self._folder.refresh().catalog.ids_with_prefix(start, limit, space)
 
     def stats(self) -> dict[str, Any]:
         """See backend.MemoryBackend.stats; the local store adds where it lives and what is on disk."""
-        with self._thread_lock:
-            gen = self._refresh()
+        with self._folder.thread_lock:
+            gen = self._folder.refresh()
             catalog = gen.catalog
             replaced = len(catalog.history.replaced_rows())
             return {
@@ -341,32 +368,34 @@ class MemoryStore(BulkTransfer):
         """See backend.MemoryBackend.compact: journal and vectors rewritten without the deleted memories (see
         compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
         after."""
-        with self._thread_lock:
-            gen = self._refresh()
-            before = folder_bytes(self.folder)
-            removed = gen.deleted_pending()
-            live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
-            job = Compaction(self.folder, gen.journal, gen.vectors, live, gen.vindex)
-        try:
-            job.copy(self._embed)
-            self.hooks.compaction_copied()
-            with self._thread_lock:
-                self._refresh()
-                with self._exclusive() as gen:  # the current journal (checked before a torn tail is repaired)
-                    if gen.journal.generation != job.old_generation:
-                        log.info("another process compacted %s meanwhile; dropping this compaction", self.folder)
-                    elif not job.can_switch(gen.catalog):
-                        log.info("a memory of %s changed state during compaction; dropping it", self.folder)
-                    else:
-                        self.hooks.compaction_switching()
-                        job.switch(gen.catalog, gen.vectors, self._embed)
-                        self.hooks.compaction_switched()
-                self._load()
-                after = folder_bytes(self.folder)
-                count = len(self._current().catalog)
-        finally:
-            job.discard()
-        return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
+        return compaction.compact(self._folder)
+
+    # --- bulk transfer (transfer.py) ------------------------------------------------------------------------------
+
+    def export(self, include_vectors: bool = False, *, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """See backend.MemoryBackend.export (and transfer.export)."""
+        return transfer.export(self._folder, include_vectors, namespace)
+
+    @disk_errors_as("the import stopped (the records before this batch were stored)")
+    def import_(self, records: Iterable[dict[str, Any]]) -> int:
+        """See backend.MemoryBackend.import_ (and transfer.import_)."""
+        return transfer.import_(self._folder, records)
+
+    # --- checkpoints and closing ---------------------------------------------------------------------------------
+
+    @disk_errors_as("the checkpoint was not written (the journal still has every memory)")
+    def checkpoint(self) -> None:
+        """Save every derived index and the metadata snapshot at the journal's current end, so the next open
+        replays nothing. The store checkpoints by itself (on open, close, imports, and as often as writes make
+        it worthwhile: checkpoints.py) and logs a failure there (it costs replay time on the next open, never
+        data); asked for here, a failure raises StoreWriteError."""
+        with self._folder.thread_lock:
+            self._folder.refresh()
+            self._folder.checkpoint(strict=True)
+
+    def close(self) -> None:
+        """Checkpoint if worthwhile, then release files. Safe to call twice."""
+        self._folder.close()
 
     def __enter__(self) -> MemoryStore:
         return self

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import memserver.local.bulk
+import memserver.local.writes
 from memserver.contract import inputs
 from memserver.local import columns
 from memserver.local.catalog import Catalog
@@ -184,7 +184,7 @@ def test_a_journal_line_reusing_a_row_is_ignored(tmp_path: Path, deleted: bool, 
 
 def test_export_is_a_snapshot_at_its_first_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes, adds and a checkpoint (which compacts the text buffer) after the first item change nothing."""
-    monkeypatch.setattr(memserver.local.bulk, "IMPORT_BATCH", 7)
+    monkeypatch.setattr(memserver.local.writes, "IMPORT_BATCH", 7)
     with _open(tmp_path) as s:
         made = s.add_many([{"content": f"memory {i} ü", "tags": [f"t{i % 2}"]} for i in range(40)])
         expected = list(s.export())

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import memserver.local.bulk
 import memserver.local.compaction
 import memserver.local.store
+import memserver.local.writes
 from memserver.local.store import Memory, MemoryStore, StoreHooks
 from tests.support.fakes import FakeEmbedder, RecordingHooks
 from tests.support.file_layers import FailingFiles, RecordingFiles, ShortWrites, SimulatedCrash
@@ -292,7 +292,7 @@ def test_import_spaces_checkpoints_geometrically(tmp_path: Path, monkeypatch: py
     """A checkpoint rewrites whole indexes, so import_ does not take one every MEMSERVER_CHECKPOINT_EVERY records
     (O(N^2) bytes at 1M) but when the uncovered records reach half the store; ordinary writes keep the fixed
     spacing."""
-    monkeypatch.setattr(memserver.local.bulk, "IMPORT_BATCH", 100)
+    monkeypatch.setattr(memserver.local.writes, "IMPORT_BATCH", 100)
     monkeypatch.setenv("MEMSERVER_CHECKPOINT_EVERY", "200")
     hooks = RecordingHooks()
     sizes = hooks.checkpoints

@@ -642,7 +642,7 @@ def test_every_memserver_logger_is_forwarded_or_deliberately_not() -> None:
         }
         & logging_modules
     )
-    assert "memserver.local.store" in logging_modules - kept_out
+    assert "memserver.local.folder" in logging_modules - kept_out
     assert not client_log.forwarded("memserver.local.columns")
     assert not client_log.forwarded("memserver.postgres.security")
     assert client_log.forwarded("memserver.local.columns_of_the_future")  # not the name, nor under it
