@@ -9,6 +9,7 @@ the server, find its tools and get answers.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -32,6 +33,11 @@ SAMPLES: tuple[dict[str, object], ...] = (
     {"content": "The memserver project uses uv; run its tests with `uv run pytest`.", "tags": ["project"]},
 )
 QUERY = "what should I read next?"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Store five sample memories and recall "what should I read next?" through a real MCP session."""
+    return run_demo(args.data_dir)
 
 
 def run_demo(data_dir: str | None = None) -> int:

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from memserver.cli.options import open_store
 from memserver.errors import InvalidInputError, MemserverError
 
 if TYPE_CHECKING:
@@ -330,8 +331,6 @@ def _them(n: int) -> str:
 
 
 def _store(args: argparse.Namespace) -> MemoryBackend:
-    from memserver.cli.command import open_store
-
     return open_store(args)
 
 

@@ -61,7 +61,7 @@ def plain(real_embedder, tmp_path_factory) -> Embedder:
 
 def test_the_fused_graph_matches_sentence_transformers_on_every_text(fused):
     """Graph version 2 reproduces each of the 40 reference vectors to cosine >= 0.99999, batched and one by one."""
-    from memserver.cli.command import describe_graph
+    from memserver.cli.admin import describe_graph
 
     assert fused.graph == {"memserver.graph": "fused", "memserver.graph_version": "2"}
     assert describe_graph(fused.graph)["fused_ops"] == [f"com.microsoft.{op}" for op in onnx_export.FUSED_OPS]

@@ -1,0 +1,225 @@
+"""`memserver serve`: its flags (HTTP, HTTP limits, the chat-memory interface) and starting the server.
+
+Logs go to stderr only: in stdio mode stdout is the protocol stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from memserver.cli.options import DATABASE_HELP, check_database, database_url
+from memserver.errors import MemserverError
+
+if TYPE_CHECKING:
+    from memserver.features.chat import ChatOptions
+    from memserver.server import ToolSet
+    from memserver.transports.limits import HttpLimits
+
+
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """The serve command's flags and groups, in the order `memserver serve --help` shows them."""
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", help="address to bind with --http (default 127.0.0.1; others need tokens)")
+    serve.add_argument("--port", type=int, help="port with --http (default 8000; 0 picks a free one)")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="an extra Host name clients use to reach the server (repeatable; needed with --host 0.0.0.0)",
+    )
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        default=None,
+        help="with --http: keep no sessions, so several instances behind a load balancer can serve one client "
+        "(no subscriptions, logging/setLevel, elicitation or cancellation then; see the README)",
+    )
+    serve.add_argument(
+        "--sse",
+        action="store_true",
+        default=None,
+        help="with --http: also serve the legacy HTTP+SSE transport (MCP 2024-11-05) at /sse, for older clients",
+    )
+    limits = serve.add_argument_group(
+        "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
+    )
+    from memserver.transports.limits import HttpLimits
+
+    defaults = HttpLimits()
+    for flag, kind, meta, text in [
+        ("--max-sessions", int, "N", "open sessions in total"),
+        ("--max-sessions-per-user", int, "N", "open sessions of one token's user (of the one user without tokens)"),
+        ("--session-idle-timeout", float, "SECONDS", "close a session after this long with no request in flight"),
+        ("--max-concurrent-requests", int, "N", "requests served at once; more wait for a free slot"),
+        (
+            "--max-concurrent-requests-per-user",
+            int,
+            "N",
+            "requests of one token's user in progress at once, bodies still arriving included (of the one user "
+            "without tokens)",
+        ),
+        ("--max-incoming-bodies", int, "N", "request bodies received at once (memory: N x --max-body-bytes)"),
+        ("--queue-timeout", float, "SECONDS", "how long a request waits for a free slot before a 503 (429 per user)"),
+        ("--header-timeout", float, "SECONDS", "time a client has to send a request's headers"),
+        ("--body-timeout", float, "SECONDS", "time a client has to send a request's body (408 after)"),
+        ("--max-body-bytes", int, "N", "largest request body (413 above)"),
+        ("--max-connections", int, "N", "open connections (503 above)"),
+    ]:
+        field = _LIMIT_FLAGS[flag]
+        default = getattr(defaults, field)
+        shown = default if isinstance(default, int) else f"{default:g}"
+        limits.add_argument(flag, type=kind, metavar=meta, dest=field, help=f"{text} (default {shown})")
+    serve.add_argument("--data-dir", help="where memories are stored (default: MCP_MEMORY_PATH or the platform's)")
+    serve.add_argument("--database", metavar="URL", help=DATABASE_HELP)
+    serve.add_argument(
+        "--tools",
+        choices=["memory", "chat"],
+        default="memory",
+        help="memory (default): remember, recall, list_recent, forget; chat: the chat-memory interface "
+        "(CleverChatty's): remember(role, message), recall(), search_in_memory(data)",
+    )
+    # (the defaults are chat.py's, written out: importing chat.py would cost `memserver --help` the MCP SDK's types)
+    chat = serve.add_argument_group("chat-memory interface", "with --tools chat (see the README's Chat memory)")
+    chat.add_argument("--chat-budget", type=int, metavar="CHARS", help="longest recall() answer (default 4000)")
+    chat.add_argument(
+        "--chat-idle-minutes",
+        type=float,
+        metavar="MINUTES",
+        help="a message after a pause this long starts a new session (default 30)",
+    )
+    chat.add_argument("--chat-user-name", metavar="NAME", help="the speaker of the user's messages (default User)")
+    chat.add_argument(
+        "--chat-assistant-name", metavar="NAME", help="the speaker of the assistant's messages (default Assistant)"
+    )
+    chat.add_argument("--chat-namespace", metavar="NAME", help="the namespace the chat reads and writes")
+    chat.add_argument(
+        "--chat-condense",
+        action="store_true",
+        default=None,
+        help="have the client's model condense recall()'s block, when the client supports MCP sampling",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve MCP over stdio (default) or streamable HTTP; the store loads in the background."""
+    import logging
+    import os
+
+    from memserver.errors import ConfigError
+
+    # Logs go to stderr only: in stdio mode stdout is the protocol stream.
+    level = os.environ.get("MEMSERVER_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(stream=sys.stderr, level=level, format="memserver %(levelname)s %(name)s: %(message)s")
+    http_only = [flag for flag, value in _http_flags(args).items() if value is not None]
+    if not args.http and http_only:
+        raise ConfigError(f"{', '.join(http_only)} apply to --http only")
+    chat_only = [flag for flag, value in _chat_flags(args).items() if value not in (None, False)]
+    if args.tools != "chat" and chat_only:
+        raise ConfigError(f"{', '.join(chat_only)} apply to --tools chat only")
+    chat_options = _chat_options(args) if args.tools == "chat" else None
+    database = database_url(args)
+    if not args.http:
+        from memserver.transports import stdio
+
+        fds = stdio.claim_stdio()  # first: nothing imported from here on can write into the protocol stream
+        from memserver.server import build_server
+
+        if database:
+            check_database(database)
+        server = build_server(data_dir=args.data_dir, database=database, tool_set=_tool_set(chat_options))
+        stdio.serve_stdio(server, fds)
+        return 0
+    limits = _http_limits(args)
+    from memserver.server import build_server
+    from memserver.transports import http
+    from memserver.transports.bearer import load_tokens
+
+    tokens = load_tokens()
+    if database:
+        check_database(database)
+    server = build_server(
+        data_dir=args.data_dir,
+        per_user=bool(tokens),
+        load_at_start=True,
+        database=database,
+        tool_set=_tool_set(chat_options),
+    )
+    http.serve_http(
+        server,
+        host=args.host or http.DEFAULT_HOST,
+        port=http.DEFAULT_PORT if args.port is None else args.port,
+        tokens=tokens,
+        allowed_hosts=args.allowed_host or (),
+        limits=limits,
+        stateless=bool(args.stateless),
+        sse=bool(args.sse),
+    )
+    return 0
+
+
+# --serve's HTTP limits: flag -> HttpLimits field (see memserver/transports/limits.py)
+_LIMIT_FLAGS = {
+    "--max-sessions": "max_sessions",
+    "--max-sessions-per-user": "max_sessions_per_user",
+    "--session-idle-timeout": "session_idle_timeout",
+    "--max-concurrent-requests": "max_concurrent_requests",
+    "--max-concurrent-requests-per-user": "max_concurrent_requests_per_user",
+    "--max-incoming-bodies": "max_incoming_bodies",
+    "--queue-timeout": "queue_timeout",
+    "--header-timeout": "header_timeout",
+    "--body-timeout": "body_timeout",
+    "--max-body-bytes": "max_body_bytes",
+    "--max-connections": "max_connections",
+}
+
+
+# --tools chat's options: flag -> chat.ChatOptions field (see memserver/features/chat.py)
+_CHAT_FLAGS = {
+    "--chat-budget": "budget",
+    "--chat-idle-minutes": "idle_minutes",
+    "--chat-user-name": "user_name",
+    "--chat-assistant-name": "assistant_name",
+    "--chat-namespace": "namespace",
+    "--chat-condense": "condense",
+}
+
+
+def _chat_flags(args: argparse.Namespace) -> dict[str, object]:
+    return {flag: getattr(args, f"chat_{field}") for flag, field in _CHAT_FLAGS.items()}
+
+
+def _chat_options(args: argparse.Namespace) -> ChatOptions:
+    from memserver.errors import ConfigError
+    from memserver.features.chat import ChatOptions
+
+    given = {field: getattr(args, f"chat_{field}") for field in _CHAT_FLAGS.values()}
+    try:
+        return ChatOptions(**{field: value for field, value in given.items() if value is not None})
+    except (ValueError, MemserverError) as exc:
+        raise ConfigError(f"invalid chat option: {exc}") from None
+
+
+def _tool_set(chat_options: ChatOptions | None) -> ToolSet:
+    from memserver import server
+
+    return server.MEMORY_TOOLS if chat_options is None else server.chat_tools(chat_options)
+
+
+def _http_flags(args: argparse.Namespace) -> dict[str, object]:
+    flags = {"--host": args.host, "--port": args.port, "--allowed-host": args.allowed_host}
+    flags |= {"--stateless": args.stateless, "--sse": args.sse}
+    return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
+
+
+def _http_limits(args: argparse.Namespace) -> HttpLimits:
+    from memserver.errors import ConfigError
+    from memserver.transports.limits import HttpLimits
+
+    given = {field: getattr(args, field) for field in _LIMIT_FLAGS.values() if getattr(args, field) is not None}
+    try:
+        return HttpLimits(**given)
+    except ValueError as exc:
+        raise ConfigError(f"invalid HTTP limit: {exc}") from None
