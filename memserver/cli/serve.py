@@ -34,7 +34,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="with --http: keep no sessions, so several instances behind a load balancer can serve one client "
-        "(no subscriptions, logging/setLevel, elicitation or cancellation then; see the README)",
+        "(no subscriptions, logging/setLevel, elicitation or cancellation then; see docs/http.md)",
     )
     serve.add_argument(
         "--sse",
@@ -81,7 +81,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "(CleverChatty's): remember(role, message), recall(), search_in_memory(data)",
     )
     # (the defaults are chat.py's, written out: importing chat.py would cost `memserver --help` the MCP SDK's types)
-    chat = serve.add_argument_group("chat-memory interface", "with --tools chat (see the README's Chat memory)")
+    chat = serve.add_argument_group("chat-memory interface", "with --tools chat (see docs/conversations.md)")
     chat.add_argument("--chat-budget", type=int, metavar="CHARS", help="longest recall() answer (default 4000)")
     chat.add_argument(
         "--chat-idle-minutes",
