@@ -81,7 +81,7 @@ class Logged(logging.Handler):
 
 def writer(folder: str, seed: int) -> None:
     from benchmarks.lab.checkpoint_spacing import StoredVectors
-    from memserver.local.store import MemoryStore
+    from memserver import MemoryStore  # the public name: both checkouts have it
 
     cache = cache_dir(None)
     vecs = base_vectors(cache, corpus()[0])
@@ -114,7 +114,7 @@ def _set_on_line(event: threading.Event) -> None:
 
 
 def reader(folder: str) -> None:
-    from memserver.local.store import MemoryStore
+    from memserver import MemoryStore  # the public name: both checkouts have it
 
     class NoModel:
         dim = 384

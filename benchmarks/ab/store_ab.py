@@ -69,7 +69,7 @@ class ConstantEmbedder:
 
 
 def worker(job: str, folder: str, n: int, count: int) -> dict[str, Any]:
-    from memserver.local.store import MemoryStore
+    from memserver import MemoryStore  # the public name: both checkouts have it
 
     embedder = ConstantEmbedder()
     if job in ("build", "import"):
