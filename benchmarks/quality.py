@@ -365,7 +365,7 @@ def print_report(result: dict) -> None:
     f = result["fusion"]
     print(
         f"{result['queries']} queries over {result['memories']} memories "
-        f"(hybrid: {f['kind']} fusion, vector weight {f['vector_weight']}, depth {f['depth']} a side; ranking.py)"
+        f"(hybrid: {f['kind']} fusion, vector weight {f['vector_weight']}, depth {f['depth']} a side; hybrid_convex.py)"
     )
     print(f"{'':14}" + "".join(f"{mode:>27}" for mode in MODES))
     print(f"{'':14}" + "   R@5   R@10    MRR      " * 3)

@@ -266,15 +266,15 @@ class MemoryBackend(Protocol):
         not forgotten by then (a tombstone; compaction purges forgotten memories and with them this history).
         Such a search ranks exactly over its candidates (slower; as_of is rare).
 
-        `mode`: "semantic" ranks by cosine similarity to the query (the exact top-`limit`, but an approximate
-        index may trade a near-tie at the boundary); "keyword" by BM25 over the content and the date words of
-        occurred_at (only memories sharing a word with the query: possibly none); "hybrid" (default) by both: a
-        memory first in both rankings comes first, one that matches neither word nor meaning last. How the two
-        are fused is the engine's (the local store: ranking.py, with session context and soft speaker and time
-        boosts; others: fusion.py's reciprocal-rank fusion), so engines may order near-ties differently.
-        Ties (equal cosine in "semantic", equal BM25 in "keyword") rank the earlier-stored memory first. In every
-        mode `Hit.score` is the cosine similarity to the query, and `min_score` (-1..1) drops hits below it after
-        ranking (so fewer than `limit` may come back). A smaller `limit` returns a prefix of a larger one.
+        `mode`: "semantic" ranks by cosine similarity to the query (the exact top-`limit`, but an approximate index may
+        trade a near-tie at the boundary); "keyword" by BM25 over the content and the date words of occurred_at (only
+        memories sharing a word with the query: possibly none); "hybrid" (default) by both: a memory first in both
+        rankings comes first, one that matches neither word nor meaning last. How the two are fused is the engine's (the
+        local store: retrieval/hybrid_convex.py, with session context and soft speaker and time boosts; PostgreSQL:
+        retrieval/hybrid_rrf.py, reciprocal-rank fusion), so engines may order near-ties differently. Ties (equal cosine
+        in "semantic", equal BM25 in "keyword") rank the earlier-stored memory first. In every mode `Hit.score` is the
+        cosine similarity to the query, and `min_score` (-1..1) drops hits below it after ranking (so fewer than `limit`
+        may come back). A smaller `limit` returns a prefix of a larger one.
 
         `query_vector`: the query's embedding, if the caller has it (benchmarks, tests): `dim` finite numbers,
         not all zero, normalised here; the query is then not embedded. `query` is still required and used by

@@ -1,11 +1,11 @@
 """Ranking in the local store: which rows best match a query among the candidates that pass the filters.
 
-The filters come first (catalog.candidates): both rankings see only the rows that pass them, so a selective
-filter still yields the true top-k. The vector ranking is exact (numpy over the stored rows) for a small
-candidate set, HNSW with a filter otherwise (exact again if that finds too few); the keyword ranking is BM25
-(keyword.py); hybrid fuses the two with the session context and the soft boosts of ranking.py (`_fused` gathers
-what that needs: each side's pool, the neighbours' cosines and BM25 scores, the boost masks). Every hit's score
-is its cosine to the query. With `explain`, each hit also says why it ranked (ranking.explain_row).
+The filters come first (catalog.candidates): both rankings see only the rows that pass them, so a selective filter still
+yields the true top-k. The vector ranking is exact (numpy over the stored rows) for a small candidate set, HNSW with a
+filter otherwise (exact again if that finds too few); the keyword ranking is BM25 (keyword.py); hybrid fuses the two
+with the session context and the soft boosts of retrieval/hybrid_convex.py (`_fused` gathers what that needs: each
+side's pool, the neighbours' cosines and BM25 scores, the boost masks). Every hit's score is its cosine to the query.
+With `explain`, each hit also says why it ranked (hybrid_convex.explain_row).
 
 Exact vs HNSW: exact costs ~c_e per candidate; HNSW under a filter passing m of N rows visits ~ef*N/m nodes at
 ~c_h each (a Python predicate per node), so they cost the same at m* = sqrt((c_h/c_e) * ef * N): the threshold
@@ -241,8 +241,8 @@ class Searcher:
         f: inputs.SearchFilter,
         explain: bool,
     ) -> tuple[np.ndarray, np.ndarray, Explainer | None]:
-        """Rows in hybrid order (ranking.py) with their cosines to `q`. The first DEPTH come from pools of DEPTH a
-        side whatever `limit` is; a larger `limit` is filled from deeper pools, after them."""
+        """Rows in hybrid order (retrieval/hybrid_convex.py) with their cosines to `q`. The first DEPTH come from pools
+        of DEPTH a side whatever `limit` is; a larger `limit` is filled from deeper pools, after them."""
         past = f.as_of is not None
         today = date.fromisoformat(f.as_of[:10]) if f.as_of else datetime.now(timezone.utc).date()  # "last week"
         a = QueryAnalysis.of(text, self.context.named_speakers(text), today)

@@ -10,12 +10,12 @@ For a row t among the candidates (the rows that pass the filters):
                + 0.2 [t's occurred_at falls in a period the query names, or up to 31 days after it]
                + 0.2 [the query asks "when" and t carries time words]
 
-`prev`/`next` are the previous / next current turn of t's session (context.py): a store without sessions has none,
-and the formula is then plain convex fusion of cosine and BM25. Ties go to the lower row (stored first). The
-boosts are soft: another speaker's turn that matches clearly still wins; none applies unless the query names a
-speaker or a time, or asks "when". `Hit.score` stays the row's own cosine.
+`prev`/`next` are the previous / next current turn of t's session (local/row_context.py): a store without sessions has
+none, and the formula is then plain convex fusion of cosine and BM25. Ties go to the lower row (stored first). The
+boosts are soft: another speaker's turn that matches clearly still wins; none applies unless the query names a speaker
+or a time, or asks "when". `Hit.score` stays the row's own cosine.
 
-Why these and not reciprocal-rank fusion (fusion.py, which the other engines use): on two sets of long
+Why these and not reciprocal-rank fusion (hybrid_rrf.py, which PostgreSQL uses): on two sets of long
 multi-session conversations this scored R@10 81.3 / 68.4 against 60.5 / 49.3, and kept the general quality set
 level; every constant was picked by leave-one-conversation-out. The measurements, the alternatives tried and
 rejected (recency, Rocchio feedback, a second dated vector, BM25F fields, min-max normalisation), and what each

@@ -7,7 +7,7 @@ damps the head so that an item ranked well by both lists beats one ranked first 
 tuning per corpus, which is why most hybrid search engines default to it.
 
 `hybrid_order` is the hybrid ranking of engines that have only the two rankings (a database engine). The local
-store ranks by ranking.py instead (convex fusion with session context and soft speaker / time boosts: ~20 points
+store ranks by hybrid_convex.py instead (convex fusion with session context and soft speaker / time boosts: ~20 points
 of R@10 more on long conversations, level on the quality set); engines may therefore order near-ties differently.
 Its constants were chosen on benchmarks/quality.py: see benchmarks/README.md, "How hybrid was set".
 """

@@ -1,6 +1,6 @@
 """Time in queries and memories: the periods a query names, "when" questions, and texts that carry time words.
 
-The hybrid ranking (ranking.py) turns these into two soft boosts, never filters: a memory whose occurred_at falls
+The hybrid ranking (hybrid_convex.py) turns these into two soft boosts, never filters: a memory whose occurred_at falls
 in a period the query names ("in May 2024", "last Tuesday", "between March and June"), and, for a question whose
 answer is a time ("When did Tom propose?"), a memory that mentions one ("a week on Friday", "in March", "10:30").
 On the conversation sets, 84-94% of the turns answering a "when" question carry time words, against 16-21% of

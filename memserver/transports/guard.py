@@ -5,7 +5,7 @@ user's request slots, then the body (bounded in size and time), then one of the 
 (RequestSlots: a slow body holds no server slot); the body checked with wire.inspect(); then the session caps;
 then the SDK.
 Every refusal it makes is a JSON-RPC error carrying the request's id when it is known, and it adds that id to the
-SDK's own id-less error answers (404 for an expired session, ...). The limits are in http_limits.py.
+SDK's own id-less error answers (404 for an expired session, ...). The limits are in limits.py.
 
 On a stateless server (`--stateless`) it also answers what needs a session, which the SDK would accept and then
 forget: GET and DELETE get 405, logging/setLevel and resources/(un)subscribe -32601 with the reason.

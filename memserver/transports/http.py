@@ -6,12 +6,12 @@ HTTP is safe by default:
   - with tokens configured (MEMSERVER_TOKENS and/or MEMSERVER_TOKEN_FILE) every request needs
     `Authorization: Bearer <token>` (401 otherwise); each token names a user, and each user has their own store;
   - every message is checked before the SDK sees it (wire.py), and sessions, concurrent requests, slow clients
-    and body sizes are limited (http_limits.py).
+    and body sizes are limited (limits.py).
 
 The app is assembled here rather than by `Server.streamable_http_app()` so that memserver's checks come in the
 right order: HostAndOriginFirst answers 403/421, Starlette middleware authenticates, RequireAuthMiddleware answers
 401, McpGuard applies the limits, and the SDK's session manager serves what is left. The legacy HTTP+SSE
-endpoints (`--sse`, http_sse.py) are guarded alike and share the limits.
+endpoints (`--sse`, sse.py) are guarded alike and share the limits.
 
 Stateless mode (`--stateless`): the SDK's `stateless_http=True`, a fresh transport per POST and no session ids,
 so several instances behind a load balancer can serve one client. What needs a session is refused there with an
@@ -68,7 +68,7 @@ def http_app(
 
     `server` must have been built with `per_user=bool(tokens)`. `stateless`: /mcp keeps no sessions (every POST
     stands alone, so any instance behind a load balancer can serve it). `sse`: also serve the legacy HTTP+SSE
-    transport at /sse and /messages/ (http_sse.py); without it those paths answer 404 saying how to turn it on.
+    transport at /sse and /messages/ (sse.py); without it those paths answer 404 saying how to turn it on.
 
     Raises:
         ConfigError: a non-loopback host without tokens, or a wildcard host without `allowed_hosts`.

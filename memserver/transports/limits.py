@@ -12,7 +12,7 @@
     request body     must arrive within `body_timeout` s, and be at most `max_body_bytes`     -> 408 / 413
     connections      at most `max_connections` (uvicorn's limit_concurrency)                  -> 503
 
-http_guard.py enforces them. Light on purpose: the CLI reads the defaults for its --help.
+guard.py enforces them. Light on purpose: the CLI reads the defaults for its --help.
 """
 
 from __future__ import annotations

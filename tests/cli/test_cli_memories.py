@@ -1,5 +1,5 @@
-"""The people's commands (cli_memories.py) through the real CLI: recall, list, show, remember, forget on a temporary
-data directory with the real store and model. Aligned text by default, JSON lines with --json; a bulk forget
+"""The people's commands (memserver/cli/memories.py) through the real CLI: recall, list, show, remember, forget on a
+temporary data directory with the real store and model. Aligned text by default, JSON lines with --json; a bulk forget
 shows a count and a sample, asks on a terminal (driven through a pseudo-terminal here), and refuses without one."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The local store's hybrid ranking (ranking.py, context.py, timewords.py) through MemoryStore.search: session
-context, the soft speaker and time boosts, the deterministic cut, and `explain`."""
+"""The local store's hybrid ranking (retrieval/hybrid_convex.py, local/row_context.py, retrieval/timewords.py) through
+MemoryStore.search: session context, the soft speaker and time boosts, the deterministic cut, and `explain`."""
 
 from __future__ import annotations
 
