@@ -25,8 +25,7 @@ DIR_MODE (0700), whatever the umask (a umask only removes bits, and one that rem
 store cannot reopen, so the mode is set again after creation when the umask changed it). A store made before this
 (0644 files in a 0755 folder under umask 022) is tightened when it is opened: `make_private`, one log line naming the
 folder. The model cache (memserver/embedding/sources.py) keeps the umask's modes: it holds public model files, and a
-cache shared
-between accounts (MEMSERVER_CACHE_DIR, the Hugging Face cache) must stay readable by them.
+cache shared between accounts (MEMSERVER_CACHE_DIR, the Hugging Face cache) must stay readable by them.
 
 This module knows nothing about journals, indexes or MCP.
 """

@@ -58,8 +58,8 @@ def powerloss_scratch(tmp_path: Path) -> Iterator[Path]:
 
 
 class PostgresForTests:
-    """The session's PostgreSQL: a throwaway cluster (tests/support/pg_cluster.py), or MEMSERVER_TEST_DATABASE_URL's
-    server.
+    """The session's PostgreSQL: a throwaway cluster (tests/support/pg_cluster.py), or the server of
+    MEMSERVER_TEST_DATABASE_URL.
 
     `database(name)` creates a fresh database (pgvector installed) and returns its URL: one per embedding model,
     since a database holds the vectors of one model.

@@ -51,8 +51,7 @@ RECORD_FIELDS = MEMORY_FIELDS | {"id", "created_at", "vector", "replaced_by"}  #
 # uses Python's re; these read the same in both: classes spelled out ([0-9], not the Unicode-aware \d; the white
 # space of Python's str.strip(), not \s), and the end of the text written (?![\s\S]) ("no character follows"),
 # because Python's $ also matches before a final newline. tests/server/test_schemas_agree.py checks them against the
-# store
-# on generated values, and against Node.js.
+# store on generated values, and against Node.js.
 _END = r"(?![\s\S])"
 
 # What str.strip() removes (str.isspace()): a tag, a query or a content must hold something else.

@@ -1,9 +1,8 @@
 """Re-indexing a database whose keyword terms another analyzer made (the local store's keyword.py does the same).
 
 A memory row's terms are computed in Python at write time (terms.py), and queries are tokenised by the running
-memserver: when memserver's tokenizer changes (memserver.retrieval.terms.ANALYZER; e.g. Snowball stemming), the terms
-of a
-database written before no longer match the queries, and keyword and hybrid recall silently miss. So `meta`'s
+memserver: when memserver's tokenizer changes (memserver.retrieval.terms.ANALYZER; e.g. Snowball stemming), the terms of
+a database written before no longer match the queries, and keyword and hybrid recall silently miss. So `meta`'s
 'keyword' row names the analyzer the database's terms were made with ("1": before Snowball stemming), and a
 database made by another is re-indexed on open and by `memserver db migrate`:
 

@@ -33,8 +33,7 @@ class IndexedText:
 
 
 # memserver.retrieval.terms.tokenize, with each distinct raw token normalised once per process (as the local index's
-# vocabulary
-# does): folding and stemming per occurrence made a bulk import spend ~1 ms per memory here.
+# vocabulary does): folding and stemming per occurrence made a bulk import spend ~1 ms per memory here.
 _term = functools.lru_cache(maxsize=1 << 17)(normalise)
 
 

@@ -17,8 +17,7 @@ import numpy as np
 from tests.support.fakes import FakeEmbedder
 
 if TYPE_CHECKING:
-    # The storage contract: memserver.contract.backend.MemoryBackend once the contract module lands; MemoryStore meets
-    # it.
+    # The storage contract is memserver.contract.backend.MemoryBackend; MemoryStore meets it.
     from memserver.local.store import MemoryStore as Backend
 else:
     Backend = Any

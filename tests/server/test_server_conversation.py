@@ -1,8 +1,8 @@
 """The conversation fields at the MCP surface, in process over the SDK's Client, against
-tests/support/conversation_fake.py
-(the contract without the engine): the tools' new arguments reach the store, results carry the new fields and
-match the output schemas, bad values are isError results naming the field, list_recent pages with a cursor,
-memory:// URIs take ?namespace=, and a memory shows its history. tests/e2e drives the same with the real store."""
+tests/support/conversation_fake.py (the contract without the engine): the tools' new arguments reach the store,
+results carry the new fields and match the output schemas, bad values are isError results naming the field,
+list_recent pages with a cursor, memory:// URIs take ?namespace=, and a memory shows its history. tests/e2e drives
+the same with the real store."""
 
 from __future__ import annotations
 
