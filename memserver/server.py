@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -73,6 +74,18 @@ if TYPE_CHECKING:
     from memserver.contract.backend import MemoryBackend
 
 logger = logging.getLogger(__name__)
+# Caching hints (SEP-2549, protocol 2026-07-28: ttlMs and cacheScope on these results; 2025-11-25 defines no cache
+# hint for any list, and the SDK leaves them out of results on that wire). The tool, prompt and resource lists and
+# server/discover are fixed for the life of the process and the same for every user: an hour, shareable. A read
+# (resources/read) changes with every write and is the user's own: the SDK's default, 0 ms and private.
+LISTS_TTL_MS = 3_600_000
+CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
+    "tools/list": CacheHint(ttl_ms=LISTS_TTL_MS, scope="public"),
+    "prompts/list": CacheHint(ttl_ms=LISTS_TTL_MS, scope="public"),
+    "resources/list": CacheHint(ttl_ms=LISTS_TTL_MS, scope="public"),
+    "resources/templates/list": CacheHint(ttl_ms=LISTS_TTL_MS, scope="public"),
+    "server/discover": CacheHint(ttl_ms=LISTS_TTL_MS, scope="public"),
+}
 CONDENSE_SECONDS = 60.0  # how long a chat recall waits for the client's model to condense its block
 
 INSTRUCTIONS = (
@@ -195,7 +208,7 @@ async def call_tool(
             if isinstance(payload, chat.ContextBlock):  # --tools chat --chat-condense
                 payload = await _condensed(ctx, payload)
     except (InvalidInputError, forgetting.CannotAskError) as exc:
-        return _tool_error(str(exc))
+        return _tool_error(tools.in_tool_words(str(exc)))
     except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
     except MemserverError as exc:  # the model is missing, the store is locked, ...: the message says what to do
@@ -210,10 +223,9 @@ async def call_tool(
         result = types.CallToolResult(content=[types.TextContent(type="text", text=payload)])
     else:
         # Spec: structuredContent must match outputSchema; for older clients, the same JSON also goes in a text block.
-        result = types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-            structured_content=payload,
-        )
+        text = types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))
+        links = _links(tool, payload) if isinstance(payload, dict) else []
+        result = types.CallToolResult(content=[text, *links], structured_content=payload)
     if TIMING:  # spec: _meta keys may carry a prefix ending in "/"
         timing["handler_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result.meta = {"memserver/timing": timing}
@@ -525,6 +537,18 @@ def _shown(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def _links(tool: types.Tool, payload: dict[str, Any]) -> list[types.ResourceLink]:
+    """recall's and list_recent's memories as resource links (spec 2025-11-25, tools: "resource_link" content) to
+    memory://memories/{id}, which resources/read serves with the memory's history; after the JSON text block."""
+    if tool is tools.RECALL:
+        found = payload["results"]
+    elif tool is tools.LIST_RECENT:
+        found = payload["memories"]
+    else:
+        return []
+    return [resources.memory_link(memory["id"], memory.get("namespace")) for memory in found]
+
+
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -613,8 +637,10 @@ def build_server(
             version=__version__,
             title="memserver",
             description="Long-term memory for MCP clients, searched by meaning, stored on this machine.",
+            icons=[tools.ICON],
             instructions=tool_set.instructions,
             lifespan=lifespan,
+            cache_hints=CACHE_HINTS,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
             on_list_resources=list_resources,

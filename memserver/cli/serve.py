@@ -93,7 +93,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     chat.add_argument(
         "--chat-assistant-name", metavar="NAME", help="the speaker of the assistant's messages (default Assistant)"
     )
-    chat.add_argument("--chat-namespace", metavar="NAME", help="the namespace the chat reads and writes")
+    chat.add_argument(
+        "--chat-namespace",
+        metavar="NAME",
+        help="the namespace the chat's turns are stored in (default chat); recall() and search_in_memory read it "
+        "and the curated facts' namespace (default)",
+    )
     chat.add_argument(
         "--chat-condense",
         action="store_true",

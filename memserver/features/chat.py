@@ -8,18 +8,20 @@ Sessions. A conversation is the messages of one client connection (stdio: the se
 session, `mcp-session-id`; a 2026-07-28 HTTP client, which has no session, gets one conversation per user). A
 conversation is split into sessions: the first message starts one, and a message that comes after an idle gap
 (`idle_minutes` since the previous message) starts the next. Each message is stored as a memory with role,
-speaker (the role's display name), session, source "chat" and occurred_at = now; a user's message that states a
-standing fact about themselves (FIRST_PERSON, below) is tagged `profile` as well.
+speaker (the role's display name), session, source "chat" and occurred_at = now, in the chat namespace
+(`--chat-namespace`, default CHAT_NAMESPACE): apart from the curated facts (the memory tools' namespace, `default`),
+so that assistant chatter never outranks them there; a user's message that states a standing fact about themselves
+(FIRST_PERSON, below) is tagged `profile` as well. recall() and search_in_memory read both namespaces.
 
 What `recall()` returns, within `budget` characters, built in this order:
   (a) this conversation: the most recent turns of the current session, from this server's own record of the
       connection (the store keeps one copy of an exact repeat such as "yes", which would otherwise vanish);
-  (c) about the user: memories tagged `profile`, newest first: for a chat message, only its first-person
-      sentences ("I live in Porto."), else the whole memory; not those already in (a);
+  (c) about the user: memories tagged `profile` (of both namespaces), newest first: for a chat message, only its
+      first-person sentences ("I live in Porto."), else the whole memory; not those already in (a);
   (b) earlier conversations: the memories most relevant to the latest user message (recall's `query` when the
-      client passes one): hybrid search in the namespace, those scoring at least tools.WEAK_MATCH_SCORE, best
-      first, without memories of the current session or already shown whole in (a) or (c) (a message of which (c)
-      showed only its first-person sentences may be shown whole here).
+      client passes one): hybrid search in each namespace, merged by cosine, those scoring at least
+      tools.WEAK_MATCH_SCORE, best first, without memories of the current session or already shown whole in (a) or
+      (c) (a message of which (c) showed only its first-person sentences may be shown whole here).
 Each section first takes up to its share of the budget (SHARES: (a) 35%, (c) 25%, (b) 40%); what a section leaves
 unused goes to the others, in the order (b), (a), (c). A line is cut at `line_cap` characters with an ellipsis.
 The block lists (c), (b), (a), (a) oldest first; every line is `- [YYYY-MM-DD HH:MM] Speaker: text` (UTC). With
@@ -49,13 +51,14 @@ from memserver.errors import InvalidInputError
 from memserver.features import tools
 
 if TYPE_CHECKING:
-    from memserver.contract.backend import Memory, MemoryBackend
+    from memserver.contract.backend import Hit, Memory, MemoryBackend
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BUDGET = 4000  # characters of a recall() block
 MIN_BUDGET = 200
 DEFAULT_IDLE_MINUTES = 30.0
+CHAT_NAMESPACE = "chat"  # where the turns go unless --chat-namespace says otherwise
 PROFILE_TAG = "profile"
 SOURCE = "chat"
 SHARES = {"recent": 0.35, "profile": 0.25, "relevant": 0.40}
@@ -200,7 +203,8 @@ class ChatOptions:
     idle_minutes: float = DEFAULT_IDLE_MINUTES
     user_name: str = "User"
     assistant_name: str = "Assistant"
-    namespace: str | None = None
+    namespace: str = CHAT_NAMESPACE  # the turns' namespace
+    facts_namespace: str = inputs.DEFAULT_NAMESPACE  # the curated facts' (read, never written)
     condense: bool = False
 
     def __post_init__(self) -> None:
@@ -211,6 +215,12 @@ class ChatOptions:
         inputs.check_speaker(self.user_name, "user name")
         inputs.check_speaker(self.assistant_name, "assistant name")
         inputs.check_namespace(self.namespace)
+        inputs.check_namespace(self.facts_namespace)
+
+    @property
+    def read_namespaces(self) -> tuple[str, ...]:
+        """What recall() and search_in_memory read: the turns' namespace, and the curated facts' when another."""
+        return tuple(dict.fromkeys([self.namespace, self.facts_namespace]))
 
     @property
     def line_cap(self) -> int:
@@ -351,11 +361,13 @@ class ChatMemory:
         query = (args.get("query") or "").strip()
         if not query:
             query = next((turn.text for turn in reversed(turns) if turn.role == "user"), "")
-        namespace = self.options.namespace
-        profile = store.list_recent(PROFILE_CANDIDATES, tags=[PROFILE_TAG], namespace=namespace)
+        spaces = self.options.read_namespaces
+        listed = [store.list_recent(PROFILE_CANDIDATES, tags=[PROFILE_TAG], namespace=space) for space in spaces]
+        profile = sorted((m for memories in listed for m in memories), key=lambda m: m.occurred_at, reverse=True)
+        profile = profile[:PROFILE_CANDIDATES]
         relevant: list[Memory] = []
         if query:
-            hits = store.search(query[: inputs.MAX_QUERY_CHARS], limit=RELEVANT_CANDIDATES, namespace=namespace)
+            hits = self._search(store, query[: inputs.MAX_QUERY_CHARS], RELEVANT_CANDIDATES)
             relevant = [
                 hit.memory
                 for hit in hits
@@ -366,9 +378,18 @@ class ChatMemory:
             return ContextBlock(text, self.options.budget)
         return text
 
+    def _search(self, store: MemoryBackend, query: str, limit: int) -> list[Hit]:
+        """The best `limit` hits of the read namespaces, by cosine (each search's own rank_score has its own scale);
+        on a tie the curated fact first."""
+        found: list[tuple[float, int, Hit]] = []
+        for order, space in enumerate(reversed(self.options.read_namespaces)):  # the facts' namespace first
+            found += [(-hit.score, order, hit) for hit in store.search(query, limit=limit, namespace=space)]
+        found.sort(key=lambda item: item[:2])
+        return [hit for *_, hit in found[:limit]]
+
     def search(self, store: MemoryBackend, args: dict[str, Any]) -> str:
         """search_in_memory(data): the best matches as numbered lines."""
-        hits = store.search(args["data"], limit=SEARCH_LIMIT, namespace=self.options.namespace)
+        hits = self._search(store, args["data"], SEARCH_LIMIT)
         if not hits:
             return "No results found"
         lines = []

@@ -1,10 +1,10 @@
 """The two prompts as MCP `Prompt` constants, their argument checks, and the messages `prompts/get` returns.
 
     recall-context    topic (required)  a user message holding the memories most relevant to the topic (hybrid
-                      namespace         search, best first, each with its date and tags), ready to paste into a
-                                        conversation; only those in the range of relevant text (WEAK_MATCH_SCORE),
-                                        bounded to RECALL_LIMIT memories and MAX_PROMPT_CHARS; from `namespace` if
-                                        given (else the default one)
+                      namespace         search, best first, each with the day it happened, the day it was stored when
+                                        another, and its tags), ready to paste into a conversation; only those in
+                                        the range of relevant text (WEAK_MATCH_SCORE), bounded to RECALL_LIMIT
+                                        memories and MAX_PROMPT_CHARS; from `namespace` if given (else the default)
     remember-session  focus (optional)  asks the model to pick out the facts of this conversation worth keeping
                                         and store each with `remember`, reusing the tags already in use
 
@@ -41,8 +41,8 @@ RECALL_CONTEXT = types.Prompt(
     title="Recall context",
     description=(
         "A message holding the memories most relevant to a topic (searched by words and meaning, best first, "
-        f"each with its date and tags; at most {RECALL_LIMIT}), to start or steer a conversation with what was "
-        "remembered before."
+        f"each with the day it happened and its tags; at most {RECALL_LIMIT}), to start or steer a conversation "
+        "with what was remembered before."
     ),
     arguments=[
         types.PromptArgument(
@@ -57,6 +57,7 @@ RECALL_CONTEXT = types.Prompt(
             required=False,
         ),
     ],
+    icons=[tools.ICON],
 )
 
 REMEMBER_SESSION = types.Prompt(
@@ -73,6 +74,7 @@ REMEMBER_SESSION = types.Prompt(
             required=False,
         )
     ],
+    icons=[tools.ICON],
 )
 
 PROMPTS: tuple[types.Prompt, ...] = (RECALL_CONTEXT, REMEMBER_SESSION)
@@ -158,16 +160,24 @@ def _recall_context(store: MemoryBackend, topic: str, namespace: str | None) -> 
         used += len(line) + 1
         shown += 1
     lines += ["", "These notes come from earlier conversations and may be out of date; use them as background."]
-    return _user_message(f"{shown} memories about {topic!r}", "\n".join(lines))
+    return _user_message(f"{shown} {'memory' if shown == 1 else 'memories'} about {topic!r}", "\n".join(lines))
 
 
 def _memory_line(memory: Memory) -> str:
-    """One memory as a line: (date; tags) content, the content cut at MAX_MEMORY_CHARS."""
+    """One memory as a line: (date; tags) content, the content cut at MAX_MEMORY_CHARS. The date is when it
+    happened (occurred_at), with the day it was stored when that is another day: an imported or backdated memory
+    must not read as today's."""
     content = " ".join(memory.content.split())
     if len(content) > MAX_MEMORY_CHARS:
         content = content[: MAX_MEMORY_CHARS - 1].rstrip() + "…"
-    label = memory.created_at[:10] + (f"; tags: {', '.join(memory.tags)}" if memory.tags else "")
+    label = date_label(memory) + (f"; tags: {', '.join(memory.tags)}" if memory.tags else "")
     return f"({label}) {content}"
+
+
+def date_label(memory: Memory) -> str:
+    """'2026-11-25' (the day it happened), or '2026-11-25, stored 2026-12-01' when it was stored on another day."""
+    happened, stored = memory.occurred_at[:10], memory.created_at[:10]
+    return happened if happened == stored else f"{happened}, stored {stored}"
 
 
 def _remember_session(store: MemoryBackend, focus: str | None) -> types.GetPromptResult:
@@ -181,8 +191,9 @@ def _remember_session(store: MemoryBackend, focus: str | None) -> types.GetPromp
         "",
         "Store each fact with the remember tool, one self-contained fact per call, written so it makes sense on its "
         "own later (e.g. 'The user prefers tabs over spaces in Python'), with tags where they help. If a fact "
-        "replaces one stored before, forget the outdated memory by its id (remember lists close matches under "
-        "'similar'). Then tell me in one short list what you stored.",
+        "changed since it was stored (remember lists close matches under 'similar'), store the new fact with "
+        "replaces set to the old one's id: the old one is kept as history. Use forget only for what is plainly "
+        "wrong or what I ask you to forget. Then tell me in one short list what you stored.",
     ]
     if tags:
         lines += ["", f"Tags already in use (reuse them where they fit): {', '.join(tags)}."]

@@ -26,6 +26,7 @@ from urllib.parse import quote, unquote
 import mcp_types as types
 
 from memserver.contract import inputs, versions
+from memserver.features import tools
 
 if TYPE_CHECKING:
     from memserver.contract.backend import MemoryBackend
@@ -47,6 +48,7 @@ STATS = types.Resource(
     title="Memory statistics",
     description="How many memories there are, where they are stored, the embedding model and index parameters.",
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 RECENT = types.Resource(
     uri="memory://recent",
@@ -54,6 +56,7 @@ RECENT = types.Resource(
     title="Recent memories",
     description=f"The {RECENT_LIMIT} newest memories, by when they happened, newest first." + _NAMESPACE_NOTE,
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 TAGS = types.Resource(
     uri="memory://tags",
@@ -61,6 +64,7 @@ TAGS = types.Resource(
     title="Tags",
     description=f"Every tag in use with how many memories carry it, most used first (at most {TAGS_LIMIT}).",
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 NAMESPACES = types.Resource(
     uri="memory://namespaces",
@@ -69,6 +73,7 @@ NAMESPACES = types.Resource(
     description="Every namespace (a person's or a project's partition of the memories) with how many memories it "
     f"holds and its memory://recent URI (at most {NAMESPACES_LIMIT}, by name).",
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 TAG_TEMPLATE = types.ResourceTemplate(
     uri_template="memory://tags/{tag}",
@@ -76,6 +81,7 @@ TAG_TEMPLATE = types.ResourceTemplate(
     title="Memories with a tag",
     description=f"The {TAG_LIMIT} newest memories carrying the tag (percent-encode the tag in the URI).",
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 MEMORY_TEMPLATE = types.ResourceTemplate(
     uri_template="memory://memories/{id}",
@@ -84,6 +90,7 @@ MEMORY_TEMPLATE = types.ResourceTemplate(
     description="A single memory by id, with its history: the older versions it replaced and the newer ones that "
     "replaced it (ids and dates).",
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 
 RESOURCES: tuple[types.Resource, ...] = (STATS, RECENT, TAGS, NAMESPACES)
@@ -110,6 +117,16 @@ class Target:
 def tag_uri(tag: str, namespace: str | None = None) -> str:
     """The URI of the memories carrying `tag` (in `namespace`)."""
     return f"memory://tags/{quote(tag, safe='')}" + _query(namespace)
+
+
+def memory_uri(memory_id: str, namespace: str | None = None) -> str:
+    """The URI of one memory (in `namespace`; None or the default: no query)."""
+    return f"memory://memories/{memory_id}" + _query(None if namespace == inputs.DEFAULT_NAMESPACE else namespace)
+
+
+def memory_link(memory_id: str, namespace: str | None = None) -> types.ResourceLink:
+    """A tool result's link to one memory (resources/read gives it whole, with its history)."""
+    return types.ResourceLink(name=memory_id, uri=memory_uri(memory_id, namespace), mime_type=JSON)
 
 
 def recent_uri(namespace: str | None = None) -> str:

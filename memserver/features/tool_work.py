@@ -85,7 +85,8 @@ def _search_fields(args: dict[str, Any]) -> dict[str, Any]:
 def _recall_payload(args: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
     payload: dict[str, Any] = {"results": []}
     for hit in hits:
-        result = {**hit.memory.to_dict(), "score": round(float(hit.score), 4), "rank_score": round(hit.rank_score, 4)}
+        result = {**tools.memory_result(hit.memory), "score": round(float(hit.score), 4)}
+        result["rank_score"] = round(hit.rank_score, 4)
         if hit.explanation is not None:
             why = dict(hit.explanation)
             payload["query"] = why.pop("query", payload.get("query"))  # the query's side: once, not per result
@@ -109,13 +110,16 @@ def list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         role=args.get("role"),
         cursor=args.get("cursor"),
     )
-    return page.to_dict()  # {"memories": [...], "next_cursor": ... when there are more}
+    result: dict[str, Any] = {"memories": [tools.memory_result(m) for m in page.memories]}
+    if page.next_cursor is not None:
+        result["next_cursor"] = page.next_cursor  # when there are more
+    return result
 
 
 def forget(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
-    memory_id = args["memory_id"]
-    if not inputs.is_memory_id(memory_id):  # contract: an id that names no memory is deleted: false, not an error
-        return {"id": memory_id, "deleted": False}
+    # A malformed id is an error naming the rule (as remember's replaces is); a well-formed id that names no memory
+    # is deleted: false (the contract's answer).
+    memory_id = inputs.check_id(args["memory_id"])
     return {"id": memory_id, "deleted": bool(store.delete(memory_id, namespace=args.get("namespace")))}
 
 

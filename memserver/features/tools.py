@@ -41,10 +41,59 @@ from memserver.contract.inputs import (
 if TYPE_CHECKING:
     from jsonschema import ValidationError as SchemaViolation
 
+    from memserver.contract.backend import Memory
+
+# memserver's icon (spec 2025-11-25, Icon: a data: URI, SVG, any size), 199 bytes on the wire. It goes on the
+# server's Implementation (serverInfo), the resources, templates and prompts; not on each tool: five copies in every
+# tools/list would be ~1.2 KB of the model's context for a picture only the client's UI shows, and a client shows
+# the server's icon beside its tools.
+ICON = types.Icon(
+    src="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Cpath d='M3 1h10v14l-5-3"
+    "-5 3z' fill='%235b6ee1'/%3E%3C/svg%3E",
+    mime_type="image/svg+xml",
+    sizes=["any"],
+)
+
+# The contract's words in an engine's message, and the tools' words for them: an MCP client's model knows the
+# tools, not the storage contract (add, list_page).
+_CONTRACT_WORDS = (
+    ("(as returned by add)", "(as returned by remember, recall or list_recent)"),
+    ("returned by list_page", "returned by list_recent"),
+)
+
+
+def in_tool_words(message: str) -> str:
+    """An engine's InvalidInputError message as a tool error says it: the tools' names for the contract's."""
+    for contract, tool in _CONTRACT_WORDS:
+        message = message.replace(contract, tool)
+    return message
+
+
 # all-MiniLM-L6-v2's cosine scale, measured in benchmarks/quality.py: the best hit of a query the store cannot
 # answer scores median 0.31 (p95 0.43), a relevant memory median 0.52. A recall whose best score is below this
 # gets a `note` saying there is no strong match; no results are dropped (min_score stays the caller's choice).
 WEAK_MATCH_SCORE = 0.35
+
+# --- the schemas: checked exactly, advertised compactly ---------------------------------------------------------------
+# Each tool's input schema is written once, whole (`CHECKED`): validate_arguments checks every call against it. What
+# tools/list advertises is that schema without the keywords in STRICT_ONLY (`advertised`): every `pattern`, every
+# `minLength`/`maxLength` and `minItems`/`maxItems`. So the advertised schema is looser than the check in exactly
+# these places (docs/tools.md, "What the schemas leave out"), and a value it allows may still be refused, with a
+# message naming the field and the rule:
+#   content, query                 non-blank (TEXT_PATTERN), at most MAX_CONTENT_CHARS / MAX_QUERY_CHARS characters
+#   tags                           at most MAX_TAGS; each 1-MAX_TAG_CHARS characters, not blank, no control characters
+#                                  (forget_matching: at least one tag when given)
+#   source                         at most MAX_SOURCE_CHARS characters, no control characters
+#   speaker, session               1-MAX_SPEAKER_CHARS / MAX_SESSION_CHARS characters, not blank, no control characters
+#   namespace                      1-64 letters, digits or _.:@- (NAMESPACE_PATTERN)
+#   occurred_at, since, until,     an ISO 8601 date or date-time of the real calendar, 0001-01-01..9999-12-31 once
+#   as_of, before                  taken to UTC (ISO_DATE_PATTERN); the descriptions say "ISO 8601"
+#   memory_id, replaces            1-64 characters (the store then wants 32 hexadecimal characters)
+#   cursor                         1-MAX_CURSOR_CHARS printable ASCII characters, not blank (CURSOR_PATTERN)
+# Everything else (types, enums, numeric ranges, defaults, required and unknown arguments) is advertised as checked.
+# Why: those patterns were most of tools/list (the date pattern alone ~600 bytes, five times in recall), and a model
+# writes "2026-05-14" from "ISO 8601" as well as from a regular expression; the check stays exact.
+STRICT_ONLY = frozenset({"pattern", "minLength", "maxLength", "minItems", "maxItems"})
 
 _TAGS = {
     "type": "array",
@@ -56,42 +105,72 @@ _SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS, "pattern": SOURCE_PA
 _SPEAKER = {"type": "string", "minLength": 1, "maxLength": MAX_SPEAKER_CHARS, "pattern": TAG_PATTERN}
 _SESSION = {"type": "string", "minLength": 1, "maxLength": MAX_SESSION_CHARS, "pattern": TAG_PATTERN}
 _ROLE = {"type": "string", "enum": list(ROLES)}
-_NAMESPACE = {
-    "type": "string",
-    "pattern": NAMESPACE_PATTERN,
-    "description": f"The partition to work in, e.g. 'user:alice' or 'project-x' (default '{DEFAULT_NAMESPACE}'). "
-    "Memories of different namespaces never meet: give the same namespace to every call about one person or "
-    "project, and none when there is only one.",
-}
+_DATE = {"type": "string", "pattern": ISO_DATE_PATTERN}
+_NAMESPACE = {"type": "string", "pattern": NAMESPACE_PATTERN}
 _MEMORY_ID = {"type": "string", "minLength": 1, "maxLength": 64}
 # A next_cursor as list_recent returns it: printable ASCII, something other than spaces (what the store's check
 # takes is wider: any ASCII of at most MAX_CURSOR_CHARS once trimmed).
 CURSOR_PATTERN = "^[ -~]*[!-~][ -~]*(?![\\s\\S])"
 
+
+def advertised(schema: Any) -> Any:
+    """`schema` without the STRICT_ONLY keywords, at every depth (what tools/list shows of a checked schema)."""
+    if isinstance(schema, dict):
+        return {key: advertised(value) for key, value in schema.items() if key not in STRICT_ONLY}
+    if isinstance(schema, list):
+        return [advertised(item) for item in schema]
+    return schema
+
+
+# --- the results: what a memory looks like in a tool's answer --------------------------------------------------------
+# Compact, for the model's context: no empty fields, one timestamp unless two differ, to the second. The full shape
+# (Memory.to_dict: both timestamps to the microsecond, every field) stays the export format and the memory://
+# resources'. docs/tools.md, "Results", documents both.
+
 MEMORY_SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "A memory in a tool result: fields that are empty are left out.",
     "properties": {
-        "id": {"type": "string", "description": "The memory's id (use it with forget)."},
+        "id": {"type": "string", "description": "The memory's id (for forget, replaces, memory://memories/{id})."},
         "content": {"type": "string"},
-        "created_at": {"type": "string", "description": "When it was stored, ISO 8601 UTC."},
+        "created_at": {"type": "string", "description": "When it was stored: UTC, to the second (...Z)."},
         "occurred_at": {
             "type": "string",
-            "description": "When it happened or was said, ISO 8601 UTC (the storage time unless given).",
+            "description": "When it happened or was said, same format; only when it differs from created_at.",
         },
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "source": {"type": "string", "description": "Where it came from; empty when not given."},
-        "speaker": {"type": "string", "description": "Who said it; present when known."},
-        "role": {"type": "string", "enum": list(ROLES), "description": "The speaker's role; present when known."},
-        "session": {"type": "string", "description": "The conversation it belongs to; present when known."},
-        "namespace": {"type": "string", "description": f"Present when not '{DEFAULT_NAMESPACE}'."},
+        "tags": {"type": "array", "items": {"type": "string"}, "description": "Only when it has tags."},
+        "source": {"type": "string", "description": "Where it came from; only when given."},
+        "speaker": {"type": "string", "description": "Who said it; only when known."},
+        "role": {"type": "string", "enum": list(ROLES), "description": "The speaker's role; only when known."},
+        "session": {"type": "string", "description": "The conversation it belongs to; only when known."},
+        "namespace": {"type": "string", "description": f"Only when not '{DEFAULT_NAMESPACE}'."},
         "replaces": {"type": "string", "description": "The id of the older memory this one updated."},
         "replaced_by": {
             "type": "string",
             "description": "The id of the newer memory that updated this one: this one is history.",
         },
     },
-    "required": ["id", "content", "created_at", "occurred_at", "tags", "source"],
+    "required": ["id", "content", "created_at"],
 }
+
+
+def result_time(stamp: str) -> str:
+    """A stored timestamp (ISO 8601, UTC, microseconds) as results show it: to the second, with Z."""
+    return stamp[:19] + "Z" if len(stamp) >= 19 and stamp.endswith("+00:00") else stamp
+
+
+def memory_result(memory: Memory) -> dict[str, Any]:
+    """A memory as a tool result shows it (MEMORY_SCHEMA): no empty fields, occurred_at only when it differs."""
+    full = memory.to_dict()
+    out: dict[str, Any] = {"id": memory.id, "content": memory.content, "created_at": result_time(memory.created_at)}
+    occurred = result_time(memory.occurred_at)
+    if occurred != out["created_at"]:
+        out["occurred_at"] = occurred
+    for name in ("tags", "source", "speaker", "role", "session", "namespace", "replaces", "replaced_by"):
+        if full.get(name):
+            out[name] = full[name]
+    return out
+
 
 # recall(explain=true): why a result ranked. "rank" always; the rest is what the engine knows (see backend.Hit).
 _SIDE_RANK = {"type": ["integer", "null"], "description": "Rank in this side's pool; null: not in it."}
@@ -148,178 +227,35 @@ HIT_SCHEMA: dict[str, Any] = {
     "required": [*MEMORY_SCHEMA["required"], "score", "rank_score"],
 }
 
-
-REMEMBER = types.Tool(
-    name="remember",
-    title="Remember",
-    description=(
-        "Store a fact in long-term memory so it can be recalled in later conversations. Call it when the user "
-        "tells you something worth keeping beyond this conversation (a preference, a decision, a name, a project "
-        "detail, a to-do) or asks you to remember something. Write one self-contained fact per call, in plain "
-        "words that will make sense on their own later (e.g. 'The user prefers tabs over spaces in Python'), not "
-        "a transcript. Storing exactly the same text again stores nothing and returns status 'duplicate' with the "
-        "existing id. If the new fact is very close to memories already stored (a restatement or an update), it is "
-        "still stored and the result lists them under 'similar' (id, score, content): if one is now outdated, "
-        "store the corrected fact with replaces set to its id (the old one is kept as history), or forget it. "
-        "When storing what was said in a conversation, give speaker, role, session and occurred_at (when it was "
-        "said, if not now), so that later questions about who said what, and when, can be answered."
-    ),
-    input_schema={
+# The whole result schemas (RESULTS): what every answer is checked against in the tests, and what docs/tools.md
+# documents. A tool advertises their `outline`: the top-level fields, their types and which are required (a result
+# valid against the whole schema is valid against its outline).
+SIMILAR_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "description": "Present when stored memories say nearly the same (restated or updated); closest first.",
+    "items": {
         "type": "object",
         "properties": {
-            "content": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_CONTENT_CHARS,
-                "pattern": TEXT_PATTERN,
-                "description": "The fact to remember, self-contained.",
-            },
-            "tags": {
-                **_TAGS,
-                "description": "Optional labels to group and filter by, e.g. ['project:x', 'preference'].",
-            },
-            "source": {**_SOURCE, "description": "Optional origin, e.g. 'chat', a file path or a URL."},
-            "occurred_at": {
-                "type": "string",
-                "pattern": ISO_DATE_PATTERN,
-                "description": "When it happened or was said, ISO 8601 date or date-time (UTC unless an offset "
-                "is given), e.g. '2023-05-14' for an event of that day or the time of an imported chat message. "
-                "Default: now. recall's since/until and list_recent's order use it.",
-            },
-            "speaker": {**_SPEAKER, "description": "Who said it or whom it is about, e.g. 'Alice'."},
-            "role": {
-                **_ROLE,
-                "description": "The speaker's role in the conversation: user, assistant, participant (another "
-                "person in it), system or tool.",
-            },
-            "session": {
-                **_SESSION,
-                "description": "An id of the conversation it comes from, the same for every memory of that "
-                "conversation, e.g. 'chat-2026-05-14'.",
-            },
-            "namespace": _NAMESPACE,
-            "replaces": {
-                **_MEMORY_ID,
-                "description": "The id of a memory this one corrects or updates (from recall, list_recent or "
-                "'similar'); it is kept as history and no longer recalled.",
-            },
+            "id": {"type": "string"},
+            "score": {"type": "number", "description": "Cosine similarity to the new memory."},
+            "content": {"type": "string"},
         },
-        "required": ["content"],
-        "additionalProperties": False,
+        "required": ["id", "score", "content"],
     },
-    output_schema={
+}
+RESULTS: dict[str, dict[str, Any]] = {
+    "remember": {
         "type": "object",
         "properties": {
             "id": {"type": "string"},
             "status": {"type": "string", "enum": ["stored", "duplicate"]},
             "replaces": {"type": "string", "description": "Present when the new memory replaced this id."},
             "note": {"type": "string", "description": "Present when something asked for did not happen."},
-            "similar": {
-                "type": "array",
-                "description": "Present when stored memories say nearly the same (restated or updated); closest first.",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"},
-                        "score": {"type": "number", "description": "Cosine similarity to the new memory."},
-                        "content": {"type": "string"},
-                    },
-                    "required": ["id", "score", "content"],
-                },
-            },
+            "similar": SIMILAR_SCHEMA,
         },
         "required": ["id", "status"],
     },
-    annotations=types.ToolAnnotations(
-        title="Remember",
-        read_only_hint=False,
-        destructive_hint=False,
-        idempotent_hint=True,  # the same content again is a "duplicate", not a second copy
-        open_world_hint=False,
-    ),
-)
-
-RECALL = types.Tool(
-    name="recall",
-    title="Recall memories",
-    description=(
-        "Search long-term memory by words and meaning and return the most relevant memories, best first. Call it "
-        "before answering whenever something the user told you earlier could matter: their preferences, past "
-        "decisions, names, ids, dates, project facts. Phrase the query as what you need to know ('which editor "
-        "does the user use?'); names, numbers and dates in it are matched exactly. Narrow it with tags, source, "
-        "speaker, role, session, or a time window (since/until bound when it happened: an ISO 8601 date or "
-        "date-time, UTC when no offset is given); as_of answers as the memory stood at a past time (memories "
-        "replaced or forgotten since then come back, newer ones do not). Results are ordered by rank_score (the "
-        "mode's own score); each also has a score, the cosine similarity to the query: unrelated text typically "
-        "scores 0.1-0.35 (rarely above 0.45), a relevant memory 0.4-0.8; min_score drops weaker results. When "
-        f"nothing matches, or nothing scores {WEAK_MATCH_SCORE} or more, the result carries a 'note' saying so: "
-        "do not treat such results as "
-        "facts about the question."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_QUERY_CHARS,
-                "pattern": TEXT_PATTERN,
-                "description": "What to look for, in natural language.",
-            },
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_RECALL,
-                "default": 5,
-                "description": "How many results at most.",
-            },
-            "tags": {**_TAGS, "description": "Only memories carrying at least one of these tags."},
-            "source": {**_SOURCE, "description": "Only memories with exactly this source."},
-            "since": {
-                "type": "string",
-                "pattern": ISO_DATE_PATTERN,
-                "description": "Only memories of things that happened at or after this ISO 8601 date or date-time.",
-            },
-            "until": {
-                "type": "string",
-                "pattern": ISO_DATE_PATTERN,
-                "description": "Only memories of things that happened at or before this ISO 8601 date or "
-                "date-time (a date alone includes that whole day).",
-            },
-            "speaker": {**_SPEAKER, "description": "Only what this speaker said (exactly as stored, e.g. 'Alice')."},
-            "role": {**_ROLE, "description": "Only memories of speakers in this role."},
-            "session": {**_SESSION, "description": "Only memories of this conversation."},
-            "namespace": _NAMESPACE,
-            "as_of": {
-                "type": "string",
-                "pattern": ISO_DATE_PATTERN,
-                "description": "Answer as the memory stood at this ISO 8601 date-time (a date alone: the end of "
-                "that day): what had been stored by then and was not yet replaced or forgotten.",
-            },
-            "min_score": {
-                "type": "number",
-                "minimum": -1,
-                "maximum": 1,
-                "description": "Drop results whose score (cosine similarity) is below this.",
-            },
-            "mode": {
-                "type": "string",
-                "enum": list(SEARCH_MODES),
-                "default": "hybrid",
-                "description": "hybrid (default) ranks by words and meaning together; semantic by meaning only; "
-                "keyword by matching words only (names, ids, exact phrases).",
-            },
-            "explain": {
-                "type": "boolean",
-                "default": False,
-                "description": "Also say why each result ranked (its semantic and keyword ranks, the query terms it "
-                "matched, the boosts applied), and how the query was read. For judging whether to trust a result.",
-            },
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-    output_schema={
+    "recall": {
         "type": "object",
         "properties": {
             "results": {"type": "array", "items": HIT_SCHEMA, "maxItems": MAX_RECALL},
@@ -336,48 +272,7 @@ RECALL = types.Tool(
         },
         "required": ["results"],
     },
-    annotations=types.ToolAnnotations(
-        title="Recall memories", read_only_hint=True, idempotent_hint=True, open_world_hint=False
-    ),
-)
-
-LIST_RECENT = types.Tool(
-    name="list_recent",
-    title="List recent memories",
-    description=(
-        "List memories newest first (by when they happened), optionally only those carrying one of the given "
-        "tags, of one conversation (session), or of one speaker or role. Use it to review what was remembered "
-        "lately, to browse a tag, or to read a conversation back; use recall instead when looking for something "
-        "specific. When there are more, the result has next_cursor: pass it as cursor to get the next page, and "
-        "so on until there is no next_cursor, to see everything."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_LIST,
-                "default": 10,
-                "description": "How many memories at most.",
-            },
-            "tags": {**_TAGS, "description": "Only memories carrying at least one of these tags."},
-            "session": {**_SESSION, "description": "Only memories of this conversation."},
-            "speaker": {**_SPEAKER, "description": "Only what this speaker said."},
-            "role": {**_ROLE, "description": "Only memories of speakers in this role."},
-            "namespace": _NAMESPACE,
-            "cursor": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_CURSOR_CHARS,
-                "pattern": CURSOR_PATTERN,
-                "description": "The next_cursor of the previous page, with the same filters; omit it for the "
-                "first page.",
-            },
-        },
-        "additionalProperties": False,
-    },
-    output_schema={
+    "list_recent": {
         "type": "object",
         "properties": {
             "memories": {"type": "array", "items": MEMORY_SCHEMA, "maxItems": MAX_LIST},
@@ -388,36 +283,193 @@ LIST_RECENT = types.Tool(
         },
         "required": ["memories"],
     },
-    annotations=types.ToolAnnotations(
-        title="List recent memories", read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    "forget": {
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"}},
+        "required": ["id", "deleted"],
+    },
+    "forget_matching": {
+        "type": "object",
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["forgotten", "declined", "cancelled", "unanswered", "nothing_matched"],
+                "description": "forgotten: the user confirmed; otherwise nothing was deleted, and this says why.",
+            },
+            "matched": {"type": "integer", "description": "How many memories matched (and were shown)."},
+            "forgotten": {"type": "integer", "description": "How many were deleted."},
+            "note": {"type": "string", "description": "The outcome in one sentence."},
+        },
+        "required": ["status", "matched", "forgotten", "note"],
+    },
+}
+
+
+def outline(schema: dict[str, Any]) -> dict[str, Any]:
+    """The advertised form of a result schema: its fields with their types, and which are required (no
+    descriptions, bounds, enums or nested fields)."""
+    return {
+        "type": "object",
+        "properties": {name: {"type": field["type"]} for name, field in schema["properties"].items()},
+        "required": schema["required"],
+    }
+
+
+CHECKED: dict[str, dict[str, Any]] = {
+    "remember": {
+        "type": "object",
+        "properties": {
+            "content": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_CONTENT_CHARS,
+                "pattern": TEXT_PATTERN,
+                "description": "One fact that stands alone.",
+            },
+            "tags": _TAGS,
+            "source": {**_SOURCE, "description": "e.g. 'chat', a URL"},
+            "occurred_at": {**_DATE, "description": "When it happened or was said, if not now"},
+            "speaker": {**_SPEAKER, "description": "Who said it"},
+            "role": _ROLE,
+            "session": {**_SESSION, "description": "The conversation's id"},
+            "namespace": {
+                **_NAMESPACE,
+                "description": "A partition (e.g. user:alice) no other reads; the same for every call about one "
+                "person or project",
+            },
+            "replaces": {**_MEMORY_ID, "description": "Id of the memory this corrects (kept as history)"},
+        },
+        "required": ["content"],
+        "additionalProperties": False,
+    },
+    "recall": {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_QUERY_CHARS,
+                "pattern": TEXT_PATTERN,
+                "description": "What you need to know",
+            },
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECALL, "default": 5},
+            "tags": {**_TAGS, "description": "Any of these"},
+            "source": _SOURCE,
+            "since": _DATE,
+            "until": {**_DATE, "description": "A date: to its end"},
+            "speaker": _SPEAKER,
+            "role": _ROLE,
+            "session": _SESSION,
+            "namespace": _NAMESPACE,
+            "as_of": {**_DATE, "description": "As stored then"},
+            "min_score": {"type": "number", "minimum": -1, "maximum": 1},
+            "mode": {
+                "type": "string",
+                "enum": list(SEARCH_MODES),
+                "default": "hybrid",
+                "description": "keyword: words only (names, ids)",
+            },
+            "explain": {"type": "boolean", "default": False, "description": "Say why each ranked"},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    "list_recent": {
+        "type": "object",
+        "properties": {
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST, "default": 10},
+            "tags": {**_TAGS, "description": "Any of these"},
+            "session": _SESSION,
+            "speaker": _SPEAKER,
+            "role": _ROLE,
+            "namespace": _NAMESPACE,
+            "cursor": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_CURSOR_CHARS,
+                "pattern": CURSOR_PATTERN,
+                "description": "The last page's next_cursor",
+            },
+        },
+        "additionalProperties": False,
+    },
+    "forget": {
+        "type": "object",
+        "properties": {"memory_id": _MEMORY_ID, "namespace": _NAMESPACE},
+        "required": ["memory_id"],
+        "additionalProperties": False,
+    },
+    "forget_matching": {
+        "type": "object",
+        "properties": {
+            "tags": {**_TAGS, "minItems": 1, "description": "Any of these"},
+            "source": _SOURCE,
+            "session": _SESSION,
+            "namespace": {**_NAMESPACE, "description": "Alone: all of it"},
+            "before": {**_DATE, "description": "Stored before"},
+        },
+        "minProperties": 1,
+        "additionalProperties": False,
+    },
+}
+
+
+REMEMBER = types.Tool(
+    name="remember",
+    title="Remember",
+    description=(
+        "Store one fact for later conversations: what the user told you worth keeping (a preference, decision, "
+        "name, to-do) or asked you to remember, in words that stand alone later. The same text again: status "
+        "'duplicate'. Close matches come back under 'similar': if one is outdated, pass its id as replaces. For "
+        "a conversation give speaker, role, session, occurred_at. Dates: ISO 8601, UTC unless an offset is given."
     ),
+    input_schema=advertised(CHECKED["remember"]),
+    output_schema=outline(RESULTS["remember"]),
+    annotations=types.ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=True,  # the same content again is a "duplicate", not a second copy
+        open_world_hint=False,
+    ),
+)
+
+RECALL = types.Tool(
+    name="recall",
+    title="Recall memories",
+    description=(
+        "Search memory by words and meaning; call it before answering whenever something said earlier could "
+        "matter. Names, numbers and dates match exactly. since/until bound when it happened (ISO 8601); as_of "
+        "answers as memory stood then. Results are ordered by rank_score; score is the cosine (unrelated text "
+        f"0.1-0.35, relevant 0.4-0.8). A 'note' says when nothing scores {WEAK_MATCH_SCORE}+: then the results "
+        "are not facts."
+    ),
+    input_schema=advertised(CHECKED["recall"]),
+    output_schema=outline(RESULTS["recall"]),
+    annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+
+LIST_RECENT = types.Tool(
+    name="list_recent",
+    title="List recent memories",
+    description=(
+        "List memories newest first (by when they happened): to review, browse a tag or read a session back. "
+        "Pass next_cursor as cursor for the next page."
+    ),
+    input_schema=advertised(CHECKED["list_recent"]),
+    output_schema=outline(RESULTS["list_recent"]),
+    annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
 )
 
 FORGET = types.Tool(
     name="forget",
     title="Forget a memory",
     description=(
-        "Permanently delete one memory by its id (ids come from recall, list_recent or remember). Use it when the "
-        "user asks you to forget something, or when a memory is plainly wrong. To correct or update a fact, prefer "
-        "remember with replaces set to the old id: the old version is kept as history. An id that does not exist "
-        "(in the namespace) returns deleted: false."
+        "Delete one memory by id, when asked or plainly wrong; to correct a fact use remember with replaces. "
+        "An unknown id: deleted: false."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "memory_id": {**_MEMORY_ID, "description": "The id to delete."},
-            "namespace": _NAMESPACE,
-        },
-        "required": ["memory_id"],
-        "additionalProperties": False,
-    },
-    output_schema={
-        "type": "object",
-        "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"}},
-        "required": ["id", "deleted"],
-    },
+    input_schema=advertised(CHECKED["forget"]),
+    output_schema=outline(RESULTS["forget"]),
     annotations=types.ToolAnnotations(
-        title="Forget a memory",
         read_only_hint=False,
         destructive_hint=True,
         idempotent_hint=True,  # forgetting twice leaves the same state; the second answer is deleted: false
@@ -433,48 +485,12 @@ FORGET_MATCHING = types.Tool(
     name="forget_matching",
     title="Forget matching memories",
     description=(
-        "Permanently delete every memory matching a filter, at once: carrying any of the given tags, from a "
-        "source, of a conversation session, in a namespace, and/or stored before a date (all the criteria given "
-        "must hold). Use it only when the user asks to forget a whole group ('forget everything about project "
-        "X'); to forget one memory use forget. Before anything is deleted the user is shown how many memories "
-        "match and a sample, and asked to confirm; nothing is deleted unless they say yes, and the result says "
-        "what they answered. Clients that cannot ask the user get an error and nothing is deleted."
+        "Delete every memory matching all criteria given, only when the user asks to forget a whole group. "
+        "The user sees the count and a sample and must confirm; the result says their answer."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "tags": {**_TAGS, "minItems": 1, "description": "Memories carrying at least one of these tags."},
-            "source": {**_SOURCE, "description": "Memories with exactly this source."},
-            "session": {**_SESSION, "description": "Memories of this conversation session."},
-            "namespace": {
-                **_NAMESPACE,
-                "description": "The namespace to forget in (default: the default namespace); given alone, all of it.",
-            },
-            "before": {
-                "type": "string",
-                "pattern": ISO_DATE_PATTERN,
-                "description": "Memories stored before this ISO 8601 date or date-time (UTC when no offset is given).",
-            },
-        },
-        "minProperties": 1,
-        "additionalProperties": False,
-    },
-    output_schema={
-        "type": "object",
-        "properties": {
-            "status": {
-                "type": "string",
-                "enum": ["forgotten", "declined", "cancelled", "unanswered", "nothing_matched"],
-                "description": "forgotten: the user confirmed; otherwise nothing was deleted, and this says why.",
-            },
-            "matched": {"type": "integer", "description": "How many memories matched (and were shown)."},
-            "forgotten": {"type": "integer", "description": "How many were deleted."},
-            "note": {"type": "string", "description": "The outcome in one sentence."},
-        },
-        "required": ["status", "matched", "forgotten", "note"],
-    },
+    input_schema=advertised(CHECKED["forget_matching"]),
+    output_schema=outline(RESULTS["forget_matching"]),
     annotations=types.ToolAnnotations(
-        title="Forget matching memories",
         read_only_hint=False,
         destructive_hint=True,
         idempotent_hint=False,  # a second call forgets what has come to match since
@@ -486,6 +502,13 @@ TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET, FORGET_M
 TOOLS_BY_NAME: dict[str, types.Tool] = {tool.name: tool for tool in TOOLS}
 
 
+def checked_schema(tool: types.Tool) -> Mapping[str, Any]:
+    """The schema a call of `tool` is checked against: the whole one of a memory tool, else the tool's own."""
+    if TOOLS_BY_NAME.get(tool.name) is tool:
+        return CHECKED[tool.name]
+    return tool.input_schema
+
+
 class ArgumentError(ValueError):
     """Arguments that break a tool's input schema; `errors` holds one 'field: rule' line per problem."""
 
@@ -495,12 +518,12 @@ class ArgumentError(ValueError):
 
 
 def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Check `arguments` against `tool.input_schema` and return them with the schema's defaults filled in.
+    """Check `arguments` against the tool's whole schema (`checked_schema`) and return them with its defaults.
 
     Raises:
         ArgumentError: listing every problem, pydantic-style (`limit: Input should be less than or equal to 50`).
     """
-    schema = tool.input_schema
+    schema = checked_schema(tool)
     args = dict(arguments or {})
     problems = sorted(_validator(schema).iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
     not_unicode = _lone_surrogates(args)

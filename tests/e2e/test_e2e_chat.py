@@ -95,10 +95,15 @@ def check(blocks: list[str], memories: list[dict]) -> None:
 
 
 def memories_of(live: Live) -> list[dict]:
-    """Every memory, through memory://recent (served by the chat tool set too)."""
-    contents = live.read_resource("memory://recent").contents[0]
+    """Every memory of the chat's turns, through memory://recent (served by the chat tool set too): in namespace
+    "chat" (--chat-namespace's default), none in the curated facts' namespace."""
+    default = live.read_resource("memory://recent").contents[0]
+    assert isinstance(default, types.TextResourceContents) and json.loads(default.text)["memories"] == []
+    contents = live.read_resource("memory://recent?namespace=chat").contents[0]
     assert isinstance(contents, types.TextResourceContents)
-    return json.loads(contents.text)["memories"]
+    memories = json.loads(contents.text)["memories"]
+    assert memories and {m["namespace"] for m in memories} == {"chat"}
+    return memories
 
 
 def test_a_three_session_chat_over_stdio(portal: BlockingPortal, tmp_path: Path) -> None:

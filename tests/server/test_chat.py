@@ -379,3 +379,21 @@ async def test_without_sampling_or_with_a_bad_answer_the_extractive_block_is_the
     assert refused == extractive
     not_asked, asked = await recall_with(answer("short"), ChatOptions(condense=False))
     assert not_asked == extractive and asked == []
+
+
+def test_turns_go_to_the_chat_namespace_and_recall_reads_the_curated_facts_too(store: Any) -> None:
+    """By default every turn is stored in namespace "chat", apart from the curated facts (the memory tools' default
+    namespace); recall() and search_in_memory read both, a curated fact first when it scores as well."""
+    fact = store.add("Lena is allergic to peanuts.", tags=["family"])
+    memory = ChatMemory(ChatOptions())
+    say(memory, store, "user", "Lena is allergic to peanuts, right?")
+    say(memory, store, "assistant", "Lena is allergic to peanuts.")
+    chat_turns = [m for m in everything(store) if m["id"] != fact.id]
+    assert {m["namespace"] for m in chat_turns} == {chat.CHAT_NAMESPACE} and len(chat_turns) == 2
+    assert store.list_recent(namespace="default") == [fact]  # the curated namespace holds the fact alone
+    found = memory.search(store, {"data": "Lena allergy peanuts"})
+    assert found.splitlines()[0].startswith("1. [") and "Note: Lena is allergic to peanuts." in found.splitlines()[0]
+    assert "Assistant: Lena is allergic to peanuts." in found  # the chat's own turn is found too
+    later = ChatMemory(ChatOptions())  # a new connection: the turns above are "earlier conversations" now
+    say(later, store, "user", "What is Lena allergic to?")
+    assert "Note: Lena is allergic to peanuts." in section(recall(later, store), chat.HEADINGS["relevant"])

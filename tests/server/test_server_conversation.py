@@ -7,6 +7,7 @@ the same with the real store."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str
         result = await client.call_tool(name, arguments)
     assert not result.is_error, result.content
     Draft202012Validator(tools.TOOLS_BY_NAME[name].output_schema).validate(result.structured_content)
+    Draft202012Validator(tools.RESULTS[name]).validate(result.structured_content)  # the whole result schema
     return result.structured_content
 
 
@@ -85,7 +87,7 @@ def test_every_schema_is_valid_and_advertises_the_conversation_fields() -> None:
     assert "namespace" in arguments["forget"]
     fields = set(tools.MEMORY_SCHEMA["properties"])
     assert {"occurred_at", "speaker", "role", "session", "namespace", "replaces", "replaced_by"} <= fields
-    assert "occurred_at" in tools.MEMORY_SCHEMA["required"]
+    assert tools.MEMORY_SCHEMA["required"] == ["id", "content", "created_at"]  # occurred_at: when it differs
 
 
 @pytest.mark.anyio
@@ -105,7 +107,7 @@ async def test_remember_stores_the_fields_and_recall_returns_them(client: Client
     )
     assert stored == {"id": stored["id"], "status": "stored"}
     hit = (await call(client, "recall", {"query": "kitchen tiles"}))["results"][0]
-    assert hit["occurred_at"] == "2023-05-14T08:30:00.000000+00:00" != hit["created_at"]
+    assert hit["occurred_at"] == "2023-05-14T08:30:00Z" != hit["created_at"]  # results: UTC, to the second
     assert (hit["speaker"], hit["role"], hit["session"]) == ("Alice", "participant", "call-2023-05-14")
     assert "namespace" not in hit and "replaces" not in hit  # absent when default or unset
 
@@ -151,9 +153,10 @@ async def test_replaces_keeps_history_and_says_what_it_replaced(client: Client) 
         {
             "id": new["id"],
             "occurred_at": older["history"]["newer"][0]["occurred_at"],
-            "created_at": found[0]["created_at"],
+            "created_at": older["history"]["newer"][0]["created_at"],
         }
     ]
+    assert older["history"]["newer"][0]["created_at"][:19] + "Z" == found[0]["created_at"]
     newer = await read(client, f"memory://memories/{new['id']}")
     assert [v["id"] for v in newer["history"]["older"]] == [old["id"]] and newer["history"]["newer"] == []
     again = await call(client, "remember", {"content": "Ana moved to Lisbon.", "replaces": new["id"]})
@@ -240,12 +243,19 @@ async def test_list_recent_filters_by_session_speaker_and_role(client: Client) -
 
 @pytest.mark.anyio
 async def test_without_the_new_arguments_the_answers_keep_their_shape(client: Client, store: Any) -> None:
-    """remember answers {id, status}; recall results and list_recent memories are the old fields plus occurred_at."""
+    """remember answers {id, status}; recall results and list_recent memories carry no empty field and one timestamp
+    when occurred_at is the storage time (to the second, ...Z)."""
     stored = await call(client, "remember", {"content": "The deploy key rotates monthly.", "tags": ["ops"]})
     assert set(stored) == {"id", "status"}
     hit = (await call(client, "recall", {"query": "deploy key"}))["results"][0]
-    assert set(hit) == {"id", "content", "created_at", "occurred_at", "tags", "source", "score", "rank_score"}
-    assert set(await call(client, "list_recent", {})) == {"memories"}
+    assert set(hit) == {"id", "content", "created_at", "tags", "score", "rank_score"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", hit["created_at"])
+    listed = await call(client, "list_recent", {})
+    assert set(listed) == {"memories"}
+    assert set(listed["memories"][0]) == {"id", "content", "created_at", "tags"}
+    untagged = await call(client, "remember", {"content": "Standup is at ten.", "source": "chat"})
+    shown = next(m for m in (await call(client, "list_recent", {}))["memories"] if m["id"] == untagged["id"])
+    assert set(shown) == {"id", "content", "created_at", "source"}  # no "tags": [], no "source": ""
 
 
 @pytest.mark.anyio

@@ -493,11 +493,18 @@ def test_tools_module_does_not_import_the_store() -> None:
 
 
 @pytest.mark.anyio
-async def test_forget_of_an_id_that_cannot_exist_is_deleted_false(client: Client, store: StubStore) -> None:
-    """A malformed id names no memory: deleted is false, not an error, and the store is not asked."""
-    result = await call(client, "forget", {"memory_id": "mem-123"})
-    assert result.structured_content == {"id": "mem-123", "deleted": False}
+async def test_forget_of_a_malformed_id_is_a_tool_error_naming_the_rule(client: Client, store: StubStore) -> None:
+    """A malformed id is a tool error naming the rule in the tools' words (as remember's replaces), and the store
+    is not asked; a well-formed id of no memory is deleted: false."""
+    for bad in ("abc", "mem-123"):
+        result = await call(client, "forget", {"memory_id": bad})
+        assert result.is_error
+        message = text_of(result)
+        assert message.startswith("memory_id must be 32 hexadecimal characters"), message
+        assert "(as returned by remember, recall or list_recent)" in message and " add)" not in message
     assert store.calls == []
+    result = await call(client, "forget", {"memory_id": f"{7:032x}"})
+    assert result.structured_content == {"id": f"{7:032x}", "deleted": False}
 
 
 NOISY_SERVER = """
