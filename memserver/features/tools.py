@@ -1,7 +1,10 @@
 """The memory tools as MCP `Tool` constants, with hand-written JSON Schemas, and argument validation.
 
-The schemas below are the contract: `tools/list` advertises them verbatim and `validate_arguments` checks every
-`tools/call` against the very same dicts (the low-level SDK server validates nothing). Messages follow pydantic's
+The schemas below are the contract: `validate_arguments` checks every `tools/call` against the whole input schema
+of its tool (CHECKED; the low-level SDK server validates nothing), and `tools/list` advertises that schema less its
+strict keywords (`advertised`, STRICT_ONLY: exactly where the advertised schema is looser is written down below and
+in docs/tools.md) and an outline of the result schema (RESULTS, `outline`), to keep the model's context small
+(benchmarks/tool_list_size.py). `memory_result` is a memory as the tools' results show it. Messages follow pydantic's
 wording, field first: `limit: Input should be greater than or equal to 1`.
 
 Knows nothing about the engines or the transports; the limits come from inputs.py, which the engines check too.
