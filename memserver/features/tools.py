@@ -506,8 +506,9 @@ TOOLS_BY_NAME: dict[str, types.Tool] = {tool.name: tool for tool in TOOLS}
 
 
 def checked_schema(tool: types.Tool) -> Mapping[str, Any]:
-    """The schema a call of `tool` is checked against: the whole one of a memory tool, else the tool's own."""
-    if TOOLS_BY_NAME.get(tool.name) is tool:
+    """The schema a call of `tool` is checked against: the whole one of a memory tool written in CHECKED, else the
+    tool's own (the chat tool set's, a tool that advertises its whole schema)."""
+    if TOOLS_BY_NAME.get(tool.name) is tool and tool.name in CHECKED:
         return CHECKED[tool.name]
     return tool.input_schema
 
