@@ -65,7 +65,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from memserver import __version__
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
-from memserver.features import chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
+from memserver.features import apps, chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
 from memserver.features.subscriptions import Subscriptions, TooManySubscriptionsError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
@@ -107,6 +107,7 @@ class ToolSet:
     work: Callable[[str, chat.Conversation], Work]
     instructions: str
     nowait: dict[str, NowaitWork] = field(default_factory=dict)
+    app_resources: tuple[types.Resource, ...] = ()  # the ui:// pages its tools link (apps.py: MCP Apps)
 
     def find(self, name: str) -> types.Tool | None:
         return next((tool for tool in self.tools if tool.name == name), None)
@@ -263,8 +264,9 @@ async def forget_matching(
 
 
 async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-    """resources/list: the fixed resources (the per-tag and per-memory ones are templates)."""
-    return types.ListResourcesResult(resources=list(resources.RESOURCES))
+    """resources/list: the fixed resources (the per-tag and per-memory ones are templates), and the tool set's
+    ui:// pages."""
+    return types.ListResourcesResult(resources=[*resources.RESOURCES, *ctx.lifespan_context.tool_set.app_resources])
 
 
 async def list_resource_templates(
@@ -275,8 +277,12 @@ async def list_resource_templates(
 
 
 async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-    """resources/read: parse the memory:// URI and read it from the store."""
+    """resources/read: parse the memory:// URI and read it from the store; a ui:// URI is a page (apps.py)."""
     uri = str(params.uri)
+    if uri.startswith(apps.SCHEME):
+        with _resource_errors(uri, "Reading"):
+            page = apps.read(uri, ctx.lifespan_context.tool_set.app_resources)
+        return types.ReadResourceResult(contents=[page])
     with _resource_errors(uri, "Reading"):
         target = resources.parse(uri)
         store = await _store(ctx)
@@ -383,8 +389,14 @@ async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
 
 # --- the tools' work --------------------------------------------------------------------------------------------------
 
+_MEMORY_WORK: dict[str, Work] = {**tool_work.WORK, apps.BROWSE.name: apps.browse}
 MEMORY_TOOLS = ToolSet(
-    "memory", tools.TOOLS, lambda name, conversation: tool_work.WORK[name], INSTRUCTIONS, dict(tool_work.NOWAIT)
+    "memory",
+    (*tools.TOOLS, apps.BROWSE),
+    lambda name, conversation: _MEMORY_WORK[name],
+    INSTRUCTIONS,
+    dict(tool_work.NOWAIT),
+    app_resources=(apps.RESOURCE,),
 )
 
 
@@ -632,4 +644,6 @@ def build_server(
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
     server.add_request_handler("server/discover", types.RequestParams, partial(discover, server))
     server.middleware.extend([count_in_flight, forward_logs])
+    if tool_set.app_resources:  # SEP-2133: the extensions a server speaks are in its capabilities
+        server.extensions[apps.EXTENSION_ID] = {}
     return server
