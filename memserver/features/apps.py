@@ -16,10 +16,10 @@ by the spec's sections:
   both). Visibility is left at its default, model and app.
 - "Client<>Server Capability Negotiation": the server advertises the extension under `capabilities.extensions`
   (SEP-2133; `EXTENSION_ID`, server.py), a field of 2026-07-28: the SDK's 2025-11-25 wire models drop it from the
-  initialize result, and hosts of that era find the page through the tool's `_meta` alone. "Graceful Degradation": the tool returns a meaningful text whether or not
-  the host renders the page: the counts, the newest memories (or the best matches of `query`) with their ids, and
-  how to go on with recall, memory://memories/{id} and forget (`browse`). The tool is listed to every client; a host
-  that does not know the extension ignores the `_meta`.
+  initialize result, and hosts of that era find the page through the tool's `_meta` alone. "Graceful Degradation":
+  the tool returns a meaningful text whether or not the host renders the page: the counts, the newest memories (or
+  the best matches of `query`) with their ids, and how to go on with recall, memory://memories/{id} and forget
+  (`browse`). The tool is listed to every client; a host that does not know the extension ignores the `_meta`.
 - "Communication Protocol", "Standard MCP Messages", "Lifecycle": the page is a JSON-RPC 2.0 peer of the host over
   postMessage. It sends `ui/initialize` (protocolVersion 2026-01-26) and, once answered,
   `ui/notifications/initialized`; it then reads the memory tools through the host's proxy: `tools/call` of recall,
