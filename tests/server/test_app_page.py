@@ -279,7 +279,8 @@ async def test_forget_asks_first_and_keeping_forgets_nothing(
 
 @pytest.mark.anyio
 async def test_the_page_follows_the_hosts_theme(browser: Browser, client: Client) -> None:
-    """hostContext.theme dark: the page turns dark whatever the browser prefers (Chromium here prefers light)."""
+    """hostContext.theme dark: the page turns dark whatever the browser prefers (Chromium here prefers light). And
+    the size it reports is its content's, smaller than the 480 px frame it started in (so a host can shrink it)."""
     host = await open_host(browser, client, theme="dark")
     await expect(host.app.locator("#status")).to_have_text("No memories here yet.", timeout=EXPECT_MS)
     html = host.app.locator("html")
@@ -287,4 +288,6 @@ async def test_the_page_follows_the_hosts_theme(browser: Browser, client: Client
     background = await host.app.locator("body").evaluate("b => getComputedStyle(b).backgroundColor")
     red, green, blue = (int(part) for part in background.removeprefix("rgb(").rstrip(")").split(",")[:3])
     assert red + green + blue < 150, background
+    height = (await host.sizes())[-1]["height"]
+    assert 100 < height < 480, height
     assert host.problems == []
