@@ -193,7 +193,7 @@ async def tour(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         await old.call(18, "tools/call", {"name": "browse_memories", "arguments": {}})
         page = await old.call(19, "resources/read", {"uri": "ui://memserver/browser"})
         html = page["result"]["contents"][0]["text"]
-        page["result"]["contents"][0]["text"] = f"{html[:60]}... ({len(html.splitlines())} lines)"
+        page["result"]["contents"][0]["text"] = f"{html[:60]}..."  # (the whole page is long)
 
         new, new_input = await connect()  # 2026-07-28: no initialize; every request carries the envelope
         new.show("server/discover")
