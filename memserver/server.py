@@ -15,7 +15,8 @@ confirm before it forgets anything (elicitation: an `elicitation/create` request
 handshake era, an `input_required` answer in 2026-07-28).
 
 Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
-is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching, answering structuredContent);
+is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching, answering structuredContent;
+and apps.py's browse_memories, answering text and linking the in-chat browser, a ui:// page: MCP Apps);
 `memserver serve --tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory,
 answering plain text), whose work knows the connection a call comes from. With --chat-condense, a chat recall
 asks the client's model to condense its block (`_condensed`: sampling/createMessage, a request from the server to
@@ -95,7 +96,8 @@ T = TypeVar("T")
 class ToolSet:
     """The tools a server serves: the Tool constants `tools/list` shows, and the work each `tools/call` runs.
 
-    `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching);
+    `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching;
+    apps.py: browse_memories, whose page is among its `app_resources`);
     `--tools chat` serves the chat-memory interface (chat.py: remember, recall, search_in_memory), whose work
     depends on the connection the call comes from (its conversation). (forget_matching is no work of a worker
     thread: `call_tool` runs it, since it asks the user first.) `nowait`: read-only work that `call_tool` may
