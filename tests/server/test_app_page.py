@@ -168,15 +168,18 @@ async def test_the_page_lists_the_newest_memories_and_hostile_ones_stay_text(
     text (no element made of it, no script run, no dialog, no CSP violation); the page reports its size."""
     store.add("the user paddles a sea kayak", tags=["sport"], occurred_at="2026-01-02T10:00:00Z")
     store.add(HOSTILE, tags=["<b>bold</b>"], speaker="<i>mallory</i>", occurred_at="2026-01-03T10:00:00Z")
+    store.add("word " * 4000, occurred_at="2026-01-01T10:00:00Z")  # 20,000 characters
     host = await open_host(browser, client)
     cards = host.app.locator("#cards > li")
-    await expect(cards).to_have_count(2, timeout=EXPECT_MS)
+    await expect(cards).to_have_count(3, timeout=EXPECT_MS)
     await expect(cards.first.locator(".content")).to_have_text(HOSTILE)
+    await expect(cards.first.get_by_role("button", name="Forget “<img src=x")).to_have_count(1)  # named as text
+    assert len(await cards.nth(2).locator(".content").text_content() or "") == 601  # cut in the list, with "…"
     await expect(cards.first.locator(".meta")).to_contain_text("tags: <b>bold</b>")
     await expect(cards.first.locator(".meta")).to_contain_text("speaker: <i>mallory</i>")
     await expect(cards.nth(1).locator(".content")).to_have_text("the user paddles a sea kayak")
     assert await host.app.locator("img, script:not(:first-of-type), a, b, i").count() == 0
-    await expect(host.app.locator("#status")).to_have_text("2 memories shown.")
+    await expect(host.app.locator("#status")).to_have_text("3 memories shown.")
     seen = await host.page.evaluate("window.seen")
     assert seen[:3] == ["ui/initialize", "ui/notifications/initialized", "ui/notifications/size-changed"]
     assert any(size["height"] > 100 for size in await host.sizes())
