@@ -187,6 +187,14 @@ async def tour(data_dir: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         await old.send({"id": question["id"], "result": {"action": "accept", "content": {"confirm": True}}})
         await old.receive(lambda m: m.get("id") == 16 and "method" not in m)
 
+        old.show("MCP Apps")
+        listed = await old.call(17, "tools/list", {})
+        listed["result"]["tools"] = [t for t in listed["result"]["tools"] if t["name"] == "browse_memories"]
+        await old.call(18, "tools/call", {"name": "browse_memories", "arguments": {}})
+        page = await old.call(19, "resources/read", {"uri": "ui://memserver/browser"})
+        html = page["result"]["contents"][0]["text"]
+        page["result"]["contents"][0]["text"] = f"{html[:60]}..."  # (the whole page is long)
+
         new, new_input = await connect()  # 2026-07-28: no initialize; every request carries the envelope
         new.show("server/discover")
         await new.call(1, "server/discover", {"_meta": MODERN_META})

@@ -15,7 +15,8 @@ confirm before it forgets anything (elicitation: an `elicitation/create` request
 handshake era, an `input_required` answer in 2026-07-28).
 
 Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
-is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching, answering structuredContent);
+is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching, answering structuredContent;
+and apps.py's browse_memories, answering text and linking the in-chat browser, a ui:// page: MCP Apps);
 `memserver serve --tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory,
 answering plain text), whose work knows the connection a call comes from. With --chat-condense, a chat recall
 asks the client's model to condense its block (`_condensed`: sampling/createMessage, a request from the server to
@@ -66,7 +67,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from memserver import __version__
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
-from memserver.features import chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
+from memserver.features import apps, chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
 from memserver.features.subscriptions import Subscriptions, TooManySubscriptionsError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
@@ -108,7 +109,8 @@ T = TypeVar("T")
 class ToolSet:
     """The tools a server serves: the Tool constants `tools/list` shows, and the work each `tools/call` runs.
 
-    `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching);
+    `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching;
+    apps.py: browse_memories, whose page is among its `app_resources`);
     `--tools chat` serves the chat-memory interface (chat.py: remember, recall, search_in_memory), whose work
     depends on the connection the call comes from (its conversation). (forget_matching is no work of a worker
     thread: `call_tool` runs it, since it asks the user first.) `nowait`: read-only work that `call_tool` may
@@ -120,6 +122,7 @@ class ToolSet:
     work: Callable[[str, chat.Conversation], Work]
     instructions: str
     nowait: dict[str, NowaitWork] = field(default_factory=dict)
+    app_resources: tuple[types.Resource, ...] = ()  # the ui:// pages its tools link (apps.py: MCP Apps)
 
     def find(self, name: str) -> types.Tool | None:
         return next((tool for tool in self.tools if tool.name == name), None)
@@ -275,8 +278,9 @@ async def forget_matching(
 
 
 async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-    """resources/list: the fixed resources (the per-tag and per-memory ones are templates)."""
-    return types.ListResourcesResult(resources=list(resources.RESOURCES))
+    """resources/list: the fixed resources (the per-tag and per-memory ones are templates), and the tool set's
+    ui:// pages."""
+    return types.ListResourcesResult(resources=[*resources.RESOURCES, *ctx.lifespan_context.tool_set.app_resources])
 
 
 async def list_resource_templates(
@@ -287,8 +291,12 @@ async def list_resource_templates(
 
 
 async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-    """resources/read: parse the memory:// URI and read it from the store."""
+    """resources/read: parse the memory:// URI and read it from the store; a ui:// URI is a page (apps.py)."""
     uri = str(params.uri)
+    if uri.startswith(apps.SCHEME):
+        with _resource_errors(uri, "Reading"):
+            page = apps.read(uri, ctx.lifespan_context.tool_set.app_resources)
+        return types.ReadResourceResult(contents=[page])
     with _resource_errors(uri, "Reading"):
         target = resources.parse(uri)
         store = await _store(ctx)
@@ -395,8 +403,14 @@ async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
 
 # --- the tools' work --------------------------------------------------------------------------------------------------
 
+_MEMORY_WORK: dict[str, Work] = {**tool_work.WORK, apps.BROWSE.name: apps.browse}
 MEMORY_TOOLS = ToolSet(
-    "memory", tools.TOOLS, lambda name, conversation: tool_work.WORK[name], INSTRUCTIONS, dict(tool_work.NOWAIT)
+    "memory",
+    (*tools.TOOLS, apps.BROWSE),
+    lambda name, conversation: _MEMORY_WORK[name],
+    INSTRUCTIONS,
+    dict(tool_work.NOWAIT),
+    app_resources=(apps.RESOURCE,),
 )
 
 
@@ -658,4 +672,6 @@ def build_server(
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
     server.add_request_handler("server/discover", types.RequestParams, partial(discover, server))
     server.middleware.extend([count_in_flight, forward_logs])
+    if tool_set.app_resources:  # SEP-2133: the extensions a server speaks are in its capabilities
+        server.extensions[apps.EXTENSION_ID] = {}
     return server

@@ -115,6 +115,7 @@ def test_plain_loopback_http_needs_no_token(tmp_path: Path, portal: BlockingPort
             "list_recent",
             "forget",
             "forget_matching",
+            "browse_memories",
         ]
         assert live.call_tool("remember", {"content": "HTTP without tokens works."}).structured_content["id"]
         assert post(running.url, token=None, Origin="http://evil.example").status_code == 403

@@ -133,7 +133,7 @@ def test_a_request_before_initialize_is_told_so(tmp_path: Path) -> None:
         check(early, types.INVALID_REQUEST, 9)
         assert "not initialized" in early["error"]["message"]
         assert conn.initialize()["result"]["serverInfo"]["name"] == "memserver"
-        assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == 5
+        assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == 6
 
 
 def test_the_2026_era_needs_no_initialize(tmp_path: Path) -> None:

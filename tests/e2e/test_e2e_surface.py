@@ -30,6 +30,8 @@ CAPABILITIES = {
     "completions": {},
     "logging": {},
 }
+# The MCP Apps extension (features/apps.py), a 2026-07-28 field: the SDK drops it from 2025-11-25 answers.
+APPS = {"extensions": {"io.modelcontextprotocol/ui": {}}}
 SESSIONS = ["stdio-2025-11-25", "stdio-2026-07-28", "http-2025-11-25", "http-2026-07-28"]
 KITCHEN = [
     ("The kitchen renovation starts on 3 March; the contractor is Ana Pereira.", ["kitchen", "renovation"]),
@@ -78,8 +80,9 @@ def capabilities(live: Live) -> dict[str, Any]:
 
 
 def test_capabilities_show_exactly_what_is_served(live: Live) -> None:
-    """initialize (or server/discover) lists tools, resources, prompts, completions and logging, nothing else."""
-    assert capabilities(live) == CAPABILITIES
+    """initialize (or server/discover) lists tools, resources, prompts, completions and logging, nothing else (and
+    server/discover the MCP Apps extension)."""
+    assert capabilities(live) == {**CAPABILITIES, **(APPS if live.protocol_version == MODERN else {})}
 
 
 def test_prompts_list_shows_both_prompts_and_their_arguments(live: Live) -> None:

@@ -142,11 +142,12 @@ def text_of(result: types.CallToolResult) -> str:
 @pytest.mark.anyio
 async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client) -> None:
     """tools/list returns remember, recall, list_recent, forget and forget_matching, each with Draft 2020-12 input
-    and output schemas."""
+    and output schemas, then browse_memories (the in-chat browser, which answers text: test_apps.py)."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_tools()).tools
-    assert [tool.name for tool in listed] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
-    for tool in listed:
+    assert [tool.name for tool in listed] == [*(tool.name for tool in tools.TOOLS), "browse_memories"]
+    assert [tool.name for tool in tools.TOOLS] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
+    for tool in listed[: len(tools.TOOLS)]:
         assert tool.description and tool.title
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"
         Draft202012Validator.check_schema(tool.input_schema)
@@ -372,14 +373,15 @@ async def test_internal_failure_reading_a_resource_is_internal_error(client: Cli
 
 @pytest.mark.anyio
 async def test_resources_and_templates_are_listed(client: Client) -> None:
-    """resources/list shows stats, recent, tags and namespaces; templates/list the per-tag and per-memory
-    templates."""
+    """resources/list shows stats, recent, tags and namespaces, and the in-chat browser's page (test_apps.py);
+    templates/list the per-tag and per-memory templates."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
-    assert [str(r.uri) for r in listed] == ["memory://stats", "memory://recent", "memory://tags", "memory://namespaces"]
+    memory = ["memory://stats", "memory://recent", "memory://tags", "memory://namespaces"]
+    assert [str(r.uri) for r in listed] == [*memory, "ui://memserver/browser"]
     assert [t.uri_template for t in templates] == ["memory://tags/{tag}", "memory://memories/{id}"]
-    assert all(r.mime_type == "application/json" for r in [*listed, *templates])
+    assert all(r.mime_type == "application/json" for r in [*listed[: len(memory)], *templates])
 
 
 @pytest.mark.anyio
@@ -433,7 +435,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
     server = build_server(slow_factory)
     with anyio.fail_after(TIMEOUT):
         async with Client(server, mode="legacy") as client:
-            assert len((await client.list_tools()).tools) == len(tools.TOOLS)
+            assert len((await client.list_tools()).tools) == len(tools.TOOLS) + 1  # and browse_memories
             async with anyio.create_task_group() as tg:
                 results: list[types.CallToolResult] = []
 
@@ -441,7 +443,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
                     results.append(await client.call_tool("remember", {"content": "x"}))
 
                 tg.start_soon(remember)
-                assert len((await client.list_resources()).resources) == 4  # the loop still serves meanwhile
+                assert len((await client.list_resources()).resources) == 5  # the loop still serves meanwhile
                 assert not results  # ... while the call waits on the store
                 release.set()
             assert results[0].structured_content["status"] == "stored"

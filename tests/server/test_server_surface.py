@@ -99,12 +99,15 @@ async def test_capabilities_show_exactly_what_is_served(mode: str) -> None:
     async with Client(build_server(lambda user: StubStore()), mode=mode) as client:
         assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
         caps = client.server_capabilities.model_dump(by_alias=True, exclude_none=True)
+    # The MCP Apps extension (test_apps.py): `extensions` is a 2026-07-28 field, dropped from 2025-11-25 answers.
+    extensions = {"extensions": {"io.modelcontextprotocol/ui": {}}} if mode == "auto" else {}
     assert caps == {
         "tools": {"listChanged": False},
         "resources": {"subscribe": True, "listChanged": False},
         "prompts": {"listChanged": False},
         "completions": {},
         "logging": {},
+        **extensions,
     }
 
 
