@@ -123,6 +123,7 @@ class ToolSet:
     instructions: str
     nowait: dict[str, NowaitWork] = field(default_factory=dict)
     app_resources: tuple[types.Resource, ...] = ()  # the ui:// pages its tools link (apps.py: MCP Apps)
+    checked: dict[str, dict[str, Any]] = field(default_factory=dict)  # whole schemas of tools advertised looser
 
     def find(self, name: str) -> types.Tool | None:
         return next((tool for tool in self.tools if tool.name == name), None)
@@ -189,7 +190,7 @@ async def call_tool(
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_shown(params.name)}")
     try:
-        args = tools.validate_arguments(tool, params.arguments)
+        args = tools.validate_arguments(tool, params.arguments, tool_set.checked.get(tool.name))
     except tools.ArgumentError as exc:
         # Spec: invalid arguments are a tool execution error, reported in the result so the model can correct them.
         return _tool_error(str(exc))
@@ -411,6 +412,7 @@ MEMORY_TOOLS = ToolSet(
     INSTRUCTIONS,
     dict(tool_work.NOWAIT),
     app_resources=(apps.RESOURCE,),
+    checked={apps.BROWSE.name: apps.CHECKED_INPUT},
 )
 
 

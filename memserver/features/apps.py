@@ -46,11 +46,23 @@ from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from memserver.contract.inputs import DEFAULT_NAMESPACE, MAX_QUERY_CHARS, NAMESPACE_PATTERN
 from memserver.features.resources import UnknownResourceError
+from memserver.features.tools import ICON, advertised
 
 if TYPE_CHECKING:
     from memserver.contract.backend import Memory, MemoryBackend
 
-__all__ = ["APP_MIME_TYPE", "BROWSE", "EXTENSION_ID", "RESOURCE", "SCHEME", "URI", "browse", "page", "read"]
+__all__ = [
+    "APP_MIME_TYPE",
+    "BROWSE",
+    "CHECKED_INPUT",
+    "EXTENSION_ID",
+    "RESOURCE",
+    "SCHEME",
+    "URI",
+    "browse",
+    "page",
+    "read",
+]
 
 SCHEME = "ui://"
 URI = "ui://memserver/browser"
@@ -73,8 +85,20 @@ RESOURCE = types.Resource(
     title="Memory browser",
     description="The in-chat memory browser (an MCP App, shown by browse_memories): search, history, forget.",
     mime_type=APP_MIME_TYPE,
+    icons=[ICON],
     _meta={"ui": UI_META},
 )
+
+# The whole schema a call is checked against (ToolSet.checked); tools/list shows it less the strict keywords, as it
+# shows the memory tools' (tools.py, STRICT_ONLY).
+CHECKED_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},  # (the store refuses blanks)
+        "namespace": {"type": "string", "pattern": NAMESPACE_PATTERN},
+    },
+    "additionalProperties": False,
+}
 
 BROWSE = types.Tool(
     name="browse_memories",
@@ -83,17 +107,8 @@ BROWSE = types.Tool(
         "Show the user their memories: counts, the newest or the best matches for query, with ids. Hosts with MCP "
         "Apps show a browser: search, history, forget."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},  # (the store refuses blanks)
-            "namespace": {"type": "string", "pattern": NAMESPACE_PATTERN},
-        },
-        "additionalProperties": False,
-    },
-    annotations=types.ToolAnnotations(
-        title="Browse memories", read_only_hint=True, idempotent_hint=True, open_world_hint=False
-    ),
+    input_schema=advertised(CHECKED_INPUT),
+    annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
     _meta={"ui": {"resourceUri": URI}, LEGACY_URI_KEY: URI},
 )
 

@@ -521,13 +521,16 @@ class ArgumentError(ValueError):
         self.errors = errors
 
 
-def validate_arguments(tool: types.Tool, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Check `arguments` against the tool's whole schema (`checked_schema`) and return them with its defaults.
+def validate_arguments(
+    tool: types.Tool, arguments: Mapping[str, Any] | None, schema: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Check `arguments` against the tool's whole schema (`schema`, else `checked_schema`) and return them with its
+    defaults. (`schema`: for a tool written elsewhere that advertises less than it checks, apps.BROWSE.)
 
     Raises:
         ArgumentError: listing every problem, pydantic-style (`limit: Input should be less than or equal to 50`).
     """
-    schema = checked_schema(tool)
+    schema = checked_schema(tool) if schema is None else schema
     args = dict(arguments or {})
     problems = sorted(_validator(schema).iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
     not_unicode = _lone_surrogates(args)
