@@ -216,7 +216,9 @@ class MemoryBackend(Protocol):
         Exact duplicates: when a current (not replaced) memory of the same namespace has the same content once
         whitespace is collapsed (`inputs.normalised`), nothing is stored and that memory comes back with
         `duplicate=True` (its own fields; the earliest stored if there are several): a duplicate stores nothing,
-        so it replaces nothing either. Otherwise the new memory carries in `similar` up to SIMILAR_MAX (id, cosine
+        so it replaces nothing either. (Not a duplicate: the same content as the memory `replaces` names, with
+        other tags, source, speaker, role, session or a given occurred_at: a new version of it, e.g. retagged.)
+        Otherwise the new memory carries in `similar` up to SIMILAR_MAX (id, cosine
         rounded to 4 places) of other current memories of its namespace scoring at least NEAR_DUPLICATE_SCORE
         against it, best first: still stored, so the caller may forget (or replace) an outdated one.
         """
