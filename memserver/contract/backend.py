@@ -102,7 +102,12 @@ class Memory:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: the memory and its cosine similarity to the query (1 is identical).
+    """A search result: the memory, its cosine similarity to the query (1 is identical), and `rank_score`, the
+    number the engine ordered the results by (descending): in "semantic" the cosine again, in "keyword" the BM25
+    score, in "hybrid" the fused score (the local store's convex fusion, retrieval/hybrid_convex.py; PostgreSQL's
+    reciprocal-rank fusion, retrieval/hybrid_rrf.py). Its scale is the mode's and the engine's: compare it only
+    within one result list. A `limit` beyond the fusion's head (50 a side locally, 20 on PostgreSQL) is filled
+    from a deeper fusion, after the head: the order is descending within each part.
 
     `explanation` (only from `search(..., explain=True)`, else None): why it ranked, as a JSON-ready dict: "rank",
     and what the engine knows of it: "semantic" (rank, cosine), "keyword" (rank, bm25, matched terms), the local
@@ -111,10 +116,11 @@ class Hit:
 
     memory: Memory
     score: float
+    rank_score: float
     explanation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {**self.memory.to_dict(), "score": self.score}
+        d = {**self.memory.to_dict(), "score": self.score, "rank_score": self.rank_score}
         if self.explanation is not None:
             d["explain"] = self.explanation
         return d
@@ -276,8 +282,9 @@ class MemoryBackend(Protocol):
         local store: retrieval/hybrid_convex.py, with session context and soft speaker and time boosts; PostgreSQL:
         retrieval/hybrid_rrf.py, reciprocal-rank fusion), so engines may order near-ties differently. Ties (equal cosine
         in "semantic", equal BM25 in "keyword") rank the earlier-stored memory first. In every mode `Hit.score` is the
-        cosine similarity to the query, and `min_score` (-1..1) drops hits below it after ranking (so fewer than `limit`
-        may come back). A smaller `limit` returns a prefix of a larger one.
+        cosine similarity to the query and `Hit.rank_score` the number the list is ordered by; `min_score` (-1..1)
+        drops hits whose cosine is below it, after ranking (so fewer than `limit` may come back). A smaller `limit`
+        returns a prefix of a larger one.
 
         `query_vector`: the query's embedding, if the caller has it (benchmarks, tests): `dim` finite numbers,
         not all zero, normalised here; the query is then not embedded. `query` is still required and used by

@@ -85,7 +85,7 @@ def _search_fields(args: dict[str, Any]) -> dict[str, Any]:
 def _recall_payload(args: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
     payload: dict[str, Any] = {"results": []}
     for hit in hits:
-        result = {**hit.memory.to_dict(), "score": round(float(hit.score), 4)}
+        result = {**hit.memory.to_dict(), "score": round(float(hit.score), 4), "rank_score": round(hit.rank_score, 4)}
         if hit.explanation is not None:
             why = dict(hit.explanation)
             payload["query"] = why.pop("query", payload.get("query"))  # the query's side: once, not per result

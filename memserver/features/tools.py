@@ -138,9 +138,14 @@ HIT_SCHEMA: dict[str, Any] = {
     "properties": {
         **MEMORY_SCHEMA["properties"],
         "score": {"type": "number", "description": "Cosine similarity to the query, -1..1; higher is closer."},
+        "rank_score": {
+            "type": "number",
+            "description": "What the results are ordered by, descending: the cosine (semantic), BM25 (keyword), "
+            "the fused score (hybrid); compare it only within one result list.",
+        },
         "explain": EXPLAIN_SCHEMA,
     },
-    "required": [*MEMORY_SCHEMA["required"], "score"],
+    "required": [*MEMORY_SCHEMA["required"], "score", "rank_score"],
 }
 
 
@@ -244,10 +249,11 @@ RECALL = types.Tool(
         "does the user use?'); names, numbers and dates in it are matched exactly. Narrow it with tags, source, "
         "speaker, role, session, or a time window (since/until bound when it happened: an ISO 8601 date or "
         "date-time, UTC when no offset is given); as_of answers as the memory stood at a past time (memories "
-        "replaced or forgotten since then come back, newer ones do not). Each result has "
-        "a score, the cosine similarity to the query: unrelated text typically scores 0.1-0.35 (rarely above "
-        "0.45), a relevant memory 0.4-0.8; min_score drops weaker results. When nothing matches, or nothing "
-        f"scores {WEAK_MATCH_SCORE} or more, the result carries a 'note' saying so: do not treat such results as "
+        "replaced or forgotten since then come back, newer ones do not). Results are ordered by rank_score (the "
+        "mode's own score); each also has a score, the cosine similarity to the query: unrelated text typically "
+        "scores 0.1-0.35 (rarely above 0.45), a relevant memory 0.4-0.8; min_score drops weaker results. When "
+        f"nothing matches, or nothing scores {WEAK_MATCH_SCORE} or more, the result carries a 'note' saying so: "
+        "do not treat such results as "
         "facts about the question."
     ),
     input_schema={

@@ -4,7 +4,8 @@ The filters come first (catalog.candidates): both rankings see only the rows tha
 yields the true top-k. The vector ranking is exact (numpy over the stored rows) for a small candidate set, HNSW with a
 filter otherwise (exact again if that finds too few); the keyword ranking is BM25 (keyword.py); hybrid fuses the two
 with the session context and the soft boosts of retrieval/hybrid_convex.py (`_fused` gathers what that needs: each
-side's pool, the neighbours' cosines and BM25 scores, the boost masks). Every hit's score is its cosine to the query.
+side's pool, the neighbours' cosines and BM25 scores, the boost masks). Every hit's score is its cosine to the query;
+its rank_score what ordered it (the cosine, the BM25 score, the fused score).
 With `explain`, each hit also says why it ranked (hybrid_convex.explain_row).
 
 Exact vs HNSW: exact costs ~c_e per candidate; HNSW under a filter passing m of N rows visits ~ef*N/m nodes at
@@ -131,17 +132,21 @@ class Searcher:
         why: Explainer | None
         if mode == "semantic" or not text:
             rows, scores = self.rank(q, limit, cand, exact=past)
+            order_scores = scores
             why = _semantic_explainer(scores) if explain else None
         elif mode == "keyword":
-            rows, scores, why = self._keyword_ranking(q, text, limit, cand, min_score is not None, past, explain)
+            rows, scores, order_scores, why = self._keyword_ranking(
+                q, text, limit, cand, min_score is not None, past, explain
+            )
         else:
-            rows, scores, why = self._hybrid(q, text, limit, cand, min_score is not None, f, explain)
+            rows, scores, order_scores, why = self._hybrid(q, text, limit, cand, min_score is not None, f, explain)
         hits: list[Hit] = []
-        for i, (row, score) in enumerate(zip(rows.tolist(), scores.tolist(), strict=True)):
+        ranked = zip(rows.tolist(), scores.tolist(), order_scores.tolist(), strict=True)
+        for i, (row, score, rank_score) in enumerate(ranked):
             if (min_score is not None and score < min_score) or (not past and not catalog.is_current(row)):
                 continue
             explanation = None if why is None else why(i, len(hits) + 1)
-            hits.append(Hit(catalog.memory(row), float(score), explanation))
+            hits.append(Hit(catalog.memory(row), float(score), float(rank_score), explanation))
             if len(hits) == limit:
                 break
         return hits
@@ -199,21 +204,23 @@ class Searcher:
         deep: bool,
         past: bool,
         explain: bool,
-    ) -> tuple[np.ndarray, np.ndarray, Explainer | None]:
-        """Rows in BM25 order with their cosines to `q`; `limit` of them, or with `deep` all (min_score will drop
-        some)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Explainer | None]:
+        """Rows in BM25 order with their cosines to `q` and their BM25 scores; `limit` of them, or with `deep` all
+        (min_score will drop some)."""
         matches = self._keyword(text, max(limit, DEPTH), cand, past)
-        rows = np.asarray([row for row, _ in (matches if deep else matches[:limit])], dtype=np.int64)
+        kept = matches if deep else matches[:limit]
+        rows = np.asarray([row for row, _ in kept], dtype=np.int64)
+        bm25 = np.asarray([score for _, score in kept], dtype=np.float64)
         scores = np.einsum("ij,j->i", self.vectors.matrix(rows), q) if len(rows) else _NO_SCORES
         if not explain:
-            return rows, scores, None
+            return rows, scores, bm25, None
         terms = _query_terms(text)
 
         def why(i: int, rank: int) -> dict[str, Any]:
             matched = self._matched(terms, int(rows[i]))
             return {"rank": rank, "keyword": {"rank": i + 1, "bm25": round(matches[i][1], 4), "terms": matched}}
 
-        return rows, scores, _with_query(why, {"mode": "keyword", "terms": terms})
+        return rows, scores, bm25, _with_query(why, {"mode": "keyword", "terms": terms})
 
     def _keyword(self, text: str, k: int, cand: np.ndarray | None, exact: bool) -> list[tuple[int, float]]:
         """BM25 over the candidates: the store's keyword index, or, when some candidates are not current (so not
@@ -240,23 +247,26 @@ class Searcher:
         deep: bool,
         f: inputs.SearchFilter,
         explain: bool,
-    ) -> tuple[np.ndarray, np.ndarray, Explainer | None]:
-        """Rows in hybrid order (retrieval/hybrid_convex.py) with their cosines to `q`. The first DEPTH come from pools
-        of DEPTH a side whatever `limit` is; a larger `limit` is filled from deeper pools, after them."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Explainer | None]:
+        """Rows in hybrid order (retrieval/hybrid_convex.py) with their cosines to `q` and their fused scores. The
+        first DEPTH come from pools of DEPTH a side whatever `limit` is; a larger `limit` is filled from deeper pools,
+        after them (each with its score in the deeper pass: the order is descending within each part)."""
         past = f.as_of is not None
         today = date.fromisoformat(f.as_of[:10]) if f.as_of else datetime.now(timezone.utc).date()  # "last week"
         a = QueryAnalysis.of(text, self.context.named_speakers(text), today)
         passes = [self._fused(q, text, DEPTH, cand, past, a)]
         order = passes[0].pool[passes[0].order]
+        fused_scores = passes[0].score[passes[0].order]
         if limit > DEPTH:
             passes.append(self._fused(q, text, limit, cand, past, a))
-            head = set(order.tolist())
-            tail = [row for row in passes[1].pool[passes[1].order].tolist() if row not in head]
-            order = np.concatenate([order, np.asarray(tail, np.int64)])
+            deeper = passes[1].order[~np.isin(passes[1].pool[passes[1].order], order)]
+            order = np.concatenate([order, passes[1].pool[deeper]])
+            fused_scores = np.concatenate([fused_scores, passes[1].score[deeper]])
         rows = order if deep else order[:limit]
+        fused_scores = fused_scores[: len(rows)]
         scores = _NO_SCORES if not len(rows) else np.einsum("ij,j->i", self.vectors.matrix(rows), q)
         if not explain:
-            return rows, scores, None
+            return rows, scores, fused_scores, None
         terms = _query_terms(text)
 
         def why(i: int, rank: int) -> dict[str, Any]:
@@ -270,7 +280,8 @@ class Searcher:
             prev_terms = self._matched(terms, prev) if prev >= 0 and fused.prev_bm[at] > 0 else []
             return hybrid_convex.explain_row(fused, at, rank, self._matched(terms, row), prev_terms, speaker)
 
-        return rows, scores, _with_query(why, {"mode": "hybrid", **hybrid_convex.describe_query(terms, a)})
+        query = {"mode": "hybrid", **hybrid_convex.describe_query(terms, a)}
+        return rows, scores, fused_scores, _with_query(why, query)
 
     def _fused(
         self, q: np.ndarray, text: str, depth: int, cand: np.ndarray | None, past: bool, a: QueryAnalysis

@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 IMPORT_BATCH = 1000
 EXPORT_BATCH = 1000
 T = TypeVar("T")
-Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]]]
 
 
 class PostgresBackend:
@@ -278,15 +277,15 @@ class PostgresBackend:
         depth = limit if mode == "semantic" else max(limit, FUSION_DEPTH)
         db, f, est = self.db, request.filter, self._estimates
         if f.as_of is not None:
-            near, keyed, found = ranking.rankings_as_of(db, self.tenant, q, request.query, f, depth, words)
+            near, keyed, found, bm25 = ranking.rankings_as_of(db, self.tenant, q, request.query, f, depth, words)
         else:
             vector = mode != "keyword"
-            near, keyed, found = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
-        return ranking.hits(near, keyed, found, request, words, explain)
+            near, keyed, found, bm25 = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
+        return ranking.hits(near, keyed, found, bm25, request, words, explain)
 
     def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         f = inputs.SearchFilter(namespace=namespace)
-        near, _, found = ranking.rankings(
+        near, _, found, _ = ranking.rankings(
             self.db, self.tenant, self._estimates, vector, f, SIMILAR_MAX + 1, vector=True, words=[]
         )
         out = []

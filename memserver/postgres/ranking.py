@@ -1,9 +1,9 @@
 """The rankings of a search on PostgreSQL: one statement (search.py's plans), run again when its plan proved wrong,
 and the as_of path, which ranks exactly over the memories that stood then.
 
-Each returns (vector ranking, keyword ranking, seq -> (memory, cosine)); backend.py fuses them with
-retrieval/hybrid_rrf.hybrid_order (PostgreSQL's fusion: the local store's is retrieval/hybrid_convex) and cuts them
-as the local store does (min_score, limit).
+Each returns (vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25 score of the keyword ranking);
+backend.py fuses them with retrieval/hybrid_rrf.hybrid_order (PostgreSQL's fusion: the local store's is
+retrieval/hybrid_convex) and cuts them as the local store does (min_score, limit).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of"]
 
 log = logging.getLogger(__name__)
 
-Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]]]
+Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]], dict[int, float]]
 
 
 @dataclass
@@ -51,8 +51,8 @@ def rankings(
     vector: bool,
     words: list[str],
 ) -> Rankings:
-    """(vector ranking, keyword ranking, seq -> (memory, cosine)), one statement; again if the plan's counts
-    were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly)."""
+    """(vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25), one statement; again if the plan's
+    counts were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly)."""
     tenant_rows, table_rows = est.tenant_rows, est.table_rows
     in_namespace = est.in_namespace.get(f.namespace, tenant_rows)
     unfiltered = f.empty and in_namespace >= tenant_rows
@@ -89,8 +89,8 @@ def rankings(
         break
     found = found_rows(result)
     near = [seq for _, _, seq in near_rows]
-    keyed = [seq for _, _, seq in ranked(result, 2)]
-    return near, keyed, found
+    keyword_rows = ranked(result, 2)
+    return near, [seq for _, _, seq in keyword_rows], found, {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
 
 
 def rankings_as_of(
@@ -107,17 +107,19 @@ def rankings_as_of(
         sql = search.search_sql(plan, f, vector=True, keyword=bool(words))
         params |= {"depth": depth, "terms": words, "exact_max": plan.exact_max}
         result = db.run(tenant, [(sql, params)])[0].fetchall()
-        return [seq for *_, seq in ranked(result, 1)], [seq for *_, seq in ranked(result, 2)], found_rows(result)
+        keyword_rows = ranked(result, 2)
+        bm25_of = {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+        return [seq for *_, seq in ranked(result, 1)], [seq for *_, seq in keyword_rows], found_rows(result), bm25_of
     sql = f"SELECT {COLUMNS}, m.embedding <=> %(q)b FROM memserver.memories m WHERE {where}"
     candidates = db.run(tenant, [(sql, params)])[0].fetchall()
     found = {r[1]: (rows.memory(r), 1.0 - float(r[rows.WIDTH])) for r in candidates}
     near = [r[1] for r in sorted(candidates, key=lambda r: (r[rows.WIDTH], r[2], r[1]))][:depth]
-    keyed: list[int] = []
+    bm25: dict[int, float] = {}
     if words:
         scratch = KeywordIndex()
         scratch.add_many((seq, f"{m.content} {date_text(m.occurred_at)}") for seq, (m, _) in found.items())
-        keyed = [int(seq) for seq, _ in scratch.search(text, depth)]
-    return near, keyed, found
+        bm25 = {int(seq): float(score) for seq, score in scratch.search(text, depth)}
+    return near, list(bm25), found, bm25
 
 
 def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
@@ -140,28 +142,31 @@ def hits(
     near: list[int],
     keyed: list[int],
     found: dict[int, tuple[Memory, float]],
+    bm25: dict[int, float],
     request: inputs.SearchRequest,
     words: list[str],
     explain: bool,
 ) -> list[Hit]:
     """The request's hits from the two rankings (seqs, best first): one side, or their fusion, cut by min_score
-    and limit; with `explain`, each says where it stood."""
+    and limit, each with the score it was ordered by (cosine, BM25, RRF); with `explain`, each says where it
+    stood."""
     mode, limit = request.mode, request.limit
+    order: list[tuple[int, float]]
     if mode == "semantic":
-        order = near
+        order = [(seq, found[seq][1]) for seq in near]
     elif mode == "keyword":
-        order = keyed
+        order = [(seq, bm25[seq]) for seq in keyed]
     else:
         order = hybrid_order(near, keyed, lambda seq: found[seq][0].occurred_at)
     if request.min_score is None:
         order = order[:limit]
     out: list[Hit] = []
-    for seq in order:
+    for seq, rank_score in order:
         memory, score = found[seq]
         if request.min_score is not None and score < request.min_score:
             continue
         why = _explanation(len(out) + 1, seq, score, near, keyed, mode, words) if explain else None
-        out.append(Hit(memory, score, why))
+        out.append(Hit(memory, score, rank_score, why))
         if len(out) == limit:
             break
     return out

@@ -48,25 +48,26 @@ def reciprocal_rank_fusion(
     return sorted(fused.items(), key=lambda item: item[1], reverse=True)  # stable: first appearance breaks ties
 
 
-def hybrid_order(near: Sequence[K], words: Sequence[K], created_at: Callable[[K], str]) -> list[K]:
-    """The hybrid ranking of the vector ranking `near` and the keyword ranking `words` (keys, best first).
+def hybrid_order(near: Sequence[K], words: Sequence[K], created_at: Callable[[K], str]) -> list[tuple[K, float]]:
+    """The hybrid ranking of the vector ranking `near` and the keyword ranking `words` (keys, best first), as
+    (key, fused RRF score).
 
     RRF of the top FUSION_DEPTH of each, plus the recency prior (`created_at` of a key, in the stored format).
-    Keys past that come from the fusion of the whole rankings, after it, so the first results never depend on
-    how deep the caller ranked (`limit`).
+    Keys past that come from the fusion of the whole rankings, after it (with their scores there), so the first
+    results never depend on how deep the caller ranked (`limit`).
     """
     order = _fuse(near[:FUSION_DEPTH], words[:FUSION_DEPTH], created_at)
     if len(near) > FUSION_DEPTH or len(words) > FUSION_DEPTH:
-        head = set(order)
-        order += [key for key in _fuse(near, words, created_at) if key not in head]
+        head = {key for key, _ in order}
+        order += [(key, score) for key, score in _fuse(near, words, created_at) if key not in head]
     return order
 
 
-def _fuse(near: Sequence[K], words: Sequence[K], created_at: Callable[[K], str]) -> list[K]:
+def _fuse(near: Sequence[K], words: Sequence[K], created_at: Callable[[K], str]) -> list[tuple[K, float]]:
     rankings: list[Sequence[K]] = [near, words]
     weights = list(FUSION_WEIGHTS)
     if FUSION_RECENCY:
         pool = list(dict.fromkeys([*near, *words]))
         rankings.append(sorted(pool, key=created_at, reverse=True))
         weights.append(FUSION_RECENCY)
-    return [key for key, _ in reciprocal_rank_fusion(rankings, k=FUSION_K, weights=weights)]
+    return reciprocal_rank_fusion(rankings, k=FUSION_K, weights=weights)

@@ -87,12 +87,36 @@ def test_limit_bounds_the_hits(ladder: Backend, mode: str, limit: int) -> None:
 
 
 def test_a_hit_is_the_memory_and_its_score(ladder: Backend) -> None:
-    """A hit carries the whole memory, and to_dict() is the memory's fields plus "score"."""
+    """A hit carries the whole memory, and to_dict() is the memory's fields plus "score" and "rank_score"."""
     (hit,) = ladder.search(QUERY, limit=1, mode="semantic")
     stored = ladder.get(hit.memory.id)
     assert stored is not None and hit.memory.to_dict() == stored.to_dict()
-    assert hit.to_dict() == {**stored.to_dict(), "score": hit.score}
-    assert isinstance(hit.score, float)
+    assert hit.to_dict() == {**stored.to_dict(), "score": hit.score, "rank_score": hit.rank_score}
+    assert isinstance(hit.score, float) and isinstance(hit.rank_score, float)
+
+
+# Queries whose word ranking and meaning ranking disagree over LADDER (a rare word of a long memory, two words of
+# different memories), so that the order is not the cosine's.
+DISAGREEING = (QUERY, f"{WORDS[0]} {WORDS[5]}", f"{QUERY} {WORDS[9]} unrelated", f"{WORDS[8]} {WORDS[1]} {WORDS[1]}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hits_are_sorted_by_their_rank_score(ladder: Backend, mode: str) -> None:
+    """Hit.rank_score is what orders the list, descending, in every mode: the cosine in "semantic", the BM25 score
+    (positive) in "keyword", the engine's fused score in "hybrid"."""
+    orders_differ = False
+    for query in DISAGREEING:
+        for min_score in (None, -1.0):
+            hits = ladder.search(query, limit=10, mode=mode, min_score=min_score)
+            assert hits, query
+            ranks = [h.rank_score for h in hits]
+            assert ranks == sorted(ranks, reverse=True), (query, ranks)
+            orders_differ |= [h.score for h in hits] != sorted((h.score for h in hits), reverse=True)
+            if mode == "semantic":
+                assert ranks == [h.score for h in hits]
+            elif mode == "keyword":
+                assert all(r > 0 for r in ranks)
+    assert orders_differ or mode == "semantic"  # the test saw an order that is not the cosine's
 
 
 def test_default_limit_is_five_and_default_mode_hybrid(ladder: Backend) -> None:

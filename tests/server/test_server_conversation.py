@@ -244,7 +244,7 @@ async def test_without_the_new_arguments_the_answers_keep_their_shape(client: Cl
     stored = await call(client, "remember", {"content": "The deploy key rotates monthly.", "tags": ["ops"]})
     assert set(stored) == {"id", "status"}
     hit = (await call(client, "recall", {"query": "deploy key"}))["results"][0]
-    assert set(hit) == {"id", "content", "created_at", "occurred_at", "tags", "source", "score"}
+    assert set(hit) == {"id", "content", "created_at", "occurred_at", "tags", "source", "score", "rank_score"}
     assert set(await call(client, "list_recent", {})) == {"memories"}
 
 

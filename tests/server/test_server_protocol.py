@@ -67,7 +67,7 @@ class StubStore:
 
     def search(self, query: str, **kwargs: Any) -> list[Hit]:
         self._check("search", kwargs)
-        return [Hit(m, self.score) for m in list(self.memories.values())[: kwargs["limit"]]]
+        return [Hit(m, self.score, self.score) for m in list(self.memories.values())[: kwargs["limit"]]]
 
     def list_recent(self, limit: int = 10, tags: Any = None, **filters: Any) -> list[Memory]:
         self._check("list_recent", (limit, tags))

@@ -152,7 +152,7 @@ class ScoredStore(StubStore):
             add(self, content)
 
     def search(self, query: str, **kwargs: Any) -> list[Hit]:
-        hits = [Hit(m, self.scores[m.content]) for m in self.memories.values()]
+        hits = [Hit(m, self.scores[m.content], self.scores[m.content]) for m in self.memories.values()]
         return sorted(hits, key=lambda hit: -hit.score)[: kwargs["limit"]]
 
 

@@ -111,7 +111,8 @@ class ConversationFake:
         fields.pop("query_vector", None)
         req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
         q = self.embedder.embed_query(req.query)
-        hits = [Hit(m, float(np.dot(q, self.embedder.embed_query(m.content)))) for m in self._passing(req.filter)]
+        cosines = ((m, float(np.dot(q, self.embedder.embed_query(m.content)))) for m in self._passing(req.filter))
+        hits = [Hit(m, score, score) for m, score in cosines]
         hits.sort(key=lambda hit: -hit.score)
         if req.min_score is not None:
             hits = [hit for hit in hits if hit.score >= req.min_score]
