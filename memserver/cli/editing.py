@@ -109,9 +109,7 @@ def _same(old: Memory, name: str, value: object) -> bool:
     return name != "occurred_at" and getattr(old, name) == value
 
 
-def _store_version(
-    store: MemoryBackend, args: argparse.Namespace, old: Memory, content: str, **changes: object
-) -> int:
+def _store_version(store: MemoryBackend, args: argparse.Namespace, old: Memory, content: str, **changes: object) -> int:
     fields: dict[str, object] = {
         "tags": list(old.tags),
         "source": old.source,

@@ -38,7 +38,17 @@ def resolve(store: MemoryBackend, given: str, namespace: str | None) -> str:
     if not found:
         raise NoSuchMemory(f"no memory {prefix} {where}")
     if len(found) > 1:
-        named = ", ".join(memory_id[: max(12, len(prefix) + 4)] for memory_id in found[:CANDIDATES])
+        shared = _shared(found)  # each shown as far as it differs from the others
+        named = ", ".join(memory_id[: max(12, shared + 2)] for memory_id in found[:CANDIDATES])
         more = ", ..." if len(found) > CANDIDATES else ""
         raise InvalidInputError(f"{prefix} is the start of several ids {where}: {named}{more}; give more of it")
     return found[0]
+
+
+def _shared(ids: list[str]) -> int:
+    """How many leading characters all of `ids` share."""
+    first, last = min(ids), max(ids)
+    n = 0
+    while n < len(first) and first[n] == last[n]:
+        n += 1
+    return n

@@ -1,9 +1,10 @@
 """`memserver recall QUERY`: the best matches, as the MCP `recall` tool finds them, with the same filters and the same
 note when nothing matches well (features/tools.py `recall_note`).
 
-The rows come in the order of the search's fused score (words and meaning, see docs/retrieval.md); the table numbers
-them (RANK), since the cosine alone is not what orders them. `--explain` prints, under each row, what its rank is
-made of; --json carries "rank", "score" (the cosine) and, with --explain, "explain".
+The rows come in the order of the search's score (Hit.rank_score: in hybrid mode the fused score of words and
+meaning, in semantic the cosine, in keyword BM25), and that is the score column, labelled FUSED, COS or BM25: the
+cosine alone is not what orders them. `--explain` prints, under each row, what it is made of; --json carries
+"rank" (1, 2, ...), "rank_score", "score" (the cosine, what --min-score compares) and, with --explain, "explain".
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if hits:
         if args.explain and hits[0].explanation and "query" in hits[0].explanation:
             print("query: " + _flat(hits[0].explanation["query"]))
-        table = Table(ranked=True, utc=args.utc, sample=[hit.memory for hit in hits])
+        table = Table(mode=args.mode, utc=args.utc, sample=[hit.memory for hit in hits])
         print(table.header())
-        for n, hit in enumerate(hits, 1):
-            print(table.row(hit, n))
+        for hit in hits:
+            print(table.row(hit))
             if args.explain:
                 print("      " + _breakdown(hit))
     if note:
@@ -93,7 +94,12 @@ def _note(args: argparse.Namespace, hits: list[Hit]) -> str | None:
 
 
 def _record(hit: Hit, rank: int) -> dict[str, Any]:
-    record = {**hit.memory.to_dict(), "rank": rank, "score": round(float(hit.score), 4)}
+    record = {
+        **hit.memory.to_dict(),
+        "rank": rank,
+        "rank_score": round(float(hit.rank_score), 4),
+        "score": round(float(hit.score), 4),
+    }
     if hit.explanation is not None:
         record["explain"] = hit.explanation
     return record
@@ -101,7 +107,7 @@ def _record(hit: Hit, rank: int) -> dict[str, Any]:
 
 def _breakdown(hit: Hit) -> str:
     """One line of a hit's explanation: cosine first, then each side and what the engine adds."""
-    parts = [f"cosine {float(hit.score):.3f}"]
+    parts = [f"ordered by {float(hit.rank_score):.4g}", f"cosine {float(hit.score):.3f}"]
     for name, value in (hit.explanation or {}).items():
         if name not in ("rank", "query"):
             parts.append(f"{name}: {_flat(value)}" if isinstance(value, dict) else f"{name} {_value(value)}")

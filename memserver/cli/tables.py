@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 MIN_CONTENT_WIDTH = 40  # what 80 columns leave for the content at least
 WHO_WIDTH = 12  # at most; narrower when the speakers shown are shorter
 WHEN_WIDTH = 16  # "2026-12-01 11:32"
-RANK_WIDTH = 4  # "RANK"
+SCORE_WIDTH = 5  # "0.773", "12.35"
+SCORE_LABELS = {"hybrid": "FUSED", "semantic": "COS", "keyword": "BM25"}  # what orders a search of each mode
 GAP = "  "
 
 
@@ -65,20 +66,21 @@ def terminal_width() -> int | None:
 
 
 class Table:
-    """Memories as aligned columns: ID (8 characters: any unique prefix of 4 or more is accepted back), [RANK,]
+    """Memories as aligned columns: ID (8 characters: any unique prefix of 4 or more is accepted back), [the score,]
     WHEN (occurred_at, in the local zone unless `utc`), WHO, then the tags (#tag) and the content, cut with … at the
-    terminal's edge. `ranked`: the rows are search results, in the order of the search's score, numbered."""
+    terminal's edge. `mode`: the rows are search results of that mode, and the score column is the number they are
+    ordered by (Hit.rank_score), labelled with what it is: FUSED (hybrid), COS (the cosine), BM25 (keyword)."""
 
     def __init__(
         self,
         *,
-        ranked: bool = False,
+        mode: str | None = None,
         utc: bool = False,
         width: int | None = None,
         fit: bool = True,
         sample: Sequence[Memory] = (),
     ) -> None:
-        self.ranked = ranked
+        self.mode = mode
         self.utc = utc
         self.width = width if width is not None or not fit else terminal_width()
         whos = [cells(_who(m)) for m in sample]
@@ -89,31 +91,37 @@ class Table:
                 self.who_width = max(3, self.who_width - short)
 
     def _fixed(self) -> int:
-        columns = [ids.SHORT, WHEN_WIDTH, self.who_width] + ([RANK_WIDTH] if self.ranked else [])
+        columns = [ids.SHORT, WHEN_WIDTH, self.who_width] + ([SCORE_WIDTH] if self.mode else [])
         return sum(columns) + len(GAP) * len(columns)
 
     def render(self, items: Sequence[Memory | Hit]) -> str:
-        return "\n".join([self.header(), *(self.row(item, n) for n, item in enumerate(items, 1))])
+        return "\n".join([self.header(), *(self.row(item) for item in items)])
 
     def header(self) -> str:
-        return self._line("ID", "RANK", f"WHEN ({times.zone_name(self.utc)})", "WHO", "TAGS, CONTENT")
+        label = SCORE_LABELS.get(self.mode or "", "SCORE")
+        return self._line("ID", label, f"WHEN ({times.zone_name(self.utc)})", "WHO", "TAGS, CONTENT")
 
-    def row(self, item: Memory | Hit, rank: int = 0) -> str:
+    def row(self, item: Memory | Hit) -> str:
         from memserver.contract.backend import Hit
 
-        memory = item.memory if isinstance(item, Hit) else item
+        memory, score = (item.memory, _score(item.rank_score)) if isinstance(item, Hit) else (item, "")
         text = " ".join([*(f"#{tag}" for tag in memory.tags), *memory.content.split()])
         when = times.when(memory.occurred_at, utc=self.utc)
-        return self._line(ids.short(memory.id), str(rank), when, _who(memory), text)
+        return self._line(ids.short(memory.id), score, when, _who(memory), text)
 
-    def _line(self, memory_id: str, rank: str, when: str, who: str, text: str) -> str:
+    def _line(self, memory_id: str, score: str, when: str, who: str, text: str) -> str:
         parts = [pad(memory_id, ids.SHORT)]
-        if self.ranked:
-            parts.append(" " * (RANK_WIDTH - cells(rank)) + rank)
+        if self.mode:
+            parts.append(" " * (SCORE_WIDTH - cells(score)) + score)
         parts += [pad(when, WHEN_WIDTH), pad(who, self.who_width)]
         room = None if self.width is None else max(MIN_CONTENT_WIDTH, self.width - self._fixed())
         parts.append(cut(text, room))
         return GAP.join(parts).rstrip()
+
+
+def _score(value: float) -> str:
+    """Five characters: 0.773, 12.35, 123.4."""
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.4g}"[:SCORE_WIDTH]
 
 
 def _who(memory: Memory) -> str:
