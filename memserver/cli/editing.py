@@ -53,13 +53,12 @@ def add_commands(store_command: StoreCommand) -> None:
 
 
 def retag_argv(argv: list[str]) -> list[str]:
-    """`retag ID +a -b`: a -TAG becomes --untag TAG before argparse reads it (it would take -b for a flag)."""
-    if "retag" not in argv:
+    """`retag ID +a -b`: a -TAG becomes --untag=TAG before argparse reads it (it would take -b for a flag)."""
+    if not argv or argv[0] != "retag":
         return argv
-    at = argv.index("retag")
-    rest = [f"{UNTAG}={arg[1:]}" if arg.startswith("-") and not arg.startswith("--") and arg != "-h" else arg
-            for arg in argv[at + 1 :]]  # fmt: skip
-    return [*argv[: at + 1], *rest]
+    untag = [f"{UNTAG}={arg[1:]}" if arg.startswith("-") and not arg.startswith("--") and arg != "-h" else arg
+             for arg in argv[1:]]  # fmt: skip
+    return ["retag", *untag]
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
