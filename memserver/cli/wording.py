@@ -39,6 +39,7 @@ def in_flags(message: str) -> str:
     text = _LEADING.sub(lambda m: FLAGS.get(m.group(1), m.group(1)), message)
     text = _SPELLED.sub(lambda m: FLAGS[m.group(1)], text)
     text = _THAN.sub("than --until", text)
+    text = text.replace("returned by list_page", "printed by `memserver list`")
     return text.replace("(as returned by add)", "(an id as printed by `memserver remember`)")
 
 

@@ -185,7 +185,7 @@ def test_list_pages_with_cursor_and_page_and_filters(week: None, capsys: pytest.
                      (["--speaker", "Sam"], 1), (["--session", "s2"], 1), (["--namespace", "office"], 1)):  # fmt: skip
         assert len(jsonl(run(capsys, "list", "--json", *flags)[0])) == n, flags
     _, err = run(capsys, "list", "--cursor", "nonsense", status=1)
-    assert "--cursor must be a next_cursor" in err
+    assert "--cursor must be a next_cursor printed by `memserver list`" in err
     _, err = run(capsys, "list", "--page", "2", "--all", status=1)
     assert "give one of --cursor, --page and --all" in err
 
