@@ -138,12 +138,36 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Print the collection's stats as JSON."""
+    """Print the collection's figures as an aligned table (nested ones as `index.M`), or JSON with --json."""
     import json
 
     with open_store(args) as store:
-        print(json.dumps(store.stats(), indent=2, ensure_ascii=False))
+        stats = store.stats()
+    if args.json:
+        print(json.dumps(stats, indent=2, ensure_ascii=False))
+        return 0
+    from memserver.cli.tables import aligned
+
+    print(aligned([[name, _figure(value)] for name, value in _flat(stats)]))
     return 0
+
+
+def _flat(stats: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name, value in stats.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
+
+
+def _figure(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if value is not None else "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return str(value)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

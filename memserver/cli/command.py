@@ -1,6 +1,7 @@
 """The `memserver` command: parse arguments, call the library, print results.
 
-Library errors (MemserverError) become one line on stderr and exit status 1, never a traceback.
+Library errors (MemserverError) become one line on stderr and exit status 1, never a traceback; the store's input
+errors name flags, not fields (wording.py). An unknown flag prints the subcommand's usage and the nearest flag.
 Heavy modules are imported inside each command, so `memserver --help` and the server's start-up stay fast.
 """
 
@@ -11,10 +12,16 @@ import sys
 from collections.abc import Callable, Sequence
 
 from memserver import __version__
-from memserver.cli import admin, memories, serve
+from memserver.cli import admin, editing, listing, memories, recall, serve, wording
 from memserver.cli.demo import cmd_demo
 from memserver.cli.options import DATABASE_HELP, add_store_options
-from memserver.errors import MemserverError
+from memserver.errors import InvalidInputError, MemserverError
+
+StoreCommand = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]
+STDIO_HINT = (
+    "memserver: serving MCP over stdio (what MCP clients start); for the commands see `memserver --help`, "
+    "to try it `memserver demo`; Ctrl-D ends"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(func=func)
         return sub
 
-    store_command(
+    stats = store_command(
         "stats", admin.cmd_stats, "print the number of memories, paths, model and index parameters", "memserver stats"
     )
+    stats.add_argument("--json", action="store_true", help="as one JSON object")
     export = store_command(
         "export", admin.cmd_export, "write every memory as JSON lines, oldest first", "memserver export -o backup.jsonl"
     )
@@ -97,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "memserver compact",
     )
 
-    # -- the memories themselves, for the people whose memories they are (memories.py)
-    memories.add_commands(store_command)
+    # -- the memories themselves, for the people whose memories they are
+    for module in (recall, listing, memories, editing):
+        module.add_commands(store_command)
 
     db = commands.add_parser(
         "db",
@@ -113,18 +122,34 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     db.set_defaults(func=admin.cmd_db)
 
+    for sub in commands.choices.values():  # an unknown flag: this command's usage (main)
+        sub.set_defaults(subparser=sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = editing.retag_argv(list(sys.argv[1:] if argv is None else argv))
+    args, extra = parser.parse_known_args(given)
     if args.command is None:  # bare `memserver` is what desktop clients spawn: serve over stdio
-        args = parser.parse_args(["serve", *(argv or [])])
+        if sys.stdin.isatty():
+            print(STDIO_HINT, file=sys.stderr)
+        args, extra = parser.parse_known_args(["serve", *given])
+    if extra:
+        sub = getattr(args, "subparser", parser)
+        sub.error(wording.unknown_arguments(sub, extra))
     try:
         return int(args.func(args) or 0)
+    except InvalidInputError as exc:
+        print(f"memserver: error: {wording.in_flags(str(exc))}", file=sys.stderr)
+        return 1
     except MemserverError as exc:
         print(f"memserver: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `memserver list | head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -1,4 +1,8 @@
-"""The options every store command shares: which store to open (--data-dir, --collection, --database).
+"""The options every store command shares: which store to open (--data-dir, --collection, --database, --user).
+
+--user NAME opens the store of an HTTP token's user (`serve --http` with MEMSERVER_TOKENS gives each user their own):
+on the local store `<data dir>/users/NAME/<collection>`, on PostgreSQL the tenant of (NAME, collection). So
+`memserver export | memserver import --user alice -` copies the personal memories to alice's store.
 
 The one place the CLI opens a store; the engines are imported inside, so `memserver --help` stays fast.
 """
@@ -6,6 +10,7 @@ The one place the CLI opens a store; the engines are imported inside, so `memser
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,11 +22,26 @@ DATABASE_HELP = (
 )
 
 
+USER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")  # what a token's user may be called (transports/bearer.py)
+
+
 def add_store_options(parser: argparse.ArgumentParser) -> None:
-    """--data-dir, --collection and --database: the store a store command reads or writes."""
+    """--data-dir, --collection, --database and --user: the store a store command reads or writes."""
     parser.add_argument("--data-dir", help="data directory (default: MCP_MEMORY_PATH or the platform's)")
     parser.add_argument("--collection", help="collection (default: MCP_MEMORY_COLLECTION or personal_memory)")
     parser.add_argument("--database", metavar="URL", help=DATABASE_HELP)
+    parser.add_argument(
+        "--user",
+        metavar="NAME",
+        type=_user_name,
+        help="the store of this HTTP token user (serve --http with MEMSERVER_TOKENS; default: the personal store)",
+    )
+
+
+def _user_name(value: str) -> str:
+    if not USER_NAME.match(value):
+        raise argparse.ArgumentTypeError(f"a user name is 1-32 letters, digits, '_' or '-', got {value!r}")
+    return value
 
 
 def database_url(args: argparse.Namespace) -> str | None:
@@ -42,4 +62,5 @@ def open_store(args: argparse.Namespace) -> MemoryBackend:
     """The store the command's --data-dir, --collection and --database name (the one place the CLI opens one)."""
     from memserver.engines import open_backend  # lazily: an engine loads numpy, hnswlib, ...
 
-    return open_backend(args.data_dir, args.collection, database=database_url(args))
+    user = getattr(args, "user", None)
+    return open_backend(args.data_dir, args.collection, database=database_url(args), user=user)

@@ -128,7 +128,8 @@ class Hit:
 
 @dataclass(frozen=True)
 class Page:
-    """One page of `list_page`: memories newest first, and the cursor of the next page (None: this is the last)."""
+    """One page of `list_page`: memories newest first (in the order asked for), and the cursor of the next page
+    (None: this is the last)."""
 
     memories: list[Memory]
     next_cursor: str | None = None
@@ -221,7 +222,9 @@ class MemoryBackend(Protocol):
         Exact duplicates: when a current (not replaced) memory of the same namespace has the same content once
         whitespace is collapsed (`inputs.normalised`), nothing is stored and that memory comes back with
         `duplicate=True` (its own fields; the earliest stored if there are several): a duplicate stores nothing,
-        so it replaces nothing either. Otherwise the new memory carries in `similar` up to SIMILAR_MAX (id, cosine
+        so it replaces nothing either. (Not a duplicate: the same content as the memory `replaces` names, with
+        other tags, source, speaker, role, session or a given occurred_at: a new version of it, e.g. retagged.)
+        Otherwise the new memory carries in `similar` up to SIMILAR_MAX (id, cosine
         rounded to 4 places) of other current memories of its namespace scoring at least NEAR_DUPLICATE_SCORE
         against it, best first: still stored, so the caller may forget (or replace) an outdated one.
         """
@@ -320,15 +323,26 @@ class MemoryBackend(Protocol):
         session: str | None = None,
         speaker: str | None = None,
         role: str | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
         cursor: str | None = None,
         as_of: str | date | None = None,
+        order: str = "occurred",
     ) -> Page:
-        """The memories list_recent lists (with `role` and `as_of` as in search), a page at a time, newest
-        first: `cursor` is the `next_cursor` of the previous page (None: the first page). Paging to the end
-        returns every memory that passes the filters exactly once, also while memories are added meanwhile (those
-        placed after the cursor appear; those placed before it, being newer, do not). A cursor is opaque (each
-        engine encodes its own sort key); a string that is not one this backend returned is an InvalidInputError
-        naming `cursor`."""
+        """The memories list_recent lists (with `role`, `source`, `since`/`until` and `as_of` as in search), a page
+        at a time, newest first: `cursor` is the `next_cursor` of the previous page (None: the first page).
+
+        `order` (one of inputs.LIST_ORDERS): "occurred" (default) sorts by occurred_at, as list_recent does;
+        "stored" by created_at, the time of storing, newest first (equal times: the later-stored first), so a
+        memory just added with an old occurred_at (backdated, imported) comes first. `since`/`until` bound
+        occurred_at in either order. A cursor belongs to its order: one of the other order is an InvalidInputError
+        naming `cursor`.
+
+        Paging to the end returns every memory that passes the filters exactly once, also while memories are added
+        meanwhile (those placed after the cursor appear; those placed before it, being newer, do not). A cursor is
+        opaque (each engine encodes its own sort key); a string that is not one this backend returned is an
+        InvalidInputError naming `cursor`."""
         ...
 
     def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:

@@ -470,12 +470,16 @@ def search_request(
     return SearchRequest(text, n, filters, check_min_score(min_score), checked_mode)
 
 
+LIST_ORDERS = ("occurred", "stored")  # list_page's orders: by occurred_at, or by created_at (storage time)
+
+
 class ListRequest(NamedTuple):
-    """A checked list_recent / list_page: the filters (no time bounds) and where the page starts."""
+    """A checked list_recent / list_page: the filters, the order and where the page starts."""
 
     limit: int
     filter: SearchFilter
     cursor: str | None
+    order: str = "occurred"
 
 
 def list_request(
@@ -486,12 +490,20 @@ def list_request(
     session: object = None,
     speaker: object = None,
     role: object = None,
+    source: object = None,
+    since: object = None,
+    until: object = None,
     cursor: object = None,
     as_of: object = None,
+    order: object = "occurred",
 ) -> ListRequest:
     n = check_limit(limit)
-    filters = search_filter(tags, speaker=speaker, role=role, session=session, namespace=namespace, as_of=as_of)
-    return ListRequest(n, filters, check_cursor(cursor))
+    if order not in LIST_ORDERS:
+        raise InvalidInputError(f"order must be one of {', '.join(LIST_ORDERS)}, got {order!r}")
+    filters = search_filter(
+        tags, source, since, until, speaker=speaker, role=role, session=session, namespace=namespace, as_of=as_of
+    )
+    return ListRequest(n, filters, check_cursor(cursor), str(order))
 
 
 class SelectFilter(NamedTuple):

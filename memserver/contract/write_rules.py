@@ -72,7 +72,8 @@ class RuleLookup(Protocol):
 
 def without_duplicates(lookup: RuleLookup, items: list[Pending]) -> tuple[list[Pending], list[Memory | None]]:
     """The items to write (`fresh`), and for the others the stored memory they duplicate (a current memory of
-    their namespace with the same content, or an imported id that is stored); an item repeating an earlier one of
+    their namespace with the same content, unless it is the memory the item replaces and the item changes its other
+    fields, or an imported id that is stored); an item repeating an earlier one of
     `items` gets `dup_of` and None (it is written as that one). History (imported, already replaced) is matched by
     id only: its content may well equal a current memory's."""
     fresh: list[Pending] = []
@@ -81,6 +82,8 @@ def without_duplicates(lookup: RuleLookup, items: list[Pending]) -> tuple[list[P
     for i, it in enumerate(items):
         it.dup_of = -1
         existing = None if it.history else lookup.same_content(it)
+        if existing is not None and existing.id == it.m.replaces and _changes_fields(it.m, existing):
+            existing = None  # a new version of that very memory, its tags, speaker, time, ... changed: stored
         if existing is None and it.id:
             existing = lookup.with_id(it.id)  # an imported id that is stored already
         text = (it.m.namespace, inputs.normalised(it.m.content))
@@ -93,6 +96,15 @@ def without_duplicates(lookup: RuleLookup, items: list[Pending]) -> tuple[list[P
                 first[text] = i
             fresh.append(it)
     return fresh, out
+
+
+def _changes_fields(m: inputs.NewMemory, old: Memory) -> bool:
+    """Whether a memory replacing `old` with the same content says something else of it (tags, source, speaker,
+    role, session, or occurred_at when given)."""
+    given = (m.tags, m.source, m.speaker, m.role, m.session)
+    return given != (old.tags, old.source, old.speaker, old.role, old.session) or (
+        m.occurred_at not in ("", old.occurred_at)
+    )
 
 
 def check_links(lookup: RuleLookup, items: Sequence[Pending], defer: bool = False) -> list[Pending]:

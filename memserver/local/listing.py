@@ -1,20 +1,21 @@
 """Listings over the catalog: pages newest first with their cursors, bulk selections, and counts per session.
 
-The order of every listing is the catalog's time order, newest first: (occurred_at, row) descending, the row
-breaking ties (the later-stored first). A cursor names the last memory of a page by that key, so the next page
-is whatever sorts below it at the time it is asked: memories added meanwhile either sort above it (newer: not
-listed) or below it (listed once), and nothing already listed comes again.
+The order of a listing is newest first by a time key: (occurred_at, row) descending, the catalog's time order, or
+for list_page's order "stored" (created_at, row) descending (sorted per page: created_at has no kept order, as it is
+rarely asked for); the row breaks ties (the later-stored first). A cursor names the last memory of a page by that
+key, so the next page is whatever sorts below it at the time it is asked: memories added meanwhile either sort
+above it (newer: not listed) or below it (listed once), and nothing already listed comes again.
 
 Rows are renumbered by a compaction (in stored order, so the order itself stays); a cursor of an older
 generation is placed again by its memory's id, and if that memory is gone, just above every memory of its time
-(some of those may then be listed twice; none is skipped). A cursor is `c1.` + base64url of a small JSON list
-(contract/cursors).
+(some of those may then be listed twice; none is skipped). A cursor is `c1.` (by occurred_at) or `s1.` (by
+created_at) + base64url of a small JSON list (contract/cursors).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,47 +25,73 @@ from memserver.local.catalog import Catalog
 
 __all__ = ["decode_cursor", "encode_cursor", "page", "select_rows", "session_counts"]
 
-TimeKey = tuple[str, int]  # (occurred_at, row)
-_PREFIX = "c1."
+TimeKey = tuple[str, int]  # (occurred_at or created_at, row)
+_PREFIXES = {"occurred": "c1.", "stored": "s1."}
 _AFTER_EVERY_ROW = 1 << 62
 
 
-def encode_cursor(catalog: Catalog, row: int, generation: str) -> str:
+def _time(catalog: Catalog, row: int, order: str) -> str:
+    """The time a row sorts by in `order`."""
+    return catalog.created_at(row) if order == "stored" else catalog.occurred_at(row)
+
+
+def encode_cursor(catalog: Catalog, row: int, generation: str, order: str = "occurred") -> str:
     """The cursor of a page ending with the memory at `row`."""
-    return cursors.encode(_PREFIX, [catalog.occurred_at(row), row, generation[:12], catalog.record(row).id])
+    payload = [_time(catalog, row, order), row, generation[:12], catalog.record(row).id]
+    return cursors.encode(_PREFIXES[order], payload)
 
 
 def _cursor_fields(payload: Any) -> tuple[str, int, str, str]:
-    occurred, row, gen, memory_id = payload
-    if not (isinstance(occurred, str) and isinstance(row, int) and isinstance(gen, str)):
+    time, row, gen, memory_id = payload
+    if not (isinstance(time, str) and isinstance(row, int) and isinstance(gen, str)):
         raise ValueError("fields")
     if not isinstance(memory_id, str) or not inputs.is_memory_id(memory_id):
         raise ValueError("id")
-    inputs.parse_time(occurred, "cursor")
-    return occurred, row, gen, memory_id
+    inputs.parse_time(time, "cursor")
+    return time, row, gen, memory_id
 
 
-def decode_cursor(cursor: str, catalog: Catalog, generation: str) -> TimeKey:
+def decode_cursor(cursor: str, catalog: Catalog, generation: str, order: str = "occurred") -> TimeKey:
     """The time key a cursor stands at (see the module docstring); InvalidInputError naming `cursor` if it is not
-    one this store returned."""
-    occurred, row, gen, memory_id = cursors.decode(cursor, _PREFIX, _cursor_fields)
+    one this store returned for `order`."""
+    time, row, gen, memory_id = cursors.decode(cursor, _PREFIXES[order], _cursor_fields)
     if gen == generation[:12]:
-        return (occurred, row)
+        return (time, row)
     moved = catalog.row_of(memory_id)
-    if moved is not None and catalog.occurred_at(moved) == occurred:
-        return (occurred, moved)
-    return (occurred, _AFTER_EVERY_ROW)
+    if moved is not None and _time(catalog, moved, order) == time:
+        return (time, moved)
+    return (time, _AFTER_EVERY_ROW)
 
 
-def page(catalog: Catalog, f: inputs.SearchFilter, limit: int, below: TimeKey | None) -> tuple[list[int], bool]:
-    """Up to `limit` rows passing `f` (as they stood at `f.as_of`, if given), newest first, that sort below the
-    time key `below` (None: from the newest); and whether more follow."""
+def page(
+    catalog: Catalog, f: inputs.SearchFilter, limit: int, below: TimeKey | None, order: str = "occurred"
+) -> tuple[list[int], bool]:
+    """Up to `limit` rows passing `f` (as they stood at `f.as_of`, if given), newest first in `order`, that sort
+    below the time key `below` (None: from the newest); and whether more follow."""
     rows = catalog.candidates_as_of(f) if f.as_of is not None else catalog.candidates(f)
-    # (no filter: every current row, already in time order)
-    ordered: Sequence[int] = catalog.times.rows if rows is None else catalog.times.sort(rows).tolist()
-    end = len(ordered) if below is None else bisect.bisect_left(ordered, below, key=catalog.times.key)
+    ordered: Sequence[int]
+    if order == "stored":
+        ordered = _by_created(catalog, catalog.live_rows() if rows is None else rows)
+    else:  # (no filter: every current row, already in time order)
+        ordered = catalog.times.rows if rows is None else catalog.times.sort(rows).tolist()
+    end = len(ordered) if below is None else bisect.bisect_left(ordered, below, key=_key(catalog, order))
     start = max(0, end - limit)
     return list(reversed(ordered[start:end])), start > 0
+
+
+def _key(catalog: Catalog, order: str) -> Callable[[int], TimeKey]:
+    if order == "stored":
+        return lambda row: (catalog.created_at(row), row)
+    return catalog.times.key
+
+
+def _by_created(catalog: Catalog, rows: np.ndarray) -> list[int]:
+    """`rows` in (created_at, row) order, oldest first."""
+    if len(rows) < 2:
+        return [int(row) for row in rows]
+    if catalog.created.fixed:
+        return [int(row) for row in rows[np.lexsort((rows, catalog.created.a[rows]))]]
+    return sorted((int(row) for row in rows), key=_key(catalog, "stored"))
 
 
 def select_rows(catalog: Catalog, s: inputs.SelectFilter) -> list[int]:

@@ -191,18 +191,24 @@ class MemoryStore:
         session: str | None = None,
         speaker: str | None = None,
         role: str | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
         cursor: str | None = None,
         as_of: str | date | None = None,
+        order: str = "occurred",
     ) -> Page:
-        """See backend.MemoryBackend.list_page (listing.py has the order and the cursors)."""
+        """See backend.MemoryBackend.list_page (listing.py has the orders and the cursors)."""
         fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
-        req = inputs.list_request(limit, tags, cursor=cursor, **fields)
+        req = inputs.list_request(
+            limit, tags, source=source, since=since, until=until, cursor=cursor, order=order, **fields
+        )
         with self._folder.thread_lock:
             gen = self._folder.refresh()
             catalog, generation = gen.catalog, gen.journal.generation
-            below = None if req.cursor is None else listing.decode_cursor(req.cursor, catalog, generation)
-            rows, more = listing.page(catalog, req.filter, req.limit, below)
-            after = listing.encode_cursor(catalog, rows[-1], generation) if more and rows else None
+            below = None if req.cursor is None else listing.decode_cursor(req.cursor, catalog, generation, req.order)
+            rows, more = listing.page(catalog, req.filter, req.limit, below, req.order)
+            after = listing.encode_cursor(catalog, rows[-1], generation, req.order) if more and rows else None
             return Page([catalog.memory(row) for row in rows], after)
 
     def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:

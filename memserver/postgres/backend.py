@@ -215,17 +215,23 @@ class PostgresBackend:
         session: str | None = None,
         speaker: str | None = None,
         role: str | None = None,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
         cursor: str | None = None,
         as_of: str | date | None = None,
+        order: str = "occurred",
     ) -> Page:
-        """See backend.MemoryBackend.list_page (listing.py has the order and the cursors)."""
+        """See backend.MemoryBackend.list_page (listing.py has the orders and the cursors)."""
         fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
-        req = inputs.list_request(limit, tags, cursor=cursor, **fields)
+        req = inputs.list_request(
+            limit, tags, source=source, since=since, until=until, cursor=cursor, order=order, **fields
+        )
         found = self.db.run(self.tenant, [listing.page_sql(req, self.tenant)])[0].fetchall()
         memories = [rows.memory(row) for row in found[: req.limit]]
         more = len(found) > req.limit
         last = found[req.limit - 1] if more else None
-        return Page(memories, listing.encode_cursor(memories[-1].occurred_at, last[1]) if last else None)
+        return Page(memories, listing.encode_cursor(memories[-1], last[1], req.order) if last else None)
 
     def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
         """See backend.MemoryBackend.select."""

@@ -4,9 +4,10 @@ and namespace.
 Every listing is in the order of the index memories_recent, newest first: (occurred_at, seq) descending, seq
 (insertion order) breaking ties, the later-stored first, as the local store's row does. A cursor names the last
 memory of a page by that key, and the next page is what sorts below it when it is asked: memories added meanwhile
-sort above it (newer: not listed) or below it (listed once). seq never changes (compaction deletes forgotten rows
-and renumbers nothing), so a cursor stays valid through compactions and in every process. A cursor is `p1.` +
-base64url of the JSON list [occurred_at, seq].
+sort above it (newer: not listed) or below it (listed once). list_page's order "stored" sorts by (created_at, seq)
+instead (no index: a sort of the filtered rows, as it is rarely asked for). seq never changes (compaction deletes
+forgotten rows and renumbers nothing), so a cursor stays valid through compactions and in every process. A cursor is
+`p1.` (by occurred_at) or `q1.` (by created_at) + base64url of the JSON list [time, seq].
 """
 
 from __future__ import annotations
@@ -14,39 +15,45 @@ from __future__ import annotations
 from typing import Any
 
 from memserver.contract import cursors, inputs
+from memserver.contract.backend import Memory
 from memserver.postgres.rows import COLUMNS, OCCURRED, namespace_of, stored_namespace
 from memserver.postgres.search import filter_sql
 
 __all__ = ["decode_cursor", "encode_cursor", "page_sql", "select_sql"]
 
-_PREFIX = "p1."
+_PREFIXES = {"occurred": "p1.", "stored": "q1."}
+_TIMES = {"occurred": OCCURRED, "stored": "m.created_at"}
 NEWEST_FIRST = f"ORDER BY {OCCURRED} DESC, m.seq DESC"
 
 
-def encode_cursor(occurred_at: str, seq: int) -> str:
-    return cursors.encode(_PREFIX, [occurred_at, int(seq)])
+def encode_cursor(last: Memory, seq: int, order: str = "occurred") -> str:
+    """The cursor of a page ending with `last` (row `seq`)."""
+    time = last.created_at if order == "stored" else last.occurred_at
+    return cursors.encode(_PREFIXES[order], [time, int(seq)])
 
 
 def _cursor_fields(payload: Any) -> tuple[str, int]:
-    occurred, seq = payload
-    if not isinstance(occurred, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+    time, seq = payload
+    if not isinstance(time, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         raise ValueError("fields")
-    return inputs.stored_time(inputs.parse_time(occurred, "cursor")[0]), seq
+    return inputs.stored_time(inputs.parse_time(time, "cursor")[0]), seq
 
 
-def decode_cursor(cursor: str) -> tuple[str, int]:
-    """(occurred_at, seq) of a cursor this engine returned; InvalidInputError naming `cursor` otherwise."""
-    return cursors.decode(cursor, _PREFIX, _cursor_fields)
+def decode_cursor(cursor: str, order: str = "occurred") -> tuple[str, int]:
+    """(time, seq) of a cursor this engine returned for `order`; InvalidInputError naming `cursor` otherwise."""
+    return cursors.decode(cursor, _PREFIXES[order], _cursor_fields)
 
 
 def page_sql(req: inputs.ListRequest, tenant: str) -> tuple[str, dict[str, Any]]:
     """One page of list_page (limit + 1 rows: the extra one says whether another page follows)."""
     where, params = filter_sql(req.filter)
+    time = _TIMES[req.order]
     if req.cursor is not None:
-        occurred, seq = decode_cursor(req.cursor)
-        where += f" AND ({OCCURRED}, m.seq) < (%(after_time)s::timestamptz, %(after_seq)s)"
-        params |= {"after_time": occurred, "after_seq": seq}
-    sql = f"SELECT {COLUMNS} FROM memserver.memories m WHERE {where} {NEWEST_FIRST} LIMIT %(n)s"
+        after, seq = decode_cursor(req.cursor, req.order)
+        where += f" AND ({time}, m.seq) < (%(after_time)s::timestamptz, %(after_seq)s)"
+        params |= {"after_time": after, "after_seq": seq}
+    order = f"ORDER BY {time} DESC, m.seq DESC"
+    sql = f"SELECT {COLUMNS} FROM memserver.memories m WHERE {where} {order} LIMIT %(n)s"
     return sql, {"tenant": tenant, "n": req.limit + 1, **params}
 
 

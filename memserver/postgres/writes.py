@@ -137,6 +137,11 @@ def write(
                 "DELETE FROM memserver.memories WHERE tenant = %s AND id = ANY(%s) AND forgotten_at IS NOT NULL",
                 [tenant, given],
             )
+        # The stored memories replaced first: a new version with the same content (new tags, say) must not meet its
+        # old version in the unique index of current content. Those of this batch once they are inserted.
+        batch = {it.id for it in fresh}
+        links = [(it.m.replaces, it.id, it.m.created_at or stamp) for it in fresh if it.m.replaces]
+        mark_replaced(conn, tenant, [link for link in links if link[0] not in batch])
         query, params = insert_sql(tenant, model_id, fresh, stamp)
         inserted = {r[0].hex for r in conn.execute(query, params).fetchall()}
         lost = [it for it in fresh if it.id not in inserted]
@@ -146,22 +151,10 @@ def write(
                 row = again.dups.get(content_of(it)) or again.stored.get(it.m.id)
                 if row is None:
                     raise StoreError("a memory was stored and forgotten by another writer meanwhile; store it again")
+                if it.m.replaces:  # (the memory it replaces is marked replaced already: roll it all back)
+                    raise StoreError("another writer stored the same content meanwhile; nothing replaced, try again")
                 out[items.index(it)] = rows.memory(row, duplicate=True)
-        links = [
-            (it.m.replaces, it.id, it.m.created_at or stamp) for it in fresh if it.m.replaces and it.id in inserted
-        ]
-        if links:
-            conn.execute(
-                "UPDATE memserver.memories m SET replaced_by = u.new, replaced_at = u.at::timestamptz "
-                "FROM unnest(%s::uuid[], %s::uuid[], %s::text[]) AS u(old, new, at) "
-                "WHERE m.tenant = %s AND m.id = u.old",
-                [
-                    [uuid.UUID(a) for a, _, _ in links],
-                    [uuid.UUID(b) for _, b, _ in links],
-                    [t for *_, t in links],
-                    tenant,
-                ],
-            )
+        mark_replaced(conn, tenant, [link for link in links if link[0] in batch and link[1] in inserted])
     result: list[Memory] = []
     for it, memory in zip(items, out, strict=True):
         if it in held:
@@ -171,6 +164,17 @@ def write(
             memory = memory_of(own, stamp, duplicate=it.dup_of >= 0)
         result.append(memory)
     return result, held, len(inserted)
+
+
+def mark_replaced(conn: psycopg.Connection[Any], tenant: str, links: list[tuple[str, str, str]]) -> None:
+    """Mark memories replaced: (old id, new id, when) each."""
+    if links:
+        conn.execute(
+            "UPDATE memserver.memories m SET replaced_by = u.new, replaced_at = u.at::timestamptz "
+            "FROM unnest(%s::uuid[], %s::uuid[], %s::text[]) AS u(old, new, at) "
+            "WHERE m.tenant = %s AND m.id = u.old",
+            [[uuid.UUID(a) for a, _, _ in links], [uuid.UUID(b) for _, b, _ in links], [t for *_, t in links], tenant],
+        )
 
 
 def memory_of(it: Pending, stamp: str, duplicate: bool = False) -> Memory:

@@ -47,7 +47,7 @@ def test_export_import_round_trip_keeps_ids_and_skips_what_is_known(
     copied = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["id"] for r in copied] == [r["id"] for r in exported]
 
-    assert main(["stats", "--collection", "copy"]) == 0
+    assert main(["stats", "--collection", "copy", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["count"] == 2
 
 
@@ -60,7 +60,7 @@ def test_import_of_a_bad_line_is_one_error_line_and_writes_nothing(
     assert main(["import", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "line 2 of the import is not JSON" in err and "Traceback" not in err
-    assert main(["stats"]) == 0
+    assert main(["stats", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["count"] == 0
 
 

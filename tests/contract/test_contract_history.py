@@ -80,6 +80,18 @@ def test_a_duplicate_replaces_nothing(store: Backend) -> None:
     assert store.get(old.id).replaced_by == ""  # type: ignore[union-attr]
 
 
+def test_the_same_content_with_other_fields_is_a_new_version(store: Backend) -> None:
+    """Replacing a memory with its own content but other tags (or speaker, time, ...) stores a new version."""
+    old = store.add("the gate code is 1234", tags=["home"], speaker="Sam")
+    new = store.add("the gate code is 1234", tags=["home", "codes"], speaker="Sam", replaces=old.id)
+    assert not new.duplicate and new.id != old.id and new.tags == ("home", "codes")
+    assert store.get(old.id).replaced_by == new.id  # type: ignore[union-attr]
+    later = store.add("the gate code is 1234", tags=["home", "codes"], speaker="Sam", occurred_at="2025-01-01",
+                      replaces=new.id)  # fmt: skip
+    assert not later.duplicate and later.occurred_at.startswith("2025-01-01")
+    assert [m.id for m in store.list_recent(limit=5)] == [later.id]
+
+
 def test_forgetting_a_link_of_a_chain_forgets_just_that_one(chain: Backend) -> None:
     """The neighbours keep naming the forgotten memory; the older one stays history."""
     assert chain.delete(B) is True

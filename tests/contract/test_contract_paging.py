@@ -94,6 +94,60 @@ def test_a_bad_cursor_is_refused(store: Backend, cursor: str) -> None:
     assert str(exc.value).startswith("cursor must be a next_cursor returned by list_page, got ")
 
 
+def test_paging_by_source_and_time(store: Backend) -> None:
+    """source, since and until filter list_page as they filter search (until: a date is that whole day)."""
+    store.import_(_dated(9, "mail", source="mail"))
+    store.import_(_dated(6, "chat", source=""))
+    by_source = [m.content for p in _all_pages(store, 4, source="mail") for m in p.memories]
+    assert sorted(by_source) == sorted(f"mail {i}" for i in range(9))
+    assert {m.content for p in _all_pages(store, 4, source="") for m in p.memories} == {f"chat {i}" for i in range(6)}
+    window = [m.content for p in _all_pages(store, 2, since="2025-01-02", until="2025-01-02") for m in p.memories]
+    assert window == ["chat 5", "chat 4", "chat 3", "mail 5", "mail 4", "mail 3"]  # a tie: the later-stored first
+    with pytest.raises(InvalidInputError, match="since"):
+        store.list_page(since="2025-02-01", until="2025-01-01")
+
+
+def test_order_stored_lists_by_storage_time(store: Backend) -> None:
+    """order="stored": newest created_at first, so a just-added backdated memory comes first; paging covers
+    everything once; the time filters still bound occurred_at."""
+    store.import_([{**r, "created_at": f"2025-03-{1 + i:02d}T00:00:00Z"} for i, r in enumerate(_dated(12))])
+    backdated = store.add("backdated", occurred_at="2020-01-01")
+    assert store.list_page(limit=1).memories[0].content == "memory 11"
+    assert store.list_page(limit=1, order="stored").memories[0].id == backdated.id
+    for limit in (1, 5, 13):
+        listed = [m.content for p in _all_pages(store, limit, order="stored") for m in p.memories]
+        assert listed == ["backdated", *(f"memory {i}" for i in range(11, -1, -1))]
+    old = [m.content for p in _all_pages(store, 5, order="stored", until="2024-12-31") for m in p.memories]
+    assert old == ["backdated"]
+
+
+def test_order_stored_ties_and_a_cursor_of_the_other_order(store: Backend) -> None:
+    """Equal created_at: the later-stored first. A cursor belongs to its order."""
+    store.import_([{**r, "created_at": "2025-03-01T00:00:00Z"} for r in _dated(6)])
+    listed = [m.content for p in _all_pages(store, 4, order="stored") for m in p.memories]
+    assert listed == [f"memory {i}" for i in range(5, -1, -1)]
+    by_time = store.list_page(limit=2).next_cursor
+    by_storage = store.list_page(limit=2, order="stored").next_cursor
+    assert by_time is not None and by_storage is not None
+    for cursor, order in ((by_time, "stored"), (by_storage, "occurred")):
+        with pytest.raises(InvalidInputError, match=r"^cursor must be"):
+            store.list_page(cursor=cursor, order=order)
+    with pytest.raises(InvalidInputError, match="order"):
+        store.list_page(order="newest")
+
+
+def test_order_stored_survives_a_compaction(backend: BackendUnderTest) -> None:
+    store = backend.store
+    store.import_([{**r, "created_at": f"2025-03-{1 + i:02d}T00:00:00Z"} for i, r in enumerate(_dated(10))])
+    first = store.list_page(limit=4, order="stored")
+    store.delete(store.add("to forget").id)
+    store.compact()
+    store = backend.reopen()
+    rest = _all_pages(store, 4, cursor=first.next_cursor, order="stored")
+    listed = [m.content for m in first.memories] + [m.content for p in rest for m in p.memories]
+    assert listed == [f"memory {i}" for i in range(9, -1, -1)]
+
+
 # --- select and delete_many ------------------------------------------------------------------------------------
 
 

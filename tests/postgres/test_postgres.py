@@ -382,7 +382,7 @@ def test_db_migrate_is_idempotent_and_stats_reads_the_database(postgres: Postgre
     expected = f"schema version {latest} ({latest} migration(s) applied)"
     assert first.returncode == 0 and expected in first.stdout, first.stderr
     assert second.returncode == 0 and "(already current)" in second.stdout
-    stats = memserver("stats", "--database", url)
+    stats = memserver("stats", "--database", url, "--json")
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout) | {"engine": "postgresql", "count": 0} == json.loads(stats.stdout)
     assert "bytes_on_disk" not in json.loads(stats.stdout)  # one collection's figures: the database's are db stats
