@@ -5,6 +5,10 @@ and with them the history an `as_of` read could tell about them. The memories ke
 renumbered 0..n-1 in stored order), so ties in time and rank stay as they were. A replaced memory's line carries
 `replaced_by` and `replaced_at`, so its state survives even when the newer memory was forgotten and purged.
 
+A store below CHECKPOINT_RECORDS memories keeps no checkpoints (generation.needs_checkpoint_after_open): its
+compaction writes none and removes the old generation's, so that compacting never grows a store by more than the
+journal header's `compacted_at` (docs/storage.md, "What a store weighs").
+
 Why it is safe at every instant is in journal.py's crash story. The slow part (`copy`: every live memory renumbered
 0..n-1 into `compacting-<generation>.*` files, with the new vector index and the catalog of the new generation)
 runs without the cross-process lock, from a snapshot of the live memories taken under the thread lock; other
@@ -34,8 +38,9 @@ from memserver.errors import StoreLockedError
 from memserver.local import replay, snapshot
 from memserver.local.catalog import Catalog
 from memserver.local.checkpoint_job import STAGING
-from memserver.local.index import VectorIndex
+from memserver.local.index import META_NAME, VectorIndex
 from memserver.local.journal import JOURNAL_NAME, FileLock, Journal, encode_line
+from memserver.local.keyword import KEYWORD_META
 from memserver.local.replay import AddRecord
 from memserver.local.vectors import Embed, VectorFile, damaged, read_rows, row_crc, vector_path
 
@@ -55,9 +60,17 @@ class Compaction:
     """One compaction of the generation whose stored memories are `live` (in row order), read through `vectors`."""
 
     def __init__(
-        self, folder: Path, journal: Journal, vectors: VectorFile, live: list[AddRecord], vindex: VectorIndex
+        self,
+        folder: Path,
+        journal: Journal,
+        vectors: VectorFile,
+        live: list[AddRecord],
+        vindex: VectorIndex,
+        *,
+        checkpoints: bool = True,
     ) -> None:
         self.folder = folder
+        self.checkpoints = checkpoints  # write the new generation's graph and snapshot (else drop the old ones)
         self.files: FileLayer = vectors.files  # every change to a file goes through the store's file layer
         self.old_generation = journal.generation
         self.header = {k: v for k, v in journal.header.items() if k not in ("crc", "op", "format")}
@@ -126,6 +139,8 @@ class Compaction:
         finally:
             fs.close(vfd)
             fs.close(jfd)
+        if not self.checkpoints:
+            return
         offset = paths["jsonl"].stat().st_size
         graph_stamp = {"generation": self.generation, "offset": offset, "count": len(catalog)}
         self.graph = self.index.write_graph(self.folder, graph_stamp, name=paths["hnsw"].name)
@@ -178,10 +193,14 @@ class Compaction:
                 fs.close(vfd)
                 fs.close(jfd)
         fs.replace(paths["f32"], vector_path(self.folder, self.generation))
-        fs.replace(paths["snap"], snapshot.snapshot_path(self.folder, self.generation))
+        if self.checkpoints:
+            fs.replace(paths["snap"], snapshot.snapshot_path(self.folder, self.generation))
         fs.fsync_dir(self.folder)
         fs.replace(paths["jsonl"], self.folder / JOURNAL_NAME)  # the atomic switch to the new generation
         fs.fsync_dir(self.folder)
+        if not self.checkpoints:  # the old generation's checkpoints can serve no open any more
+            drop_checkpoints(self.folder, fs)
+            return
         graph = f"index-{uuid.uuid4().hex[:12]}.hnsw"
         fs.replace(paths["hnsw"], self.folder / graph)
         VectorIndex.commit(self.folder, {**self.graph, "file": graph}, fs)
@@ -204,7 +223,8 @@ def compact(store: Folder) -> dict[str, Any]:
         before = folder_bytes(store.path)
         removed = gen.deleted_pending()
         live = [gen.catalog.record(row) for row in gen.catalog.stored_rows().tolist()]
-        job = Compaction(store.path, gen.journal, gen.vectors, live, gen.vindex)
+        checkpoints = store.keeps_checkpoints(len(live))
+        job = Compaction(store.path, gen.journal, gen.vectors, live, gen.vindex, checkpoints=checkpoints)
     try:
         job.copy(store.embed)
         store.hooks.compaction_copied()
@@ -225,6 +245,16 @@ def compact(store: Folder) -> dict[str, Any]:
     finally:
         job.discard()
     return {"count": count, "removed": removed, "bytes_before": before, "bytes_after": after}
+
+
+def drop_checkpoints(folder: Path, files: FileLayer) -> None:
+    """Remove the derived indexes' checkpoints (meta file first, then data files): a store too small to keep them
+    rebuilds its indexes on open (generation.needs_checkpoint_after_open). Exclusive lock held."""
+    for meta, pattern in ((META_NAME, "index-*.hnsw*"), (KEYWORD_META, "keyword-*.npz*")):
+        for p in [folder / meta, *sorted(folder.glob(pattern))]:
+            with contextlib.suppress(FileNotFoundError):
+                files.unlink(p)
+    files.fsync_dir(folder)
 
 
 def remove_other_generations(folder: Path, generation: str, files: FileLayer) -> None:

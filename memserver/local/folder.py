@@ -157,6 +157,10 @@ class Folder:
                 journal.path,
             )
 
+    def keeps_checkpoints(self, live: int) -> bool:
+        """Whether a store of `live` memories keeps checkpoints of its indexes (see needs_checkpoint_after_open)."""
+        return live >= CHECKPOINT_RECORDS
+
     def refresh(self) -> Generation:
         """Before every call: one stat; reload after a compaction elsewhere, catch up if the journal grew."""
         if self._closed:

@@ -153,14 +153,15 @@ class Generation:
         return self.coverage.uncovered >= threshold
 
     def needs_checkpoint_after_open(self, threshold: int) -> bool:
-        """needs_checkpoint, or an open that did work a checkpoint saves the next one: an index rebuilt, vector
-        rows re-embedded, or a journal of `threshold` or more memories replayed without a snapshot."""
+        """needs_checkpoint, or an open that did work a checkpoint saves the next one: vector rows re-embedded, or,
+        in a store of `threshold` or more memories, an index rebuilt or a journal replayed without a snapshot.
+        A smaller store keeps no checkpoints: rebuilding its indexes on open takes milliseconds, and the checkpoints
+        would outweigh its memories (the graph holds every vector again; docs/storage.md "What a store weighs")."""
         live = len(self.catalog)
         return (
             self.needs_checkpoint(threshold)
-            or (self.rebuilt and live > 0)
             or bool(self.vectors.repaired)
-            or (not self.from_snapshot and live >= threshold)
+            or (live >= threshold and (self.rebuilt or not self.from_snapshot))
         )
 
     def deleted_pending(self) -> int:

@@ -121,8 +121,26 @@ def rls_warning(owner: psycopg.Connection[Any], where: str) -> str | None:
         f"memserver logs in to PostgreSQL at {where} as {owner.info.user!r}, which {' and '.join(reasons)}: "
         "row-level security is then no second wall between tenants (a statement could SET ROLE back to it). "
         f"For many users, log in as a role that is only a member of {APP_ROLE}: docs/scale-out.md, "
-        '"Tenants and row-level security"'
+        '"Tenants and row-level security" (said once per database)'
     )
+
+
+def first_time(owner: psycopg.Connection[Any], key: str, value: str) -> bool:
+    """Note `key` = `value` in the database's meta table; True unless it was noted already with that value.
+
+    It remembers that a warning was given, so it is given once per database (and again when its reason changes),
+    not by every CLI command: kept in the database rather than in a data directory, because the database is what
+    the warning is about, and every machine and user of it then agrees. A role that may not write there (BYPASSRLS
+    without the tables) is warned every time, as before."""
+    try:
+        row = owner.execute(
+            f"INSERT INTO {SCHEMA}.meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
+            f"EXCLUDED.value WHERE {SCHEMA}.meta.value IS DISTINCT FROM EXCLUDED.value RETURNING key",
+            [key, value],
+        ).fetchone()
+    except psycopg.Error:
+        return True
+    return row is not None
 
 
 def _check(conn: psycopg.Connection[Any]) -> None:
@@ -196,7 +214,7 @@ class Database:
             f"-c statement_timeout={STATEMENT_TIMEOUT} -c lock_timeout={LOCK_TIMEOUT}"
         )
         warning = rls_warning(owner, self.where)
-        if warning:
+        if warning and first_time(owner, f"warned.rls.{owner.info.user}", warning.split(", which ", 1)[-1]):
             security_log.warning("%s", warning)
         self._vector_info = TypeInfo.fetch(owner, "vector")
         if self._vector_info is None:

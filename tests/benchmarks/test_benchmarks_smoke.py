@@ -250,3 +250,13 @@ def test_multiprocess_quick(tmp_path):
     r = json.loads(out.read_text())
     assert r["procs"] == 3 and r["writes"] == 90 and r["lost"] == r["stale_reads"] == 0
     assert r["write_ms"]["n"] == 90 and r["lock_wait_ms"]["exclusive"]["n"] >= 90
+
+
+def test_compaction_quick(tmp_path):
+    """compaction.py --quick: bytes before and after compact at 10 and 100 memories; nothing grows."""
+    out = tmp_path / "compaction.json"
+    run = _run_bench("compaction", "--quick", "--output", str(out))
+    assert "| memories | forgotten |" in run.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["memories"] for r in rows] == [10, 10, 100, 100]
+    assert all(r["bytes_after"] <= r["bytes_before"] for r in rows)

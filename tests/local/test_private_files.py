@@ -184,7 +184,8 @@ def test_a_new_store_is_private_whatever_the_umask(tmp_path: Path, umask: int) -
     from tests.support.fakes import FakeEmbedder
 
     with MemoryStore(tmp_path / "data" / "users" / "alice", "c", embedder=FakeEmbedder()) as store:
-        for m in store.add_many([f"private fact {i}" for i in range(20)])[:5]:
+        # 250: past CHECKPOINT_RECORDS, so that the compaction writes checkpoints of its own too
+        for m in store.add_many([f"private fact {i}" for i in range(250)])[:5]:
             store.delete(m.id)
         store.checkpoint()
         store.compact()

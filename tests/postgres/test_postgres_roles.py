@@ -67,10 +67,16 @@ def test_a_non_owner_login_role_reaches_one_tenant_even_when_a_statement_resets_
             assert conn.execute(sql).fetchall() == [("Alice's locker code is 4711.",)]
 
 
-def test_a_superuser_login_role_is_warned_about_at_open(url: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_superuser_login_role_is_warned_about_once_per_database(
+    postgres: PostgresForTests, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first open of a database warns; the next ones (every CLI command is one) do not: the database
+    remembers it (issue 23, item 20)."""
+    url = postgres.database("warned_once")
     caplog.set_level(logging.WARNING, POOL_LOG)
-    with PostgresBackend(url, "warned", FakeEmbedder()):
-        pass
+    for collection in ("first", "second", "first"):
+        with PostgresBackend(url, collection, FakeEmbedder()):
+            pass
     (warning,) = _warnings(caplog)
     assert "'postgres', which is a superuser" in warning and "owns memserver's tables" in warning
     assert "docs/scale-out.md" in warning
