@@ -165,8 +165,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Add the memories of a JSON-lines export; known ids and duplicate content are skipped."""
+    """Add the memories of a JSON-lines export; known ids and duplicate content are skipped. With --from, another
+    tool's export (cli/care.py)."""
     import json
+
+    if getattr(args, "from_format", None):
+        from memserver.cli.care import cmd_import_from
+
+        return cmd_import_from(args)
 
     from memserver.errors import InvalidInputError
 

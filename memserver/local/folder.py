@@ -209,6 +209,21 @@ class Folder:
             self._checkpoints.finish(staged, lambda g: g is self._gen and not self._closed)
 
     @contextlib.contextmanager
+    def reading(self) -> Iterator[Generation]:
+        """Thread lock + shared file lock on the journal that is current, caught up: no writer appends, checkpoints
+        or switches meanwhile (backup.py opens the files to copy under it; keep the body short)."""
+        with self.thread_lock:
+            while True:
+                self.refresh()
+                with self._file_lock.hold(exclusive=False):
+                    gen = self.current()
+                    if gen.is_current():
+                        gen.catch_up(repair=False)
+                        yield gen
+                        return
+                self.reload()
+
+    @contextlib.contextmanager
     def exclusive(self) -> Iterator[Generation]:
         """The exclusive file lock on the journal that is current, caught up (a torn tail repaired).
 
