@@ -1,7 +1,7 @@
 """The official MCP memory server's knowledge graph (`memory.jsonl`): one JSON object a line, either
 `{"type": "entity", "name", "entityType", "observations": [...]}` or `{"type": "relation", "from", "to",
 "relationType"}`. Each observation becomes a memory "NAME: OBSERVATION" tagged with the entity type (an entity
-without observations, "NAME is a TYPE"); each relation a memory "FROM RELATION TO". Sources:
+without observations, "NAME (TYPE)"); each relation a memory "FROM RELATION TO". Sources:
 `mcp-memory:NAME#N` (the N-th observation) and `mcp-memory:FROM|RELATION|TO`."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _item(item: Any, at: str) -> list[Entry]:
         observations = expect(item.get("observations", []), list, f"{at}: observations", "an array of strings")
         tags = [TAG, entity_type]
         if not observations:
-            return [Record(at, f"{name} is a {entity_type}", f"{TAG}:{name}", {"tags": tags})]
+            return [Record(at, f"{name} ({entity_type})", f"{TAG}:{name}", {"tags": tags})]
         out: list[Entry] = []
         for i, observation in enumerate(observations):
             text = expect(observation, str, f"{at}: observations[{i}]", "a string")
