@@ -70,8 +70,7 @@ def run(procs: int, before: int, root: Path) -> dict[str, Any]:
     store = MemoryStore(data, COLLECTION, embedder=HashEmbedder())
     cmd = [sys.executable, "-m", "benchmarks.backup_writers", "--path", str(data), "--before", str(before)]
     workers = [
-        subprocess.Popen([*cmd, "--worker", str(i)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        for i in range(procs)
+        subprocess.Popen([*cmd, "--worker", str(i)], stdout=subprocess.PIPE, text=True, cwd=ROOT) for i in range(procs)
     ]
     try:
         for w in workers:

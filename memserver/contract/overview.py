@@ -55,7 +55,7 @@ def overview(store: MemoryBackend, namespace: str | None = None, *, now: datetim
         "tags": dict(list(tags.items())[:TOP]),
         "tags_total": len(tags),
         "months": dict(sorted(months.items(), reverse=True)[:MONTHS]),
-        "speakers": dict(speakers.most_common(TOP)),
+        "speakers": dict(sorted(speakers.items(), key=lambda item: (-item[1], item[0]))[:TOP]),  # ties by name
         # "by_kind" and "pinned" go here once memories have kinds and pins (issue 24, items 1 and 2).
         "this_week": {
             "since": since,

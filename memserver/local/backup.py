@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from memserver.durable import OS, make_dirs, write_new_file
 from memserver.errors import InvalidInputError, StoreError
 from memserver.local.index import META_NAME as INDEX_META
-from memserver.local.journal import JOURNAL_NAME
+from memserver.local.journal import JOURNAL_NAME, decode_line
 from memserver.local.keyword import KEYWORD_META
 from memserver.local.snapshot import snapshot_path
 from memserver.local.vectors import vector_path
@@ -61,7 +61,6 @@ def backup(folder: Folder, dest: str | os.PathLike[str], keep: int | None = None
             snap = snapshot_path(folder.path, generation)
             if snap.exists():
                 _open(fds, snap.name, snap)
-            count = len(gen.catalog)
             lock_seconds = time.perf_counter() - locked
         stamp = datetime.now(timezone.utc)
         name = f"{folder.name}-{stamp.strftime('%Y%m%dT%H%M%S.%fZ')}"
@@ -70,6 +69,7 @@ def backup(folder: Folder, dest: str | os.PathLike[str], keep: int | None = None
         try:
             for file_name, (fd, size) in fds.items():
                 _copy(fd, size, partial / file_name)
+            count = current_memories(partial / JOURNAL_NAME)
             manifest = {
                 "format": FORMAT,
                 "engine": "local",
@@ -100,6 +100,28 @@ def backup(folder: Folder, dest: str | os.PathLike[str], keep: int | None = None
         "seconds": took,
         "removed": removed,
     }
+
+
+def current_memories(journal: Path) -> int:
+    """How many current memories a journal holds: added, not forgotten, not replaced (a scan of its lines, up to
+    the first that fails its CRC: a torn tail, which an open sets aside)."""
+    added: set[str] = set()
+    gone: set[str] = set()
+    with open(journal, "rb") as lines:
+        next(lines, None)  # the header
+        for line in lines:
+            record = decode_line(line.rstrip(b"\n"))
+            if record is None:
+                break
+            if record.get("op") == "add":
+                added.add(record["id"])
+                if record.get("replaces"):
+                    gone.add(record["replaces"])
+                if record.get("replaced_by"):
+                    gone.add(record["id"])
+            elif record.get("op") == "del":
+                gone.add(record["id"])
+    return len(added - gone)
 
 
 def _open(fds: dict[str, tuple[int, int]], name: str, path: Path) -> None:

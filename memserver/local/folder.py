@@ -210,15 +210,16 @@ class Folder:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Generation]:
-        """Thread lock + shared file lock on the journal that is current, caught up: no writer appends, checkpoints
-        or switches meanwhile (backup.py opens the files to copy under it; keep the body short)."""
+        """Thread lock + shared file lock on the generation whose journal is current, NOT caught up (a catch-up
+        would hold the lock for as long as the replay takes): no writer appends, checkpoints or switches
+        meanwhile. backup.py opens the files to copy under it; keep the body short."""
         with self.thread_lock:
             while True:
-                self.refresh()
+                if self._gen is None:
+                    self.reload()
                 with self._file_lock.hold(exclusive=False):
                     gen = self.current()
                     if gen.is_current():
-                        gen.catch_up(repair=False)
                         yield gen
                         return
                 self.reload()

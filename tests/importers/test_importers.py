@@ -89,7 +89,7 @@ def test_reimporting_every_format_stores_nothing_new(store: MemoryStore) -> None
 @pytest.mark.parametrize(
     ("fmt", "name", "where"),
     [
-        ("claude", "claude_bad_sender.json", "[0].chat_messages[0].sender: expected \"human\" or \"assistant\""),
+        ("claude", "claude_bad_sender.json", '[0].chat_messages[0].sender: expected "human" or "assistant"'),
         ("claude", "claude_not_json.json", "line 3 column 1: not JSON"),
         ("mcp-memory", "mcp_bad_line.jsonl", "line 2 column 78: not JSON"),
     ],

@@ -72,5 +72,5 @@ def test_what_is_not_a_backup_is_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidInputError, match="keep must be at least 1"):
             store.backup(tmp_path / "backups", keep=0)
     (path / "journal.jsonl").write_bytes(b"cut")
-    with pytest.raises(InvalidInputError, match="journal.jsonl is missing or not the size"):
+    with pytest.raises(InvalidInputError, match=r"journal\.jsonl is missing or not the size"):
         restore_backup(path, tmp_path / "other", None, replace=lambda target: True)
