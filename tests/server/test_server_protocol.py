@@ -372,12 +372,15 @@ async def test_internal_failure_reading_a_resource_is_internal_error(client: Cli
 
 @pytest.mark.anyio
 async def test_resources_and_templates_are_listed(client: Client) -> None:
-    """resources/list shows stats, recent, tags and namespaces; templates/list the per-tag and per-memory
-    templates."""
+    """resources/list shows stats, recent, tags, namespaces, health and overview; templates/list the per-tag and
+    per-memory templates."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
-    assert [str(r.uri) for r in listed] == ["memory://stats", "memory://recent", "memory://tags", "memory://namespaces"]
+    assert [str(r.uri) for r in listed] == [
+        *("memory://stats", "memory://recent", "memory://tags", "memory://namespaces"),
+        *("memory://health", "memory://overview"),
+    ]
     assert [t.uri_template for t in templates] == ["memory://tags/{tag}", "memory://memories/{id}"]
     assert all(r.mime_type == "application/json" for r in [*listed, *templates])
 
