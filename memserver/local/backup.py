@@ -162,8 +162,17 @@ def backups(root: Path, collection: str) -> list[Path]:
     """The backups of `collection` under `root`, oldest first (their names sort by time)."""
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.name.startswith(f"{collection}-") and (p / MANIFEST).is_file()]
+    found = [p for p in root.iterdir() if p.name.startswith(f"{collection}-") and _collection_of(p) == collection]
     return sorted(found, key=lambda p: p.name)
+
+
+def _collection_of(path: Path) -> str | None:
+    """The collection a backup folder holds (its manifest's), or None when it is no backup."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return manifest.get("collection") if isinstance(manifest, dict) else None
 
 
 def rotate(root: Path, collection: str, keep: int) -> list[str]:
@@ -192,9 +201,9 @@ def resolve(src: str | os.PathLike[str], collection: str | None) -> Path:
     path = Path(os.path.abspath(os.path.expanduser(src)))
     if (path / MANIFEST).is_file():
         return path
-    found = [p for p in path.iterdir() if (p / MANIFEST).is_file()] if path.is_dir() else []
+    found = [p for p in path.iterdir() if _collection_of(p) is not None] if path.is_dir() else []
     if collection:
-        found = [p for p in found if p.name.startswith(f"{collection}-")]
+        found = [p for p in found if _collection_of(p) == collection]
     if not found:
         raise InvalidInputError(f"{path}: no memserver backup there")
     return max(found, key=lambda p: p.name)

@@ -74,3 +74,15 @@ def test_what_is_not_a_backup_is_refused(tmp_path: Path) -> None:
     (path / "journal.jsonl").write_bytes(b"cut")
     with pytest.raises(InvalidInputError, match=r"journal\.jsonl is missing or not the size"):
         restore_backup(path, tmp_path / "other", None, replace=lambda target: True)
+
+
+def test_rotation_leaves_other_collections_backups_alone(tmp_path: Path) -> None:
+    dest = tmp_path / "backups"
+    with MemoryStore(tmp_path / "data", "notes-old", embedder=FakeEmbedder()) as other:
+        other.add("another collection")
+        kept = other.backup(dest)["path"]
+    with MemoryStore(tmp_path / "data", "notes", embedder=FakeEmbedder()) as store:
+        store.add("one")
+        store.backup(dest, keep=1)
+        newest = store.backup(dest, keep=1)["path"]
+    assert sorted(p.name for p in dest.iterdir()) == sorted([Path(kept).name, Path(newest).name])
