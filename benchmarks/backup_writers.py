@@ -9,7 +9,7 @@ FileLock.hold is timed), and the workers' longest exclusive hold for comparison 
 if the restored store misses any write acknowledged before the backup started.
 
     uv run python -m benchmarks.backup_writers              # 4 writers, 2,000 writes each before the backup
-    uv run python -m benchmarks.backup_writers --quick      # 4 x 30 (the test's size)
+    uv run python -m benchmarks.backup_writers --quick      # 4 x 20 (the test's size)
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--before", type=int, default=2000, help="writes per worker before the backup starts")
-    parser.add_argument("--quick", action="store_true", help="4 x 30")
+    parser.add_argument("--quick", action="store_true", help="4 x 20")
     parser.add_argument("--dir", help="work here (default: a temporary folder)")
     parser.add_argument("--out", default=str(RESULTS / "backup_writers.json"))
     parser.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker >= 0:
         return worker(args)
-    before = 30 if args.quick else args.before
+    before = 20 if args.quick else args.before
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         log(f"{args.procs} writers, {before} writes each before the backup")
         result = run(args.procs, before, Path(tmp))

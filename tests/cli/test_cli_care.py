@@ -64,13 +64,10 @@ def test_overview_and_doctor(data_dir: Path, capsys: pytest.CaptureFixture[str],
     out, _ = run(capsys, "overview")
     assert out.splitlines()[0] == "namespace default: 4 memories, 2 sessions"
     assert "by speaker: Claude 2, user 2" in out and "by month: 2025-04 2, 2025-03 2" in out
-    summary = json.loads(run(capsys, "overview", "--json")[0])
-    assert summary["this_week"]["added"] == 4
     out, _ = run(capsys, "doctor")
     lines = out.splitlines()
     assert lines[-1] == "status: ok" and any(line.startswith("ok    model") for line in lines)
-    health = json.loads(run(capsys, "doctor", "--json")[0])
-    assert health["engine"] == "local" and health["index"]["memories"] == 4
+    assert any(line.startswith("ok    index       4 current memories") for line in lines)
     # vectors that are not the model's: the model check fails, with advice, and doctor exits 1
     items = reference.reference_items()
     wrong = [{**item, "embedding": list(reversed(item["embedding"]))} for item in items]
