@@ -444,7 +444,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
                     results.append(await client.call_tool("remember", {"content": "x"}))
 
                 tg.start_soon(remember)
-                assert len((await client.list_resources()).resources) == 4  # the loop still serves meanwhile
+                assert len((await client.list_resources()).resources) == 6  # the loop still serves meanwhile
                 assert not results  # ... while the call waits on the store
                 release.set()
             assert results[0].structured_content["status"] == "stored"
