@@ -8,6 +8,7 @@ A new engine adds its branch here and implements backend.MemoryBackend; tests/co
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -77,3 +78,31 @@ def database_stats(url: str) -> dict[str, Any]:
     from memserver.postgres.tenants import database_stats as stats
 
     return stats(url)
+
+
+def restore_backup(
+    src: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str] | None,
+    collection: str | None,
+    *,
+    replace: Callable[[str], bool],
+) -> dict[str, Any]:
+    """Restore a local store's backup (`memserver backup`: SRC itself, or the newest one under SRC) as the collection
+    (default: the backup's) in `data_dir`. Into an empty place; where a store is, only if `replace(its folder)`
+    says yes (else InvalidInputError). Returns the backup's manifest, with "backup" and "target" (the folder)."""
+    from pathlib import Path
+
+    from memserver import config
+    from memserver.errors import InvalidInputError
+    from memserver.local import backup
+
+    found = backup.resolve(src, config.validate_collection(collection) if collection else None)
+    manifest = backup.read_manifest(found)
+    name = config.validate_collection(collection or str(manifest.get("collection") or config.collection_name()))
+    root = Path(os.path.abspath(os.path.expanduser(data_dir))) if data_dir is not None else config.data_dir()
+    target = root / name
+    occupied = target.exists() and any(target.iterdir())
+    if occupied and not replace(str(target)):
+        raise InvalidInputError(f"{target} holds a store; not replaced")
+    backup.restore(found, target, replace=occupied)
+    return {**manifest, "backup": str(found), "target": str(target)}

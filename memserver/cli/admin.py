@@ -13,16 +13,10 @@ from typing import Any
 from memserver.cli.options import database_url, open_store
 from memserver.errors import MemserverError
 
-# sentence-transformers' embeddings of 40 texts, shipped inside the package (memserver/data/) so that an installed
-# wheel can verify its model too.
-REFERENCE_DATA = "minilm-reference.json"
-FIDELITY_THRESHOLD = 0.99999
-
 
 def cmd_model(args: argparse.Namespace) -> int:
     """memserver model fetch | verify | info."""
     import json
-    from importlib import resources
     from pathlib import Path
 
     from memserver.embedding import sources
@@ -57,24 +51,20 @@ def cmd_model(args: argparse.Namespace) -> int:
         }
         print(json.dumps(info, indent=2))
         return 0
-    # verify: the reference texts against sentence-transformers' vectors
-    import numpy as np
+    # verify: the reference texts against sentence-transformers' vectors (embedding/reference.py; doctor too)
+    from memserver.embedding import reference
 
-    packaged = resources.files("memserver.embedding") / "data" / REFERENCE_DATA
-    path = args.reference or str(packaged)
+    path = args.reference or f"the packaged {reference.REFERENCE_DATA}"
     try:
-        source = Path(args.reference) if args.reference else packaged
-        items = json.loads(source.read_text(encoding="utf-8"))["items"]
+        items = reference.reference_items(Path(args.reference) if args.reference else None)
     except (OSError, ValueError, KeyError) as exc:
         raise MemserverError(f"cannot read the reference embeddings {path}: {exc}; pass --reference FILE") from exc
-    expected = np.array([item["embedding"] for item in items], dtype=np.float64)
-    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
-    cosines = (embedder.embed([item["text"] for item in items]).astype(np.float64) * expected).sum(axis=1)
-    worst = int(np.argmin(cosines))
-    ok = cosines.min() >= FIDELITY_THRESHOLD
+    result = reference.check(embedder, items)
+    ok = bool(result["ok"])
     print(
-        f"{'ok' if ok else 'FAILED'}: min cosine {cosines.min():.8f} (text {worst}), mean {cosines.mean():.10f} "
-        f"over {len(items)} reference texts; threshold {FIDELITY_THRESHOLD}; model {files.model}"
+        f"{'ok' if ok else 'FAILED'}: min cosine {result['min_cosine']:.8f} (text {result['worst']}), mean "
+        f"{result['mean_cosine']:.10f} over {result['texts']} reference texts; threshold {result['threshold']}; "
+        f"model {files.model}"
     )
     return 0 if ok else 1
 
@@ -189,8 +179,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Add the memories of a JSON-lines export; known ids and duplicate content are skipped."""
+    """Add the memories of a JSON-lines export; known ids and duplicate content are skipped. With --from, another
+    tool's export (cli/care.py)."""
     import json
+
+    if getattr(args, "from_format", None):
+        from memserver.cli.care import cmd_import_from
+
+        return cmd_import_from(args)
 
     from memserver.errors import InvalidInputError
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from memserver import __version__
-from memserver.cli import admin, editing, listing, memories, recall, serve, wording
+from memserver.cli import admin, care, editing, listing, memories, recall, serve, wording
 from memserver.cli.demo import cmd_demo
 from memserver.cli.options import DATABASE_HELP, add_store_options
 from memserver.errors import InvalidInputError, MemserverError
@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     importer = store_command(
         "import", admin.cmd_import, "add the memories of a JSON-lines export", "memserver import backup.jsonl"
     )
-    importer.add_argument("file", help="a JSON-lines file from `memserver export`, or - for stdin")
+    importer.add_argument("file", help="a JSON-lines file from `memserver export`, or - for stdin; with --from, PATH")
+    care.add_import_options(importer)
     store_command(
         "compact",
         admin.cmd_compact,
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     # -- the memories themselves, for the people whose memories they are
     for module in (recall, listing, memories, editing):
         module.add_commands(store_command)
+
+    # -- tending a store over the years: doctor, overview, backup, restore (care.py)
+    care.add_commands(store_command)
 
     db = commands.add_parser(
         "db",

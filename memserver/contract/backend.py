@@ -16,6 +16,7 @@ This module is light on purpose (no numpy, no engine): the server imports it on 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -419,6 +420,26 @@ class MemoryBackend(Protocol):
         other memories, their ids, times, fields and replace links stay exactly as they were. Returns at least
         "count" (current memories) and "removed" (records dropped; 0 where the engine reclaims space by itself).
         Other processes may keep reading and writing meanwhile."""
+        ...
+
+    def health(self) -> dict[str, Any]:
+        """How the collection is doing (memory://health, `memserver doctor`), as contract/health.py shapes it:
+        "status" (ok | warning | failure: the worst check's), "engine", "version" (memserver's), "collection",
+        "model" (name, dim, and "check": the model against sentence-transformers' reference vectors, checked once
+        per embedder), "index" ("memories": current ones, and the engine's index figures), "pending_compaction"
+        (forgotten memories compact() would purge), the engine's own facts (the local store: last checkpoint,
+        journal bytes and the estimated replay of the next open, disk free; PostgreSQL: reachability and round
+        trip, schema version against this version's), and "checks": [{"name", "status", "detail", "advice"
+        (unless ok)}]. Never raises for what it finds: an unreachable database is a failed check."""
+        ...
+
+    def backup(self, dest: str | os.PathLike[str], keep: int | None = None) -> dict[str, Any]:
+        """Write a consistent, restorable copy of the collection under folder `dest` while other processes keep
+        writing (it holds every write acknowledged before it started); `keep`: then remove the oldest backups
+        of the collection there beyond that many. Returns "written" (True) and what was written ("path",
+        "memories", "files", "lock_seconds": the longest any lock was held, "removed"). An engine whose storage
+        is backed up by other tools (PostgreSQL: pg_dump) writes nothing and returns "written": False and its
+        "recipe"."""
         ...
 
     def close(self) -> None:

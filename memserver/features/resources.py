@@ -5,6 +5,8 @@ what reading one returns. No other module parses these URIs.
     memory://recent           the newest memories (at most RECENT_LIMIT)
     memory://tags             every tag with its count (at most TAGS_LIMIT, most used first)
     memory://namespaces       every namespace with its count (at most NAMESPACES_LIMIT, by name)
+    memory://health           the store's health: each check ok, warning or failure, with advice (contract/health.py)
+    memory://overview         a namespace in a few hundred tokens: counts by tag, month, speaker; this week's changes
     memory://tags/{tag}       the newest memories carrying that tag (at most TAG_LIMIT); the tag percent-encoded
     memory://memories/{id}    one memory, with its history (the versions it replaced and that replaced it)
 
@@ -25,7 +27,7 @@ from urllib.parse import quote, unquote
 
 import mcp_types as types
 
-from memserver.contract import inputs, versions
+from memserver.contract import inputs, overview, versions
 from memserver.features import tools
 
 if TYPE_CHECKING:
@@ -75,6 +77,23 @@ NAMESPACES = types.Resource(
     mime_type=JSON,
     icons=[tools.ICON],
 )
+HEALTH = types.Resource(
+    uri="memory://health",
+    name="health",
+    title="Memory health",
+    description="How the memory store is doing: engine, version, the model and its check, the indexes, the last "
+    "checkpoint and journal (local), reachability and schema (PostgreSQL), compaction, disk; each check ok, "
+    "warning or failure, with advice.",
+    mime_type=JSON,
+)
+OVERVIEW = types.Resource(
+    uri="memory://overview",
+    name="overview",
+    title="Memory overview",
+    description="A namespace in a few hundred tokens: how many memories, the most used tags, memories by month and "
+    "by speaker, and what was added this week." + _NAMESPACE_NOTE,
+    mime_type=JSON,
+)
 TAG_TEMPLATE = types.ResourceTemplate(
     uri_template="memory://tags/{tag}",
     name="memories-by-tag",
@@ -93,7 +112,7 @@ MEMORY_TEMPLATE = types.ResourceTemplate(
     icons=[tools.ICON],
 )
 
-RESOURCES: tuple[types.Resource, ...] = (STATS, RECENT, TAGS, NAMESPACES)
+RESOURCES: tuple[types.Resource, ...] = (STATS, RECENT, TAGS, NAMESPACES, HEALTH, OVERVIEW)
 TEMPLATES: tuple[types.ResourceTemplate, ...] = (TAG_TEMPLATE, MEMORY_TEMPLATE)
 
 
@@ -101,8 +120,15 @@ class UnknownResourceError(LookupError):
     """The URI names nothing this server has: not a memory:// URI we serve, or a memory that does not exist."""
 
 
-Kind = Literal["stats", "recent", "tags", "namespaces", "tag", "memory"]
-_FIXED: dict[str, Kind] = {"stats": "stats", "recent": "recent", "tags": "tags", "namespaces": "namespaces"}
+Kind = Literal["stats", "recent", "tags", "namespaces", "health", "overview", "tag", "memory"]
+_FIXED: dict[str, Kind] = {
+    "stats": "stats",
+    "recent": "recent",
+    "tags": "tags",
+    "namespaces": "namespaces",
+    "health": "health",
+    "overview": "overview",
+}
 
 
 @dataclass(frozen=True)
@@ -208,6 +234,10 @@ def read(store: MemoryBackend, target: Target) -> str:
             "total": len(names),
             "truncated": len(names) > NAMESPACES_LIMIT,
         }
+    elif target.kind == "health":
+        payload = store.health()
+    elif target.kind == "overview":
+        payload = overview.overview(store, namespace)
     elif target.kind == "tag":
         memories = store.list_recent(limit=TAG_LIMIT, tags=[target.arg], namespace=namespace)
         payload = {"tag": target.arg, "memories": [m.to_dict() for m in memories]}

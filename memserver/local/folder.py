@@ -213,6 +213,22 @@ class Folder:
             self._checkpoints.finish(staged, lambda g: g is self._gen and not self._closed)
 
     @contextlib.contextmanager
+    def reading(self) -> Iterator[Generation]:
+        """Thread lock + shared file lock on the generation whose journal is current, NOT caught up (a catch-up
+        would hold the lock for as long as the replay takes): no writer appends, checkpoints or switches
+        meanwhile. backup.py opens the files to copy under it; keep the body short."""
+        with self.thread_lock:
+            while True:
+                if self._gen is None:
+                    self.reload()
+                with self._file_lock.hold(exclusive=False):
+                    gen = self.current()
+                    if gen.is_current():
+                        yield gen
+                        return
+                self.reload()
+
+    @contextlib.contextmanager
     def exclusive(self) -> Iterator[Generation]:
         """The exclusive file lock on the journal that is current, caught up (a torn tail repaired).
 

@@ -41,7 +41,7 @@ from memserver.contract.write_rules import Pending
 from memserver.durable import FileLayer, disk_errors_as, folder_bytes
 from memserver.embedding.base import query_vector
 from memserver.errors import StoreError
-from memserver.local import compaction, listing, transfer, writes
+from memserver.local import backup, compaction, health, listing, transfer, writes
 from memserver.local.folder import Folder
 from memserver.local.hooks import StoreHooks
 from memserver.local.journal import JOURNAL_NAME
@@ -375,6 +375,17 @@ class MemoryStore:
         compaction.py for how other processes keep writing meanwhile). Returns count, removed, bytes before and
         after."""
         return compaction.compact(self._folder)
+
+    # --- care: health and backups (health.py, backup.py) -------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """See backend.MemoryBackend.health (local/health.py)."""
+        return health.health(self._folder)
+
+    @disk_errors_as("the backup was not written")
+    def backup(self, dest: str | os.PathLike[str], keep: int | None = None) -> dict[str, Any]:
+        """See backend.MemoryBackend.backup (local/backup.py: a journal prefix and the checkpoints it covers)."""
+        return backup.backup(self._folder, dest, keep)
 
     # --- bulk transfer (transfer.py) ------------------------------------------------------------------------------
 

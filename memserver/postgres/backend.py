@@ -16,6 +16,7 @@ memserver.contract.inputs, the rules every engine shares.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -30,7 +31,7 @@ from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, M
 from memserver.contract.write_rules import Pending
 from memserver.embedding import base as embedding
 from memserver.errors import StoreError
-from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, writes
+from memserver.postgres import analyzer, health, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
@@ -400,6 +401,14 @@ class PostgresBackend:
         count, _ = self._count()
         result = self.db.vacuum()
         return {"count": count, **result, "removed": removed}
+
+    def health(self) -> dict[str, Any]:
+        """See backend.MemoryBackend.health (postgres/health.py)."""
+        return health.health(self)
+
+    def backup(self, dest: str | os.PathLike[str], keep: int | None = None) -> dict[str, Any]:
+        """See backend.MemoryBackend.backup: a database is backed up with pg_dump; this says how."""
+        return {"engine": "postgresql", "written": False, "recipe": health.BACKUP_RECIPE}
 
     # --- helpers -----------------------------------------------------------------------------------------------
 

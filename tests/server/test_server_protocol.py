@@ -373,12 +373,13 @@ async def test_internal_failure_reading_a_resource_is_internal_error(client: Cli
 
 @pytest.mark.anyio
 async def test_resources_and_templates_are_listed(client: Client) -> None:
-    """resources/list shows stats, recent, tags and namespaces, and the in-chat browser's page (test_apps.py);
-    templates/list the per-tag and per-memory templates."""
+    """resources/list shows stats, recent, tags, namespaces, health and overview, and the in-chat browser's page
+    (test_apps.py); templates/list the per-tag and per-memory templates."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
     memory = ["memory://stats", "memory://recent", "memory://tags", "memory://namespaces"]
+    memory += ["memory://health", "memory://overview"]
     assert [str(r.uri) for r in listed] == [*memory, "ui://memserver/browser"]
     assert [t.uri_template for t in templates] == ["memory://tags/{tag}", "memory://memories/{id}"]
     assert all(r.mime_type == "application/json" for r in [*listed[: len(memory)], *templates])
@@ -443,7 +444,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
                     results.append(await client.call_tool("remember", {"content": "x"}))
 
                 tg.start_soon(remember)
-                assert len((await client.list_resources()).resources) == 5  # the loop still serves meanwhile
+                assert len((await client.list_resources()).resources) == 7  # the loop still serves meanwhile
                 assert not results  # ... while the call waits on the store
                 release.set()
             assert results[0].structured_content["status"] == "stored"
