@@ -21,6 +21,7 @@ from memserver.contract.health import (
     report,
 )
 from memserver.embedding import reference
+from memserver.local.folder import CHECKPOINT_RECORDS
 from memserver.local.index import META_NAME as INDEX_META
 from memserver.local.snapshot import snapshot_path
 
@@ -56,7 +57,7 @@ def health(folder: Folder) -> dict[str, Any]:
     checks = [
         model_check(model, verified),
         _index_check(live, indexed, keyword),
-        _replay_check(uncovered, replay_seconds, last),
+        _replay_check(uncovered, replay_seconds, last, folder.keeps_checkpoints(live)),
         compaction_check(forgotten, live),
         disk_check(usage.free, usage.total, str(folder.path)),
     ]
@@ -86,9 +87,12 @@ def _index_check(live: int, indexed: int, keyword: int) -> Check:
     return Check("index", OK, detail)
 
 
-def _replay_check(uncovered: int, seconds: float, last: str | None) -> Check:
+def _replay_check(uncovered: int, seconds: float, last: str | None, keeps_checkpoints: bool) -> Check:
     detail = f"last checkpoint {last or 'never'}; {uncovered} journal records since (an open replays ~{seconds:.2f} s)"
+    if not keeps_checkpoints:
+        # A small store keeps no checkpoints at all (folder.keeps_checkpoints): its open rebuilds in milliseconds.
+        detail = f"none kept below {CHECKPOINT_RECORDS} memories; an open replays {uncovered} records"
     advice = "run memserver stats: a store closed with many records past its checkpoint takes a new one"
-    if seconds > REPLAY_WARNING_SECONDS or (last is None and uncovered):
+    if seconds > REPLAY_WARNING_SECONDS or (last is None and uncovered and keeps_checkpoints):
         return Check("checkpoint", WARNING, detail, advice)
     return Check("checkpoint", OK, detail)
