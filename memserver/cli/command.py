@@ -14,6 +14,7 @@ from memserver import __version__
 from memserver.cli import admin, memories, serve
 from memserver.cli.demo import cmd_demo
 from memserver.cli.options import DATABASE_HELP, add_store_options
+from memserver.cli.ui import add_ui_command
 from memserver.errors import MemserverError
 
 
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # -- the memories themselves, for the people whose memories they are (memories.py)
     memories.add_commands(store_command)
+    add_ui_command(commands)
 
     db = commands.add_parser(
         "db",
