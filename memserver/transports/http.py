@@ -93,7 +93,7 @@ def http_app(
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.authentication import AuthenticationMiddleware
-    from starlette.routing import Route
+    from starlette.routing import BaseRoute, Route
 
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.transports.guard import LimitedSessionManager, McpGuard
@@ -121,7 +121,7 @@ def http_app(
         # A resource server only: no OAuth routes, no token audience (these are static tokens), no scopes.
         return RequireAuthMiddleware(endpoint, required_scopes=[]) if tokens else endpoint
 
-    routes = [Route(MCP_PATH, endpoint=protected(guard))]
+    routes: list[BaseRoute] = [Route(MCP_PATH, endpoint=protected(guard))]
     legacy = None
     if sse:
         from memserver.transports.sse import LegacySse

@@ -787,10 +787,10 @@ class Browser:
             class_="signin",
         )
         markup = views.page("Sign in", body, current="", csrf=visit.csrf, signed_in=False, page_name="signin")
-        response = HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
+        page = HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
         if new:
-            security.set_cookie(response, request, sid)
-        return response
+            security.set_cookie(page, request, sid)
+        return page
 
     async def signout(self, request: Request, visit: Visit) -> Response:
         from starlette.responses import RedirectResponse

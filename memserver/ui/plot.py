@@ -13,7 +13,7 @@ WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 720, 240, 48, 28, 12
 def months_between(first: str, last: str) -> list[str]:
     """Every "YYYY-MM" from `first` to `last`, both included (months without memories too)."""
     year, month = int(first[:4]), int(first[5:7])
-    out = []
+    out: list[str] = []
     while f"{year:04d}-{month:02d}" <= last and len(out) < 1200:
         out.append(f"{year:04d}-{month:02d}")
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)

@@ -64,27 +64,30 @@ def page(
         if signed_in
         else None
     )
-    return Markup("<!doctype html>") + el(
-        "html",
-        el(
-            "head",
-            el("meta", charset="utf-8"),
-            el("meta", name="viewport", content="width=device-width, initial-scale=1"),
-            el("meta", name="color-scheme", content="light dark"),
-            el("title", f"{title} · memserver"),
-            el("link", rel="stylesheet", href="/ui/static/app.css"),
-            el("script", src="/ui/static/app.js", defer=True),
-        ),
-        el(
-            "body",
-            el("a", "Skip to content", href="#main", class_="skip"),
-            el("header", el("a", "memserver", href="/ui/", class_="brand"), nav, sign_out, class_="top"),
-            el("main", body, id="main", tabindex="-1"),
-            data_page=page_name,
-            data_csrf=csrf,
-            data_live="1" if live else None,
-        ),
-        lang="en",
+    return Markup(
+        "<!doctype html>"
+        + el(
+            "html",
+            el(
+                "head",
+                el("meta", charset="utf-8"),
+                el("meta", name="viewport", content="width=device-width, initial-scale=1"),
+                el("meta", name="color-scheme", content="light dark"),
+                el("title", f"{title} · memserver"),
+                el("link", rel="stylesheet", href="/ui/static/app.css"),
+                el("script", src="/ui/static/app.js", defer=True),
+            ),
+            el(
+                "body",
+                el("a", "Skip to content", href="#main", class_="skip"),
+                el("header", el("a", "memserver", href="/ui/", class_="brand"), nav, sign_out, class_="top"),
+                el("main", body, id="main", tabindex="-1"),
+                data_page=page_name,
+                data_csrf=csrf,
+                data_live="1" if live else None,
+            ),
+            lang="en",
+        )
     )
 
 
@@ -330,7 +333,7 @@ def history_list(memory: Memory, chain: Mapping[str, list[dict[str, Any]]] | Non
             body = [label, " stored ", el("time", v["created_at"][:19].replace("T", " "), datetime=v["created_at"])]
         if v["id"] == newest_live and not v.get("forgotten"):
             classes.append("current")
-            body = [*body, el("span", "current", class_="badge")]
+            body = [*(body if isinstance(body, list) else [body]), el("span", "current", class_="badge")]
         items.append(
             el("li", body, class_=" ".join(classes), data_id=v["id"], aria_current="true" if v.get("self") else None)
         )

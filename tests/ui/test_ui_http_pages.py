@@ -42,8 +42,8 @@ def csrf_of(client: TestClient) -> str:
 
 def test_an_edit_makes_a_new_version_and_the_history_shows_both(client: TestClient, store: MemoryBackend) -> None:
     old = store.add("the meeting is on Monday", tags=["work"], speaker="Ann")
-    answer = client.post(f"/ui/memory/{old.id}/edit", data={"csrf": csrf_of(client), "content": "the meeting is on Tuesday"},
-                         headers=ORIGIN)  # fmt: skip
+    form = {"csrf": csrf_of(client), "content": "the meeting is on Tuesday"}
+    answer = client.post(f"/ui/memory/{old.id}/edit", data=form, headers=ORIGIN)
     assert answer.status_code == 303
     new_id = answer.headers["location"].split("/ui/memory/")[1].split("?")[0]
     new = store.get(new_id)
@@ -78,10 +78,17 @@ def test_a_bulk_forget_deletes_exactly_what_it_previewed(client: TestClient, sto
 
 def test_an_import_reports_stored_duplicates_and_refusals(client: TestClient, store: MemoryBackend) -> None:
     store.add("already here")
-    lines = "\n".join([json.dumps({"content": "fresh one"}), json.dumps({"content": "already here"}), "not json",
-                       json.dumps({"content": ""}), json.dumps({"content": "tagged", "tags": "not-a-list"})])  # fmt: skip
-    answer = client.post("/ui/import", files={"file": ("m.jsonl", lines.encode())}, data={"csrf": csrf_of(client)},
-                         headers=ORIGIN)  # fmt: skip
+    records = [
+        {"content": "fresh one"},
+        {"content": "already here"},
+        None,
+        {"content": ""},
+        {"content": "t", "tags": "x"},
+    ]
+    lines = "\n".join("not json" if r is None else json.dumps(r) for r in records)
+    answer = client.post(
+        "/ui/import", files={"file": ("m.jsonl", lines.encode())}, data={"csrf": csrf_of(client)}, headers=ORIGIN
+    )
     assert answer.status_code == 200
     summary = answer.text.split('id="import-summary"')[1]
     assert re.search(r'class="stored">1<', summary) and re.search(r'class="duplicates">1<', summary)

@@ -82,7 +82,7 @@ def test_a_get_changes_nothing(client: TestClient, store: MemoryBackend) -> None
     memory = store.add("still here after a GET")
     page = client.get(f"/ui/memory/{memory.id}/forget")
     assert page.status_code == 200 and "Forget this memory" in page.text
-    assert client.get(f"/ui/bulk?tags=x&preview=1").status_code == 200
+    assert client.get("/ui/bulk?tags=x&preview=1").status_code == 200
     assert store.get(memory.id) is not None
 
 
@@ -145,8 +145,11 @@ def test_signin_refuses_a_wrong_token_and_keeps_the_right_one_out_of_the_cookie(
         wrong = client.post("/ui/signin", data={"csrf": csrf, "token": "not-a-token-at-all"}, headers=ORIGIN)
         assert wrong.status_code == 401
         assert 'role="alert"' in wrong.text and "That token is not valid." in wrong.text
-        cross = client.post("/ui/signin", data={"csrf": csrf, "token": "alice-token-0123456789"},
-                            headers={"referer": "http://127.0.0.1:9999/x"})  # fmt: skip
+        cross = client.post(
+            "/ui/signin",
+            data={"csrf": csrf, "token": "alice-token-0123456789"},
+            headers={"referer": "http://127.0.0.1:9999/x"},
+        )
         assert cross.status_code == 403
         right = client.post("/ui/signin", data={"csrf": csrf, "token": "alice-token-0123456789"}, headers=ORIGIN)
         assert right.status_code == 303 and right.headers["location"] == "/ui/"
@@ -170,8 +173,12 @@ def test_a_user_sees_only_their_own_store(tmp_path: Path) -> None:
 
         secret = anyio.run(stores.get, "alice").add("alice's secret garden plan", namespace="private")
         assert "secret garden plan" in alice.get("/ui/browse?namespace=private").text
-        for path in ("/ui/browse?namespace=private", "/ui/?q=secret+garden&namespace=private", "/ui/stats",
-                     "/ui/export.jsonl"):  # fmt: skip
+        for path in (
+            "/ui/browse?namespace=private",
+            "/ui/?q=secret+garden&namespace=private",
+            "/ui/stats",
+            "/ui/export.jsonl",
+        ):
             answer = bob.get(path)
             assert answer.status_code == 200 and "secret garden plan" not in answer.text
         assert bob.get(f"/ui/memory/{secret.id}?namespace=private").status_code == 404
@@ -186,8 +193,11 @@ def test_bodies_are_bounded_and_an_import_may_be_larger(client: TestClient, stor
     big = "x" * 2000
     assert small.post("/ui/bulk", data={"csrf": csrf_small, "tags": big}, headers=ORIGIN).status_code == 413
     lines = "".join(f'{{"content": "imported memory {i} {big}"}}\n' for i in range(3)).encode()
-    answer = small.post("/ui/import", content=lines, headers={**ORIGIN, "x-csrf-token": csrf_small,
-                                                               "content-type": "application/x-ndjson"})  # fmt: skip
+    answer = small.post(
+        "/ui/import",
+        content=lines,
+        headers={**ORIGIN, "x-csrf-token": csrf_small, "content-type": "application/x-ndjson"},
+    )
     assert answer.status_code == 200
     assert re.search(r'class="stored">3<', answer.text)
     assert csrf  # the first client's session is untouched
