@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memserver"
 # server, features, transports) knows the storage contract and engines.open_backend, never an engine.
 MAY_IMPORT: dict[str, set[str]] = {
     "__main__": {"cli"},
-    "cli": {"server", "transports", "features", "loader", "engines", "contract", "embedding", "errors", "config"},
+    "cli": {"server", "transports", "features", "ui", "loader", "engines", "contract", "embedding", "errors", "config"},
+    "ui": {"features", "loader", "contract", "errors"},
     "server": {"features", "loader", "contract", "errors"},
     "transports": {"errors"},
     "features": {"loader", "contract", "errors"},
