@@ -26,7 +26,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -317,6 +317,8 @@ def serve_browser(app: ASGIApp, sock: socket.socket, *, on_ready: Any = None, li
     """Serve the memory browser alone on `sock` (from bind_socket) until SIGINT/SIGTERM; `on_ready()` is called
     once uvicorn accepts connections."""
     import asyncio
+    import signal
+    from contextlib import contextmanager
 
     import uvicorn
 
@@ -333,6 +335,19 @@ def serve_browser(app: ASGIApp, sock: socket.socket, *, on_ready: Any = None, li
         limit_concurrency=limits.max_connections,
     )
     server = uvicorn.Server(config)
+
+    @contextmanager
+    def stop_on_signals() -> Iterator[None]:
+        # uvicorn's own handlers re-raise the signal once it has stopped (exit status -15); a browser the person
+        # closes with Ctrl-C or a service manager stops with SIGTERM has done nothing wrong: exit 0.
+        previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    server.capture_signals = stop_on_signals  # type: ignore[method-assign]
 
     async def run() -> None:
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))

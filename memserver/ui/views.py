@@ -155,7 +155,7 @@ def search_form(q: Mapping[str, str]) -> Markup:
         "form",
         el(
             "div",
-            field("Query", "q", q.get("q", ""), kind="search", autofocus=True, required=True),
+            field("Query", "q", q.get("q", ""), kind="search", required=True),
             select("Mode", "mode", modes, q.get("mode", "hybrid")),
             el("button", "Search", type="submit"),
             class_="search-row",
