@@ -60,7 +60,7 @@ def test_every_answer_carries_the_security_headers(client: TestClient) -> None:
     for answer in answers:
         assert answer.headers["content-security-policy"] == CSP
         assert answer.headers["x-content-type-options"] == "nosniff"
-        assert answer.headers["referrer-policy"] == "no-referrer"
+        assert answer.headers["referrer-policy"] == "same-origin"
     assert "'unsafe-inline'" not in CSP and "'unsafe-eval'" not in CSP
 
 
