@@ -558,25 +558,31 @@ class Browser:
                     )
                     selection = await _in_thread(lambda: store.select(chosen, limit=SAMPLE))
             many = forgetting.memories(selection.count)
+            confirm = (
+                el(
+                    "form",
+                    views.hidden_csrf(visit.csrf),
+                    [el("input", type="hidden", name=k, value=v) for k, v in given.items()],
+                    el("input", type="hidden", name="digest", value=forgetting.digest(selection.ids)),
+                    el("button", f"Forget {many}", type="submit", class_="danger"),
+                    " ",
+                    el("span", "They are deleted for good once the store compacts.", class_="muted"),
+                    method="post",
+                    action="/ui/bulk",
+                    class_="confirm",
+                )
+                if selection.count
+                else None
+            )
+            rest = selection.count - len(selection.sample)
             out.append(
                 el(
                     "section",
                     el("h2", el("span", f"{many} match", id="bulk-count")),
+                    confirm,
+                    el("h3", "The newest of them" if rest else "They are"),
                     el("ol", [views.memory_item(m) for m in selection.sample], id="bulk-sample", class_="list"),
-                    el("p", f"… and {selection.count - len(selection.sample):,} more", class_="muted")
-                    if selection.count > len(selection.sample)
-                    else None,
-                    el(
-                        "form",
-                        views.hidden_csrf(visit.csrf),
-                        [el("input", type="hidden", name=k, value=v) for k, v in given.items()],
-                        el("input", type="hidden", name="digest", value=forgetting.digest(selection.ids)),
-                        el("button", f"Forget {many}", type="submit", class_="danger"),
-                        method="post",
-                        action="/ui/bulk",
-                    )
-                    if selection.count
-                    else None,
+                    el("p", f"… and {rest:,} more", class_="muted") if rest > 0 else None,
                     class_="preview",
                     aria_live="polite",
                 )

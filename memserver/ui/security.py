@@ -5,7 +5,8 @@
             starts a new session (no fixation); sessions idle for IDLE_SECONDS end; at most MAX_SESSIONS are kept.
   CSRF      every POST carries HMAC(secret, session id) (form field `csrf` or header X-CSRF-Token) and comes from
             this origin (Origin, or failing that Referer, naming the Host it was sent to); otherwise 403.
-  headers   a strict Content-Security-Policy (no inline script or style), nosniff, no referrer to other sites, no framing.
+  headers   a strict Content-Security-Policy (no inline script or style), nosniff, no referrer to other sites,
+            no framing.
   limits    at most `concurrent` requests at once (the /mcp setting; the live event streams apart, at most
             MAX_EVENT_STREAMS), bodies at most `max_body_bytes` (an import: IMPORT_MAX_BYTES), 413 above.
 
