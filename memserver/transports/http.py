@@ -27,7 +27,7 @@ import ipaddress
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memserver.errors import ConfigError
@@ -293,7 +293,9 @@ def serve_http(
         http=h11_protocol(limits.header_timeout),
         limit_concurrency=limits.max_connections,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    web = uvicorn.Server(config)
+    _exit_zero_on_signals(web)
+    web.run(sockets=[sock])
 
 
 def browser_app(app: ASGIApp, host: str = DEFAULT_HOST) -> Starlette:
@@ -317,8 +319,6 @@ def serve_browser(app: ASGIApp, sock: socket.socket, *, on_ready: Any = None, li
     """Serve the memory browser alone on `sock` (from bind_socket) until SIGINT/SIGTERM; `on_ready()` is called
     once uvicorn accepts connections."""
     import asyncio
-    import signal
-    from contextlib import contextmanager
 
     import uvicorn
 
@@ -336,18 +336,7 @@ def serve_browser(app: ASGIApp, sock: socket.socket, *, on_ready: Any = None, li
     )
     server = uvicorn.Server(config)
 
-    @contextmanager
-    def stop_on_signals() -> Iterator[None]:
-        # uvicorn's own handlers re-raise the signal once it has stopped (exit status -15); a browser the person
-        # closes with Ctrl-C or a service manager stops with SIGTERM has done nothing wrong: exit 0.
-        previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    server.capture_signals = stop_on_signals  # type: ignore[method-assign]
+    _exit_zero_on_signals(server)
 
     async def run() -> None:
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
@@ -358,3 +347,21 @@ def serve_browser(app: ASGIApp, sock: socket.socket, *, on_ready: Any = None, li
         await serving
 
     asyncio.run(run())
+
+
+def _exit_zero_on_signals(server: Any) -> None:
+    """SIGINT and SIGTERM stop `server` (a uvicorn.Server) gracefully, and the process then exits 0: uvicorn's own
+    handlers re-raise the signal once it has stopped (exit status -15), but a server a service manager stops has
+    done nothing wrong."""
+    import signal
+
+    @contextmanager
+    def stop_on_signals() -> Iterator[None]:
+        previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    server.capture_signals = stop_on_signals

@@ -904,11 +904,11 @@ def import_lines(store: MemoryBackend, data: bytes) -> tuple[Markup, int]:
                 if record["id"] in ids:
                     raise InvalidInputError(f"id {record['id']} appears twice in this file")
                 ids.add(record["id"])
-        except ValueError:
-            refused.append(f"line {n}: not a JSON object")
-            continue
         except InvalidInputError as exc:
             refused.append(f"line {n}: {str(exc).split('.', 1)[-1] if str(exc).startswith('records[') else exc}")
+            continue
+        except ValueError:  # (after InvalidInputError, which is one too)
+            refused.append(f"line {n}: not a JSON object")
             continue
         good.append(record)
     stored = 0
