@@ -33,9 +33,10 @@ ACTIVE = """() => {
     for (const name of ['href', 'src', 'action', 'formaction', 'srcset', 'poster', 'data']) {
       const value = el.getAttribute(name);
       if (value === null) continue;
-      const url = new URL(value, location.href);
-      if (url.protocol === 'data:' && ['IMG', 'LINK'].includes(el.tagName)) continue;
-      if (!own(url)) found.push(`${el.tagName} ${name}="${value.slice(0, 80)}"`);
+      let url = null;
+      try { url = new URL(value, location.href); } catch { /* no URL at all: reported below */ }
+      if (url && url.protocol === 'data:' && ['IMG', 'LINK'].includes(el.tagName)) continue;
+      if (!url || !own(url)) found.push(`${el.tagName} ${name}="${value.slice(0, 80)}"`);
     }
   }
   const foreign = 'img:not([src^="data:"]), iframe, object, embed, base, meta[http-equiv]';
@@ -45,7 +46,8 @@ ACTIVE = """() => {
 
 # Every text holding a right-to-left override must sit in an element that isolates it (<bdi>, dir=auto: computed
 # unicode-bidi isolate or plaintext) and holds little else, so that the override cannot flip the page around it.
-# A form control's own text is its own paragraph already.
+# (Block elements isolate by the browser's own stylesheet, hence the second condition.) A form control's own text is
+# its own paragraph already.
 UNISOLATED = """() => {
   const found = [];
   const isolates = (el) => /isolate|plaintext/.test(getComputedStyle(el).unicodeBidi);
