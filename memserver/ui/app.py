@@ -360,8 +360,9 @@ class Browser:
 
         def facts() -> tuple[Any, list[Any]]:
             chain = versions.history(store, found)
+            # The query is cut where the tool's is: the model reads only the first 256 word pieces anyway.
             similar = store.search(
-                found.content[: inputs.MAX_CONTENT_CHARS], limit=6, mode="semantic", namespace=found.namespace
+                found.content[: inputs.MAX_QUERY_CHARS], limit=6, mode="semantic", namespace=found.namespace
             )
             return chain, [h for h in similar if h.memory.id != found.id][:5]
 
