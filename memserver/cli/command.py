@@ -15,6 +15,7 @@ from memserver import __version__
 from memserver.cli import admin, care, editing, listing, memories, recall, serve, wording
 from memserver.cli.demo import cmd_demo
 from memserver.cli.options import DATABASE_HELP, add_store_options
+from memserver.cli.ui import add_ui_command
 from memserver.errors import InvalidInputError, MemserverError
 
 StoreCommand = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # -- tending a store over the years: doctor, overview, backup, restore (care.py)
     care.add_commands(store_command)
+    add_ui_command(commands)
 
     db = commands.add_parser(
         "db",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memserver.cli.options import DATABASE_HELP, check_database, database_url
 from memserver.errors import MemserverError
@@ -41,6 +41,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="with --http: also serve the legacy HTTP+SSE transport (MCP 2024-11-05) at /sse, for older clients",
+    )
+    serve.add_argument(
+        "--ui",
+        action="store_true",
+        default=None,
+        help="with --http: also serve the memory browser at /ui (sign-in with the same tokens; see docs/ui.md)",
     )
     limits = serve.add_argument_group(
         "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
@@ -145,6 +151,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tokens = load_tokens()
     if database:
         check_database(database)
+    ui = _browser(tokens, limits) if args.ui else None
     server = build_server(
         data_dir=args.data_dir,
         per_user=bool(tokens),
@@ -161,8 +168,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
         limits=limits,
         stateless=bool(args.stateless),
         sse=bool(args.sse),
+        ui=ui,
     )
     return 0
+
+
+def _browser(tokens: dict[str, str], limits: HttpLimits) -> Any:
+    """The memory browser for `serve --http --ui`: signs people in with the same bearer tokens (each token's user
+    sees only their own store), with the limits of /mcp."""
+    from memserver.transports.bearer import StaticTokenVerifier
+    from memserver.ui.app import Browser
+
+    check_token = None
+    if tokens:
+        verifier = StaticTokenVerifier(tokens)
+
+        async def check_token(token: str) -> str | None:
+            access = await verifier.verify_token(token)
+            return access.client_id if access is not None else None
+
+    return Browser(
+        check_token=check_token,
+        concurrent=limits.max_concurrent_requests,
+        max_body_bytes=limits.max_body_bytes,
+        queue_timeout=limits.queue_timeout,
+    )
 
 
 # --serve's HTTP limits: flag -> HttpLimits field (see memserver/transports/limits.py)
@@ -215,7 +245,7 @@ def _tool_set(chat_options: ChatOptions | None) -> ToolSet:
 
 def _http_flags(args: argparse.Namespace) -> dict[str, object]:
     flags = {"--host": args.host, "--port": args.port, "--allowed-host": args.allowed_host}
-    flags |= {"--stateless": args.stateless, "--sse": args.sse}
+    flags |= {"--stateless": args.stateless, "--sse": args.sse, "--ui": args.ui}
     return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
 
 

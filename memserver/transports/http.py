@@ -26,9 +26,9 @@ from __future__ import annotations
 import ipaddress
 import socket
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memserver.errors import ConfigError
 from memserver.transports.limits import HttpLimits
@@ -42,6 +42,15 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 MCP_PATH = "/mcp"
+UI_PATH = "/ui"
+
+
+class MountedApp(Protocol):
+    """An app served beside /mcp (the memory browser): its ASGI app, and the server's lifespan state once it runs."""
+
+    def asgi(self) -> ASGIApp: ...
+
+    def serve_from(self, lifespan_state: Any) -> None: ...
 
 
 def is_loopback(host: str) -> bool:
@@ -63,8 +72,12 @@ def http_app(
     limits: HttpLimits | None = None,
     stateless: bool = False,
     sse: bool = False,
+    ui: MountedApp | None = None,
 ) -> Starlette:
     """The Starlette app serving `server` at /mcp, with the security settings described in the module docstring.
+
+    `ui`: an app mounted at /ui (the memory browser, `serve --http --ui`) behind the same Host/Origin checks; it
+    does its own sign-in with the same tokens, and is handed the server's lifespan state (its stores) at start.
 
     `server` must have been built with `per_user=bool(tokens)`. `stateless`: /mcp keeps no sessions (every POST
     stands alone, so any instance behind a load balancer can serve it). `sse`: also serve the legacy HTTP+SSE
@@ -80,7 +93,7 @@ def http_app(
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.authentication import AuthenticationMiddleware
-    from starlette.routing import Route
+    from starlette.routing import BaseRoute, Route
 
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.transports.guard import LimitedSessionManager, McpGuard
@@ -108,7 +121,7 @@ def http_app(
         # A resource server only: no OAuth routes, no token audience (these are static tokens), no scopes.
         return RequireAuthMiddleware(endpoint, required_scopes=[]) if tokens else endpoint
 
-    routes = [Route(MCP_PATH, endpoint=protected(guard))]
+    routes: list[BaseRoute] = [Route(MCP_PATH, endpoint=protected(guard))]
     legacy = None
     if sse:
         from memserver.transports.sse import LegacySse
@@ -120,6 +133,10 @@ def http_app(
         ]
     else:
         routes += [Route(SSE_PATH, endpoint=SseOff()), Route(MESSAGES_PATH, endpoint=SseOff())]
+    if ui is not None:
+        from starlette.routing import Mount
+
+        routes.append(Mount(UI_PATH, app=ui.asgi()))
     middleware = [Middleware(HostAndOriginFirst, checks=checks)]  # outermost: before the token is looked at
     if tokens:
         middleware += [
@@ -132,6 +149,8 @@ def http_app(
         async with _entered_once(server) as state, manager.run():
             if legacy is not None:
                 legacy.lifespan_state = state
+            if ui is not None:
+                ui.serve_from(state)
             yield
 
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
@@ -236,6 +255,7 @@ def serve_http(
     limits: HttpLimits | None = None,
     stateless: bool = False,
     sse: bool = False,
+    ui: MountedApp | None = None,
 ) -> None:
     """Serve over streamable HTTP (and legacy SSE with `sse`) until interrupted. Prints the URL on stderr once
     listening."""
@@ -256,13 +276,15 @@ def serve_http(
         limits=limits,
         stateless=stateless,
         sse=sse,
+        ui=ui,
     )
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
     who = f"bearer tokens for {len(set(tokens.values()))} user(s)" if tokens else "loopback only, no tokens"
     mode = "stateless; " if stateless else ""
     legacy = f"; legacy SSE at {base}/sse" if sse else ""
-    print(f"memserver: serving MCP at {base}{MCP_PATH} ({mode}{who}){legacy}", file=sys.stderr, flush=True)
+    browser = f"; the memory browser at {base}{UI_PATH}/" if ui is not None else ""
+    print(f"memserver: serving MCP at {base}{MCP_PATH} ({mode}{who}){legacy}{browser}", file=sys.stderr, flush=True)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -271,4 +293,75 @@ def serve_http(
         http=h11_protocol(limits.header_timeout),
         limit_concurrency=limits.max_connections,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    web = uvicorn.Server(config)
+    _exit_zero_on_signals(web)
+    web.run(sockets=[sock])
+
+
+def browser_app(app: ASGIApp, host: str = DEFAULT_HOST) -> Starlette:
+    """The memory browser served alone (`memserver ui`): `app` at /ui, / redirecting there, behind the Host/Origin
+    checks of /mcp (a foreign Origin 403, a Host not ours 421)."""
+    from mcp.server.transport_security import TransportSecurityMiddleware
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.responses import RedirectResponse
+    from starlette.routing import Mount, Route
+
+    async def home(request: Any) -> Any:
+        return RedirectResponse(UI_PATH + "/", status_code=303)
+
+    checks = TransportSecurityMiddleware(_security(host, ()))
+    routes = [Route("/", endpoint=home), Mount(UI_PATH, app=app)]
+    return Starlette(routes=routes, middleware=[Middleware(HostAndOriginFirst, checks=checks)])
+
+
+def serve_browser(app: ASGIApp, sock: socket.socket, *, on_ready: Any = None, limits: HttpLimits | None = None) -> None:
+    """Serve the memory browser alone on `sock` (from bind_socket) until SIGINT/SIGTERM; `on_ready()` is called
+    once uvicorn accepts connections."""
+    import asyncio
+
+    import uvicorn
+
+    from memserver.transports.limits import h11_protocol
+
+    limits = limits or HttpLimits()
+    host = sock.getsockname()[0]
+    config = uvicorn.Config(
+        browser_app(app, host),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        http=h11_protocol(limits.header_timeout),
+        limit_concurrency=limits.max_connections,
+    )
+    server = uvicorn.Server(config)
+
+    _exit_zero_on_signals(server)
+
+    async def run() -> None:
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.02)
+        if server.started and on_ready is not None:
+            on_ready()
+        await serving
+
+    asyncio.run(run())
+
+
+def _exit_zero_on_signals(server: Any) -> None:
+    """SIGINT and SIGTERM stop `server` (a uvicorn.Server) gracefully, and the process then exits 0: uvicorn's own
+    handlers re-raise the signal once it has stopped (exit status -15), but a server a service manager stops has
+    done nothing wrong."""
+    import signal
+
+    @contextmanager
+    def stop_on_signals() -> Iterator[None]:
+        previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    server.capture_signals = stop_on_signals

@@ -1,0 +1,1016 @@
+"""The memory browser as an ASGI app: its routes, who the visitor is, and each page's store calls.
+
+`Browser(stores, check_token=...)` serves /ui/... (mounted at /ui by transports/http.py, or served alone by
+`memserver ui`). Every store call goes through the storage contract in a worker thread; pages are built by
+views.py. With `check_token` (serve --http with bearer tokens) every page but the sign-in and the static files
+needs a signed-in session, and a session sees its user's store only (the loader's `Stores`, as /mcp does).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from memserver.contract import inputs, versions
+from memserver.contract.backend import MemoryFilter
+from memserver.errors import InvalidInputError, MemserverError
+from memserver.features import forgetting
+from memserver.ui import security, views
+from memserver.ui.census import Censuses
+from memserver.ui.markup import Child, Markup, el, text
+from memserver.ui.plot import timeline_plot
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp
+
+    from memserver.contract.backend import Memory, MemoryBackend
+    from memserver.loader import Stores
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STATIC = Path(__file__).parent / "static"
+PAGE = 50  # memories per Browse page
+RESULTS = 20  # hits per search
+SAMPLE = 10  # memories shown in a bulk preview
+POLL_SECONDS = 0.25  # the live watch: how often a page's store is asked for its revision (as subscriptions.py)
+TokenCheck = Callable[[str], Awaitable[str | None]]  # a bearer token -> its user, or None
+
+
+class Refused(Exception):
+    """A request this browser will not serve: `status` and a one-line reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+@dataclass
+class Visit:
+    """Who is asking: the session, its CSRF token, whose store."""
+
+    sid: str
+    user: str | None
+    csrf: str
+    new: bool  # the session began with this request: its cookie goes with the answer
+    signed_in: bool  # show "Sign out" (a server with tokens)
+
+
+class Browser:
+    """The browser's routes over `stores`. `stores` may come later (`serve_from`), when the MCP server's lifespan
+    has built them."""
+
+    def __init__(
+        self,
+        stores: Stores | None = None,
+        *,
+        check_token: TokenCheck | None = None,
+        concurrent: int = 32,
+        max_body_bytes: int = 1024 * 1024,
+        queue_timeout: float = 10.0,
+        poll_seconds: float = POLL_SECONDS,
+        home_namespace: str | None = None,
+    ) -> None:
+        self.stores = stores
+        self.home_namespace = home_namespace  # `memserver ui --namespace`: the pages open on it
+        self.check_token = check_token
+        self.sessions = security.Sessions()
+        self.censuses = Censuses()
+        self.poll_seconds = poll_seconds
+        self.limits = {"concurrent": concurrent, "max_body_bytes": max_body_bytes, "queue_timeout": queue_timeout}
+
+    def serve_from(self, lifespan_state: Any) -> None:
+        """Take the stores of the MCP server's lifespan (`server.Lifespan.stores`), so both share one per user."""
+        self.stores = lifespan_state.stores
+
+    def asgi(self) -> ASGIApp:
+        """The app, for mounting at /ui (its routes are relative to the mount)."""
+        from starlette.applications import Starlette
+        from starlette.routing import Mount, Route
+        from starlette.staticfiles import StaticFiles
+
+        page = self._page
+        routes = [
+            Route("/", page(self.search_page)),
+            Route("/browse", page(self.browse_page)),
+            Route("/memory/{memory_id}", page(self.memory_page)),
+            Route("/memory/{memory_id}/edit", page(self.edit), methods=["POST"]),
+            Route("/memory/{memory_id}/tags", page(self.retag), methods=["POST"]),
+            Route("/memory/{memory_id}/forget", page(self.forget), methods=["GET", "POST"]),
+            Route("/bulk", page(self.bulk), methods=["GET", "POST"]),
+            Route("/transfer", page(self.transfer_page)),
+            Route("/export.jsonl", page(self.export)),
+            Route("/import", page(self.import_), methods=["POST"]),
+            Route("/stats", page(self.stats_page)),
+            Route("/events", page(self.events)),
+            Route("/signin", self.signin, methods=["GET", "POST"]),
+            Route("/signout", page(self.signout), methods=["POST"]),
+            Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+        ]
+        app = Starlette(
+            routes=routes,
+            exception_handlers={security.TooLargeError: _too_large, Refused: _refused, MemserverError: _store_failed},
+        )
+        return security.Guard(app, **self.limits)  # type: ignore[arg-type]
+
+    # --- who is asking -----------------------------------------------------------------------------------------
+
+    def _visit(self, request: Request) -> Visit | None:
+        """The visitor's session; a server without tokens starts one for anyone (loopback, one person's store)."""
+        sid = request.cookies.get(security.COOKIE)
+        session = self.sessions.find(sid)
+        new = False
+        if session is None or not session.signed_in:
+            if self.check_token is not None:
+                return None
+            sid, new = self.sessions.start(None, signed_in=True), True
+            session = self.sessions.find(sid)
+        assert sid is not None and session is not None
+        return Visit(sid, session.user, self.sessions.csrf(sid), new, self.check_token is not None)
+
+    def _page(
+        self, handler: Callable[[Request, Visit], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        @functools.wraps(handler)
+        async def endpoint(request: Request) -> Response:
+            from starlette.responses import RedirectResponse
+
+            visit = self._visit(request)
+            if visit is None:
+                return RedirectResponse("/ui/signin", status_code=303)
+            response = await handler(request, visit)
+            if visit.new:
+                security.set_cookie(response, request, visit.sid)
+            return response
+
+        return endpoint
+
+    async def _form(self, request: Request, visit: Visit | None) -> dict[str, str]:
+        """A POST's fields, once its origin and CSRF token are checked (403 otherwise)."""
+        if not security.same_origin(request):
+            raise Refused(403, "Refused: this request did not come from a page of this server (Origin/Referer).")
+        form = await request.form()
+        fields = {key: value for key, value in form.items() if isinstance(value, str)}
+        token = fields.get("csrf") or request.headers.get("x-csrf-token")
+        if visit is None or not self.sessions.csrf_ok(visit.sid, token):
+            raise Refused(403, "Refused: the form's CSRF token is missing or stale; reload the page and try again.")
+        return fields
+
+    async def _store(self, visit: Visit) -> MemoryBackend:
+        if self.stores is None:
+            raise Refused(503, "The memory store is not open yet; try again in a moment.")
+        return await self.stores.get(visit.user)
+
+    def _html(
+        self, visit: Visit, title: str, body: Child, *, current: str, name: str, status: int = 200, live: bool = False
+    ) -> Response:
+        from starlette.responses import HTMLResponse
+
+        markup = views.page(
+            title, body, current=current, csrf=visit.csrf, signed_in=visit.signed_in, page_name=name, live=live
+        )
+        return HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
+
+    # --- Search ------------------------------------------------------------------------------------------------
+
+    def _query(self, request: Request) -> dict[str, str]:
+        q = dict(request.query_params)
+        if self.home_namespace and "namespace" not in q:
+            q["namespace"] = self.home_namespace
+        return q
+
+    async def search_page(self, request: Request, visit: Visit) -> Response:
+        q = self._query(request)
+        hits = None
+        error = None
+        status = 200
+        if q.get("q", "").strip():
+            store = await self._store(visit)
+            try:
+                args = search_args(q)
+                hits = await _in_thread(lambda: store.search(explain=True, **args))
+            except InvalidInputError as exc:
+                error, status = str(exc), 400
+        body = [
+            el("h1", "Search your memories"),
+            views.search_form(q),
+            views.error_box(error),
+            el("p", f"{len(hits)} result{'s' if len(hits) != 1 else ''}", class_="muted", id="result-count")
+            if hits
+            else None,
+            views.results(hits),
+        ]
+        return self._html(visit, "Search", body, current="/ui/", name="search", status=status, live=hits is not None)
+
+    # --- Browse ------------------------------------------------------------------------------------------------
+
+    async def browse_page(self, request: Request, visit: Visit) -> Response:
+        q = self._query(request)
+        store = await self._store(visit)
+        namespace = q.get("namespace") or None
+        error = None
+        status = 200
+        memories: list[Memory] = []
+        next_link = None
+        heading = "Every memory, newest first"
+        filters = {k: q[k] for k in ("namespace", "tags", "session", "speaker", "role") if q.get(k)}
+        try:
+            tags = split_tags(q.get("tags", ""))
+            if q.get("month"):
+                month, offset = q["month"], _int(q.get("offset"), "offset")
+                since, until = month_bounds(month)
+                chosen = MemoryFilter(
+                    namespace=namespace,
+                    tags=tags,
+                    session=q.get("session") or None,
+                    speaker=q.get("speaker") or None,
+                    role=q.get("role") or None,
+                    since=since,
+                    until=until,
+                )
+                selection = await _in_thread(lambda: store.select(chosen))
+                ids = selection.ids[offset : offset + PAGE]
+                found = await _in_thread(lambda: [store.get(i, namespace=namespace) for i in ids])
+                memories = [m for m in found if m is not None]
+                heading = f"{month}: {selection.count:,} memor{'y' if selection.count == 1 else 'ies'}"
+                if offset + PAGE < selection.count:
+                    next_link = views.url("/browse", **filters, month=month, offset=offset + PAGE)
+            else:
+                page = await _in_thread(
+                    lambda: store.list_page(
+                        PAGE,
+                        tags,
+                        namespace=namespace,
+                        session=q.get("session") or None,
+                        speaker=q.get("speaker") or None,
+                        role=q.get("role") or None,
+                        cursor=q.get("cursor") or None,
+                    )
+                )
+                memories = page.memories
+                if page.next_cursor:
+                    next_link = views.url("/browse", **filters, cursor=page.next_cursor)
+        except InvalidInputError as exc:
+            error, status = str(exc), 400
+        except ValueError as exc:
+            error, status = str(exc), 400
+
+        def facet_facts() -> tuple[dict[str, int], dict[str, int], dict[str, int], Any]:
+            try:
+                census = self.censuses.of(store, namespace)
+                return (
+                    store.namespaces(),
+                    store.tag_counts(namespace=namespace),
+                    store.sessions(namespace=namespace),
+                    census,
+                )
+            except InvalidInputError:
+                return store.namespaces(), {}, {}, None
+
+        spaces, tag_counts, session_counts, census = await _in_thread(facet_facts)
+        ns = {"namespace": namespace} if namespace else {}
+        facets = el(
+            "aside",
+            el("h2", "Filter", class_="visually-hidden"),
+            views.facet("Namespaces", spaces, lambda n: views.url("/browse", namespace=n)),
+            views.facet("Tags", tag_counts, lambda t: views.url("/browse", **ns, tags=t)),
+            views.facet("Sessions", session_counts, lambda s: views.url("/browse", **ns, session=s)),
+            views.facet("Speakers", census.speakers if census else {}, lambda s: views.url("/browse", **ns, speaker=s)),
+            id="facets",
+        )
+        months = list(reversed(census.months.items())) if census else []
+        timeline = el(
+            "nav",
+            el("h2", "Timeline"),
+            el(
+                "ul",
+                [
+                    el(
+                        "li",
+                        el(
+                            "a",
+                            month,
+                            " ",
+                            el("span", f"{n:,}", class_="count"),
+                            href=views.url("/browse", **ns, month=month),
+                            aria_current="true" if q.get("month") == month else None,
+                        ),
+                    )
+                    for month, n in months
+                ]
+                or el("li", "no memories yet", class_="muted"),
+            ),
+            id="timeline",
+            aria_label="Timeline by month",
+        )
+        active = [el("span", f"{k}: ", text(v), class_="chip") for k, v in filters.items()]
+        listing = el(
+            "section",
+            el("h1", heading),
+            el("p", "Filtered by ", views.joined(active), " · ", el("a", "clear", href="/ui/browse"), class_="muted")
+            if active
+            else None,
+            views.error_box(error),
+            el("ol", [views.memory_item(m) for m in memories], id="memories", class_="list"),
+            el("p", "No memories here yet.", class_="muted", id="no-memories") if not memories and not error else None,
+            el("p", el("a", "Next page", href=next_link, rel="next", class_="button"), class_="pager")
+            if next_link
+            else None,
+            class_="listing",
+        )
+        body = el("div", listing, el("div", facets, timeline, class_="side"), class_="browse")
+        first_page = not q.get("cursor") and not q.get("month")
+        return self._html(visit, "Browse", body, current="/ui/browse", name="browse", status=status, live=first_page)
+
+    # --- Memory ------------------------------------------------------------------------------------------------
+
+    async def _memory(self, request: Request, visit: Visit) -> tuple[MemoryBackend, Memory | None, str | None]:
+        store = await self._store(visit)
+        namespace = request.query_params.get("namespace") or None
+        memory_id = request.path_params["memory_id"]
+        if not inputs.is_memory_id(memory_id.strip().lower()):
+            return store, None, namespace
+        return store, await _in_thread(lambda: store.get(memory_id, namespace=namespace)), namespace
+
+    def _missing(self, visit: Visit) -> Response:
+        body = [
+            el("h1", "No such memory"),
+            el("p", "It may have been forgotten, or it lives in another namespace."),
+            el("p", el("a", "Browse your memories", href="/ui/browse")),
+        ]
+        return self._html(visit, "No such memory", body, current="", name="memory", status=404)
+
+    async def memory_page(
+        self, request: Request, visit: Visit, *, message: str | None = None, error: str | None = None, status: int = 200
+    ) -> Response:
+        store, memory, _ = await self._memory(request, visit)
+        if memory is None:
+            return self._missing(visit)
+        found = memory
+
+        def facts() -> tuple[Any, list[Any]]:
+            chain = versions.history(store, found)
+            # The query is cut where the tool's is: the model reads only the first 256 word pieces anyway.
+            similar = store.search(
+                found.content[: inputs.MAX_QUERY_CHARS], limit=6, mode="semantic", namespace=found.namespace
+            )
+            return chain, [h for h in similar if h.memory.id != found.id][:5]
+
+        chain, similar = await _in_thread(facts)
+        action = functools.partial(views.url, namespace=memory.namespace if memory.namespace != "default" else None)
+        csrf = views.hidden_csrf(visit.csrf)
+        edit = el(
+            "form",
+            csrf,
+            el("label", "Content", for_="f-content"),
+            el("textarea", memory.content, id="f-content", name="content", rows="6", required=True, dir="auto"),
+            el("button", "Save as new version", type="submit"),
+            el("p", "The old text stays in the history.", class_="muted"),
+            method="post",
+            action=action(f"/memory/{memory.id}/edit"),
+            class_="stack",
+        )
+        retag = el(
+            "form",
+            csrf,
+            views.field("Tags", "tags", ", ".join(memory.tags), hint="comma-separated"),
+            el("button", "Save tags", type="submit"),
+            method="post",
+            action=action(f"/memory/{memory.id}/tags"),
+            class_="stack",
+        )
+        forget = el(
+            "form",
+            el("input", type="hidden", name="namespace", value=memory.namespace),
+            el("button", "Forget", type="submit", class_="danger"),
+            method="get",
+            action=f"/ui/memory/{memory.id}/forget",
+        )
+        similar_list = (
+            el("ol", [views.hit_item(h) for h in similar], class_="list compact")
+            if similar
+            else el("p", "Nothing similar.", class_="muted")
+        )
+        body = [
+            el("p", el("a", "← Browse", href="/ui/browse"), class_="crumbs"),
+            el("p", message, role="status", class_="notice") if message else None,
+            views.error_box(error),
+            el("h1", text(views.cut(memory.content, 120)), dir="auto", class_="memory-title"),
+            el("p", "This is an older version: a newer one replaced it.", class_="notice")
+            if memory.replaced_by
+            else None,
+            el("div", text(memory.content), class_="memory-content", dir="auto"),
+            el(
+                "div",
+                el("section", el("h2", "Fields"), views.fields_list(memory)),
+                el(
+                    "div",
+                    views.history_list(memory, chain),
+                    el("section", el("h2", "Similar memories"), similar_list, id="similar"),
+                ),
+                class_="two",
+            ),
+            el(
+                "section",
+                el("h2", "Change"),
+                el("div", edit, retag, class_="two"),
+                el("h2", "Forget"),
+                forget,
+                id="change",
+            ),
+        ]
+        return self._html(visit, views.cut(memory.content, 60), body, current="", name="memory", status=status)
+
+    async def _new_version(self, request: Request, visit: Visit, *, content: str | None, tags: str | None) -> Response:
+        from starlette.responses import RedirectResponse
+
+        store, memory, _ = await self._memory(request, visit)
+        if memory is None:
+            return self._missing(visit)
+        old = memory
+        try:
+            new_tags = split_tags(tags) if tags is not None else list(old.tags)
+            new = await _in_thread(
+                lambda: store.add(
+                    content if content is not None else old.content,
+                    new_tags,
+                    old.source,
+                    occurred_at=old.occurred_at,
+                    speaker=old.speaker or None,
+                    role=old.role or None,
+                    session=old.session or None,
+                    namespace=old.namespace,
+                    replaces=old.id,
+                )
+            )
+        except InvalidInputError as exc:
+            return await self.memory_page(request, visit, error=str(exc), status=400)
+        if new.duplicate:
+            note = "Nothing changed: a current memory already has this content" + (
+                " (this one: the store keeps one memory per content, so tags change with the text)."
+                if new.id == old.id
+                else "."
+            )
+            return await self.memory_page(request, visit, error=note, status=409)
+        return RedirectResponse(views.memory_url(new), status_code=303)
+
+    async def edit(self, request: Request, visit: Visit) -> Response:
+        fields = await self._form(request, visit)
+        return await self._new_version(request, visit, content=fields.get("content", ""), tags=None)
+
+    async def retag(self, request: Request, visit: Visit) -> Response:
+        fields = await self._form(request, visit)
+        return await self._new_version(request, visit, content=None, tags=fields.get("tags", ""))
+
+    async def forget(self, request: Request, visit: Visit) -> Response:
+        from starlette.responses import RedirectResponse
+
+        store, memory, namespace = await self._memory(request, visit)
+        if memory is None:
+            return self._missing(visit)
+        if request.method == "POST":
+            await self._form(request, visit)
+            found = memory
+            await _in_thread(lambda: store.delete(found.id, namespace=found.namespace))
+            return RedirectResponse(views.url("/browse", forgot=memory.id[:8]), status_code=303)
+        body = [
+            el("h1", "Forget this memory?"),
+            el("blockquote", text(views.cut(memory.content, 600)), dir="auto"),
+            el("p", "It is deleted for good once the store compacts; its other versions stay."),
+            el(
+                "form",
+                views.hidden_csrf(visit.csrf),
+                el("button", "Forget this memory", type="submit", class_="danger"),
+                " ",
+                el("a", "Keep it", href=views.memory_url(memory)),
+                method="post",
+                action=views.url(f"/memory/{memory.id}/forget", namespace=namespace),
+            ),
+        ]
+        return self._html(visit, "Forget?", body, current="", name="forget")
+
+    # --- Bulk forget -------------------------------------------------------------------------------------------
+
+    async def bulk(self, request: Request, visit: Visit) -> Response:
+        fields = await self._form(request, visit) if request.method == "POST" else dict(request.query_params)
+        store = await self._store(visit)
+        criteria = {k: fields.get(k, "").strip() for k in BULK_FIELDS}
+        given = {k: v for k, v in criteria.items() if v}
+        out: list[Child] = [
+            el("h1", "Forget many at once"),
+            el(
+                "p",
+                "Choose what to forget, preview it, then confirm. Exactly the memories counted "
+                "are forgotten: if they change in between, nothing is.",
+                class_="muted",
+            ),
+        ]
+        form = el(
+            "form",
+            el("div", *views.filter_fields(fields, before=True), class_="grid"),
+            el("input", type="hidden", name="preview", value="1"),
+            el("button", "Preview", type="submit"),
+            method="get",
+            action="/ui/bulk",
+            class_="stack",
+        )
+        out.append(form)
+        status = 200
+        if given or fields.get("preview"):
+            try:
+                chosen = bulk_filter(criteria)
+                selection = await _in_thread(lambda: store.select(chosen, limit=SAMPLE))
+            except InvalidInputError as exc:
+                out.append(views.error_box(str(exc)))
+                return self._html(visit, "Bulk forget", out, current="/ui/bulk", name="bulk", status=400)
+            if request.method == "POST":
+                if forgetting.digest(selection.ids) != fields.get("digest"):
+                    out.append(
+                        el(
+                            "p",
+                            "These memories changed since the preview: nothing was forgotten. Here is the new preview.",
+                            role="alert",
+                            class_="error",
+                            id="bulk-result",
+                        )
+                    )
+                    status = 409
+                else:
+                    ids = selection.ids
+                    forgotten = await _in_thread(lambda: store.delete_many(ids, namespace=chosen.namespace))
+                    out.append(
+                        el(
+                            "p",
+                            f"Forgot {forgetting.memories(forgotten)}.",
+                            role="status",
+                            class_="notice",
+                            id="bulk-result",
+                        )
+                    )
+                    selection = await _in_thread(lambda: store.select(chosen, limit=SAMPLE))
+            many = forgetting.memories(selection.count)
+            confirm = (
+                el(
+                    "form",
+                    views.hidden_csrf(visit.csrf),
+                    [el("input", type="hidden", name=k, value=v) for k, v in given.items()],
+                    el("input", type="hidden", name="digest", value=forgetting.digest(selection.ids)),
+                    el("button", f"Forget {many}", type="submit", class_="danger"),
+                    " ",
+                    el("span", "They are deleted for good once the store compacts.", class_="muted"),
+                    method="post",
+                    action="/ui/bulk",
+                    class_="confirm",
+                )
+                if selection.count
+                else None
+            )
+            rest = selection.count - len(selection.sample)
+            out.append(
+                el(
+                    "section",
+                    el("h2", el("span", f"{many} match", id="bulk-count")),
+                    confirm,
+                    el("h3", "The newest of them" if rest else "They are"),
+                    el("ol", [views.memory_item(m) for m in selection.sample], id="bulk-sample", class_="list"),
+                    el("p", f"… and {rest:,} more", class_="muted") if rest > 0 else None,
+                    class_="preview",
+                    aria_live="polite",
+                )
+            )
+        return self._html(visit, "Bulk forget", out, current="/ui/bulk", name="bulk", status=status)
+
+    # --- Import / export ---------------------------------------------------------------------------------------
+
+    async def transfer_page(
+        self, request: Request, visit: Visit, *, summary: Child = None, status: int = 200
+    ) -> Response:
+        store = await self._store(visit)
+        spaces = await _in_thread(store.namespaces)
+        body = [
+            el("h1", "Import and export"),
+            el(
+                "section",
+                el("h2", "Export"),
+                el(
+                    "p",
+                    "A backup of every memory, with its history, one JSON object a line (what ",
+                    el("code", "memserver import"),
+                    " reads).",
+                ),
+                el(
+                    "p",
+                    el("a", "Download JSON lines", href="/ui/export.jsonl", class_="button", download="memories.jsonl"),
+                ),
+                el(
+                    "p",
+                    "One namespace: ",
+                    views.joined(el("a", text(n), href=views.url("/export.jsonl", namespace=n)) for n in spaces),
+                )
+                if len(spaces) > 1
+                else None,
+            ),
+            el(
+                "section",
+                el("h2", "Import"),
+                el(
+                    "form",
+                    views.hidden_csrf(visit.csrf),
+                    el("label", "JSON lines file", for_="f-file"),
+                    el(
+                        "input",
+                        type="file",
+                        id="f-file",
+                        name="file",
+                        accept=".jsonl,.json,.ndjson,application/x-ndjson",
+                        required=True,
+                    ),
+                    el(
+                        "small",
+                        f"At most {security.IMPORT_MAX_BYTES // (1024 * 1024)} MiB here; bigger files: "
+                        "memserver import FILE.",
+                    ),
+                    el("button", "Import", type="submit"),
+                    el("progress", id="import-progress", max="100", value="0", aria_label="Upload progress"),
+                    method="post",
+                    action="/ui/import",
+                    enctype="multipart/form-data",
+                    class_="stack",
+                    id="import-form",
+                ),
+                el("div", summary, id="import-summary", aria_live="polite"),
+            ),
+        ]
+        return self._html(visit, "Import / export", body, current="/ui/transfer", name="transfer", status=status)
+
+    async def export(self, request: Request, visit: Visit) -> Response:
+        from starlette.concurrency import iterate_in_threadpool
+        from starlette.responses import StreamingResponse
+
+        store = await self._store(visit)
+        namespace = request.query_params.get("namespace") or None
+
+        def lines() -> Any:
+            for record in store.export(namespace=namespace):
+                yield json.dumps(record, ensure_ascii=False) + "\n"
+
+        name = f"memories-{namespace or 'all'}-{date.today().isoformat()}.jsonl".replace(":", "_")
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        return StreamingResponse(
+            iterate_in_threadpool(lines()),
+            media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{safe}"'},
+        )
+
+    async def import_(self, request: Request, visit: Visit) -> Response:
+        if not security.same_origin(request):
+            raise Refused(403, "Refused: this request did not come from a page of this server (Origin/Referer).")
+        kind = request.headers.get("content-type", "")
+        if kind.startswith("multipart/form-data"):
+            form = await request.form()
+            token = form.get("csrf")
+            upload = form.get("file")
+            data = await upload.read() if upload is not None and not isinstance(upload, str) else b""
+        else:  # app.js sends the file itself, with the token in a header (upload progress)
+            token = request.headers.get("x-csrf-token")
+            data = await request.body()
+        if not isinstance(token, str) or not self.sessions.csrf_ok(visit.sid, token):
+            raise Refused(403, "Refused: the form's CSRF token is missing or stale; reload the page and try again.")
+        store = await self._store(visit)
+        summary, status = await _in_thread(lambda: import_lines(store, data))
+        return await self.transfer_page(request, visit, summary=summary, status=status)
+
+    # --- Stats -------------------------------------------------------------------------------------------------
+
+    async def stats_page(self, request: Request, visit: Visit) -> Response:
+        store = await self._store(visit)
+
+        def facts() -> tuple[dict[str, Any], dict[str, int], dict[str, int], dict[str, int], Any]:
+            return (
+                store.stats(),
+                store.namespaces(),
+                store.tag_counts(),
+                store.sessions(),
+                self.censuses.of(store, None),
+            )
+
+        stats, spaces, tags, sessions, census = await _in_thread(facts)
+        body = [
+            el("h1", "Stats"),
+            el("section", el("h2", "Memories over time"), timeline_plot(census.months), class_="plot"),
+            el("section", el("h2", "The store"), store_facts(stats)),
+            el(
+                "div",
+                views.counts_table("By namespace", spaces, lambda n: views.url("/browse", namespace=n)),
+                views.counts_table("By tag (namespace default)", tags, lambda t: views.url("/browse", tags=t)),
+                views.counts_table(
+                    "By session (namespace default)", sessions, lambda s: views.url("/browse", session=s)
+                ),
+                class_="tables",
+            ),
+        ]
+        return self._html(visit, "Stats", body, current="/ui/stats", name="stats")
+
+    # --- Live --------------------------------------------------------------------------------------------------
+
+    async def events(self, request: Request, visit: Visit) -> Response:
+        """Server-sent events: `changed` (data: the new revision) whenever the store's revision moves."""
+        from starlette.responses import StreamingResponse
+
+        store = await self._store(visit)
+
+        async def stream() -> AsyncIterator[str]:
+            last = await anyio.to_thread.run_sync(store.revision)
+            yield f"retry: 2000\nevent: ready\ndata: {last}\n\n"
+            while True:
+                await anyio.sleep(self.poll_seconds)
+                try:
+                    now = await anyio.to_thread.run_sync(store.revision)
+                except MemserverError:
+                    return
+                if now != last:
+                    last = now
+                    yield f"event: changed\ndata: {now}\n\n"
+
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"}
+        )
+
+    # --- Sign-in -----------------------------------------------------------------------------------------------
+
+    async def signin(self, request: Request) -> Response:
+        from starlette.responses import HTMLResponse, RedirectResponse
+
+        if self.check_token is None:
+            return RedirectResponse("/ui/", status_code=303)
+        sid = request.cookies.get(security.COOKIE)
+        session = self.sessions.find(sid)
+        new = session is None
+        if session is None:
+            sid = self.sessions.start(None, signed_in=False)
+        assert sid is not None
+        visit = Visit(sid, None, self.sessions.csrf(sid), new, signed_in=False)
+        error = None
+        status = 200
+        if request.method == "POST":
+            fields = await self._form(request, visit)
+            user = await self.check_token(fields.get("token", "").strip())
+            if user is not None:
+                self.sessions.end(sid)  # a new session id on sign-in: one set before it cannot ride along
+                fresh = self.sessions.start(user, signed_in=True)
+                response = RedirectResponse("/ui/", status_code=303)
+                security.set_cookie(response, request, fresh)
+                logger.info("browser sign-in for user %s", user)
+                return response
+            error, status = "That token is not valid.", 401
+        body = el(
+            "section",
+            el("h1", "Sign in"),
+            el(
+                "p",
+                "Paste the bearer token your server's operator gave you. It is checked once and never "
+                "stored in this browser: a session cookie stands for it.",
+            ),
+            el("p", error, role="alert", class_="error") if error else None,
+            el(
+                "form",
+                views.hidden_csrf(visit.csrf),
+                views.field("Token", "token", kind="password", autocomplete="current-password", required=True),
+                el("button", "Sign in", type="submit"),
+                method="post",
+                action="/ui/signin",
+                class_="stack",
+            ),
+            class_="signin",
+        )
+        markup = views.page("Sign in", body, current="", csrf=visit.csrf, signed_in=False, page_name="signin")
+        page = HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
+        if new:
+            security.set_cookie(page, request, sid)
+        return page
+
+    async def signout(self, request: Request, visit: Visit) -> Response:
+        from starlette.responses import RedirectResponse
+
+        await self._form(request, visit)
+        self.sessions.end(visit.sid)
+        response = RedirectResponse("/ui/signin" if self.check_token else "/ui/", status_code=303)
+        response.delete_cookie(security.COOKIE, path="/ui")
+        return response
+
+
+# --- the pieces of each page's work --------------------------------------------------------------------------------
+
+BULK_FIELDS = ("namespace", "tags", "speaker", "role", "session", "since", "until", "before")
+
+
+def split_tags(value: str) -> list[str] | None:
+    tags = [t.strip() for t in value.split(",") if t.strip()]
+    return tags or None
+
+
+def _int(value: str | None, name: str) -> int:
+    if not value:
+        return 0
+    if not value.isdigit():
+        raise InvalidInputError(f"{name} must be a whole number")
+    return int(value)
+
+
+def month_bounds(month: str) -> tuple[str, str]:
+    """The first and last day of "YYYY-MM" (until is inclusive of a whole date)."""
+    import calendar
+
+    if len(month) != 7 or month[4] != "-" or not (month[:4].isdigit() and month[5:].isdigit()):
+        raise InvalidInputError("month must look like 2026-03")
+    year, number = int(month[:4]), int(month[5:])
+    if not 1 <= number <= 12 or year < 1:
+        raise InvalidInputError("month must look like 2026-03")
+    return f"{month}-01", f"{month}-{calendar.monthrange(year, number)[1]:02d}"
+
+
+def search_args(q: Mapping[str, str]) -> dict[str, Any]:
+    """The search() arguments a Search form's query string names (checks: the store's, via inputs.py)."""
+    min_score = q.get("min_score", "").strip()
+    try:
+        score = float(min_score) if min_score else None
+    except ValueError:
+        raise InvalidInputError("Minimum score must be a number between -1 and 1") from None
+    return {
+        "query": q.get("q", "").strip()[: inputs.MAX_QUERY_CHARS],
+        "limit": RESULTS,
+        "mode": q.get("mode") or "hybrid",
+        "tags": split_tags(q.get("tags", "")),
+        "since": q.get("since", "").strip() or None,
+        "until": q.get("until", "").strip() or None,
+        "min_score": score,
+        "speaker": q.get("speaker", "").strip() or None,
+        "role": q.get("role", "").strip() or None,
+        "session": q.get("session", "").strip() or None,
+        "namespace": q.get("namespace", "").strip() or None,
+        "as_of": q.get("as_of", "").strip() or None,
+    }
+
+
+def bulk_filter(criteria: Mapping[str, str]) -> MemoryFilter:
+    """forget_matching's rule: a namespace alone selects all of it (the person still confirms); nothing at all is
+    refused."""
+    given = {k for k, v in criteria.items() if v}
+    if not given:
+        raise InvalidInputError("choose at least one criterion (a namespace alone selects all of it)")
+    return MemoryFilter(
+        namespace=criteria.get("namespace") or None,
+        tags=split_tags(criteria.get("tags", "")),
+        speaker=criteria.get("speaker") or None,
+        role=criteria.get("role") or None,
+        session=criteria.get("session") or None,
+        since=criteria.get("since") or None,
+        until=criteria.get("until") or None,
+        before=criteria.get("before") or None,
+        everything=given == {"namespace"},
+    )
+
+
+MAX_REASONS = 50
+
+
+def import_lines(store: MemoryBackend, data: bytes) -> tuple[Markup, int]:
+    """Import a JSON-lines upload: each line checked (inputs.imported_memory, as the engine will), the good ones
+    imported; the summary: stored, duplicates, refused with reasons. Blocking."""
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return el("p", "The file is not UTF-8 text: nothing was imported.", role="alert", class_="error"), 400
+    dim = int(store.stats().get("dim", 0))
+    good: list[dict[str, Any]] = []
+    refused: list[str] = []
+    ids: set[str] = set()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            inputs.imported_memory(record, len(good), dim)
+            if isinstance(record.get("id"), str):
+                if record["id"] in ids:
+                    raise InvalidInputError(f"id {record['id']} appears twice in this file")
+                ids.add(record["id"])
+        except InvalidInputError as exc:
+            refused.append(f"line {n}: {str(exc).split('.', 1)[-1] if str(exc).startswith('records[') else exc}")
+            continue
+        except ValueError:  # (after InvalidInputError, which is one too)
+            refused.append(f"line {n}: not a JSON object")
+            continue
+        good.append(record)
+    stored = 0
+    failure = None
+    if good:
+        try:
+            stored = store.import_(good)
+        except MemserverError as exc:
+            failure = f"The import stopped: {exc} (memories before it stay stored; importing again skips them)."
+    duplicates = len(good) - stored if failure is None else 0
+    summary = el(
+        "div",
+        el("h3", "Import summary"),
+        el(
+            "dl",
+            el("dt", "stored"),
+            el("dd", str(stored), class_="stored"),
+            el("dt", "duplicates"),
+            el("dd", str(duplicates), class_="duplicates"),
+            el("dt", "refused"),
+            el("dd", str(len(refused)), class_="refused"),
+            class_="summary",
+        ),
+        el("p", failure, role="alert", class_="error") if failure else None,
+        el("ul", [el("li", text(r)) for r in refused[:MAX_REASONS]], class_="reasons") if refused else None,
+        el("p", f"… and {len(refused) - MAX_REASONS} more refused", class_="muted")
+        if len(refused) > MAX_REASONS
+        else None,
+    )
+    return summary, 200 if failure is None else 400
+
+
+FACT_LABELS = {
+    "engine": "engine",
+    "model": "model",
+    "dim": "dimensions",
+    "count": "current memories",
+    "replaced": "kept as history",
+    "namespaces": "namespaces",
+    "collection": "collection",
+    "bytes_on_disk": "size on disk",
+    "journal_bytes": "journal",
+    "deleted_pending_compaction": "forgotten, awaiting compaction",
+}
+
+
+def store_facts(stats: Mapping[str, Any]) -> Markup:
+    rows: list[Child] = []
+    for key, label in FACT_LABELS.items():
+        if key in stats:
+            value = stats[key]
+            shown = (
+                _bytes(value)
+                if key.endswith("bytes") or key == "bytes_on_disk"
+                else (f"{value:,}" if isinstance(value, int) else str(value))
+            )
+            rows += [el("dt", label), el("dd", shown)]
+    if "deleted_pending_compaction" in stats:
+        pending = stats["deleted_pending_compaction"]
+        rows += [
+            el("dt", "compaction"),
+            el("dd", "not needed" if not pending else f"would reclaim {pending:,} memories"),
+        ]
+    for key, value in stats.items():
+        if key not in FACT_LABELS and key != "path":
+            rows += [
+                el("dt", key.replace("_", " ")),
+                el("dd", json.dumps(value) if isinstance(value, dict | list) else str(value)),
+            ]
+    return el("dl", rows, id="store-facts")
+
+
+def _bytes(n: Any) -> str:
+    if not isinstance(n, int | float):
+        return str(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+async def _in_thread(fn: Callable[[], T]) -> T:
+    return await anyio.to_thread.run_sync(fn)
+
+
+async def _too_large(request: Request, exc: Exception) -> Response:
+    from starlette.responses import PlainTextResponse
+
+    return PlainTextResponse(f"Refused: {exc}.", status_code=413)
+
+
+async def _store_failed(request: Request, exc: Exception) -> Response:
+    from starlette.responses import PlainTextResponse
+
+    logger.warning("a browser request failed: %s", exc)
+    return PlainTextResponse(f"The memory store could not answer: {exc}", status_code=503)
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    from starlette.responses import PlainTextResponse
+
+    status = exc.status if isinstance(exc, Refused) else 400
+    return PlainTextResponse(str(exc), status_code=status)
