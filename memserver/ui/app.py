@@ -695,20 +695,22 @@ class Browser:
     async def stats_page(self, request: Request, visit: Visit) -> Response:
         store = await self._store(visit)
 
-        def facts() -> tuple[dict[str, Any], dict[str, int], dict[str, int], dict[str, int], Any]:
+        def facts() -> tuple[dict[str, Any], dict[str, Any], dict[str, int], dict[str, int], dict[str, int], Any]:
             return (
                 store.stats(),
+                store.health(),
                 store.namespaces(),
                 store.tag_counts(),
                 store.sessions(),
                 self.censuses.of(store, None),
             )
 
-        stats, spaces, tags, sessions, census = await _in_thread(facts)
+        stats, health, spaces, tags, sessions, census = await _in_thread(facts)
         body = [
             el("h1", "Stats"),
             el("section", el("h2", "Memories over time"), timeline_plot(census.months), class_="plot"),
             el("section", el("h2", "The store"), store_facts(stats)),
+            el("section", el("h2", "Health"), health_checks(health)),
             el(
                 "div",
                 views.counts_table("By namespace", spaces, lambda n: views.url("/browse", namespace=n)),
@@ -980,6 +982,18 @@ def store_facts(stats: Mapping[str, Any]) -> Markup:
                 el("dd", json.dumps(value) if isinstance(value, dict | list) else str(value)),
             ]
     return el("dl", rows, id="store-facts")
+
+
+def health_checks(health: Mapping[str, Any]) -> Markup:
+    """The store's health (the contract's health(), as `memserver doctor` prints it): checkpoint, journal and
+    replay, compaction, disk, the model's check; each warning with its advice."""
+    items: list[Child] = []
+    for check in health.get("checks", []):
+        parts: list[Child] = [el("strong", f"{check['status']}: {check['name']}"), " ", check["detail"]]
+        if check.get("advice"):
+            parts += [el("br"), check["advice"]]
+        items.append(el("li", parts, class_=f"check {check['status']}"))
+    return el("ul", items, id="health")
 
 
 def _bytes(n: Any) -> str:

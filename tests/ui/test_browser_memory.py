@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from playwright.sync_api import Page, expect
 
 from memserver.contract.backend import MemoryBackend
@@ -52,11 +51,6 @@ def test_the_history_marks_a_forgotten_version(ui: Server, store: MemoryBackend,
     expect(page.locator(f'#history li.version[data-id="{second}"]')).not_to_have_class(re.compile(r"\bforgotten\b"))
 
 
-@pytest.mark.xfail(
-    reason="UI-DEVIATIONS.md: a new version with the same content is a duplicate to the storage contract, so "
-    "changing only the tags stores nothing (409)",
-    strict=True,
-)
 def test_retag_changes_the_tags(ui: Server, store: MemoryBackend, page: Page) -> None:
     memory = store.add("The plumber's number is on the fridge.", ["retag-test"]).id
     page.goto(ui.page(f"memory/{memory}"))

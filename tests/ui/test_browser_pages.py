@@ -30,7 +30,7 @@ def test_every_page_has_the_header_landmarks_and_security_headers(ui: Server, pa
     headers = response.headers
     assert headers.get("content-security-policy") == CSP
     assert headers.get("x-content-type-options") == "nosniff"
-    # same-origin rather than the contract's no-referrer (UI-DEVIATIONS.md: with no-referrer Chromium posts forms
+    # same-origin rather than the contract's no-referrer (docs/ui.md: with no-referrer Chromium posts forms
     # with `Origin: null`); either sends nothing to another site.
     assert headers.get("referrer-policy") in ("no-referrer", "same-origin")
     nav = page.get_by_role("navigation").first
