@@ -267,7 +267,7 @@ class KeywordIndex:
     def query_terms(self, query: str) -> list[int]:
         """Distinct known term ids of a query, in query order, dates it names included (see terms.date_text)."""
         seen: dict[int, None] = {}
-        for token in raw_tokens(query) + date_terms(query):
+        for token in raw_tokens(query, query=True) + date_terms(query):
             term = self._term_of.get(token)
             if term is None:
                 normalised = normalise(token)
