@@ -37,7 +37,7 @@ from memserver.local.vectors import VectorFile
 from memserver.retrieval import hybrid_convex
 from memserver.retrieval.bm25 import KeywordIndex
 from memserver.retrieval.hybrid_convex import DEPTH, Fused, QueryAnalysis
-from memserver.retrieval.terms import date_terms, named_tags, tokenize
+from memserver.retrieval.terms import named_tags, query_terms, tokenize
 
 BRUTE_FORCE_COST_RATIO = 4.0  # c_h / c_e, from the crossovers measured by benchmarks/store.py
 BRUTE_FORCE_MIN = 2_000  # a candidate set this small is always ranked exactly
@@ -406,8 +406,8 @@ def _present(rows: np.ndarray) -> np.ndarray:
 
 
 def _query_terms(text: str) -> list[str]:
-    """The index terms of a query, dates it names included, each once (explain only)."""
-    return list(dict.fromkeys([*tokenize(text, query=True), *(t.decode() for t in date_terms(text))]))
+    """The index terms of a query, variants and dates it names included, each once (explain only)."""
+    return query_terms(text)
 
 
 def _semantic_explainer(scores: np.ndarray) -> Explainer:

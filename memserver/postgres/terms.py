@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memserver.retrieval.bm25 import KeywordIndex
-from memserver.retrieval.terms import date_terms, date_text, normalise, raw_tokens, tag_text, tokenize
+from memserver.retrieval.terms import date_text, normalise, raw_tokens, tag_text
+from memserver.retrieval.terms import query_terms as analyzer_query_terms
 
 _DEFAULTS = KeywordIndex()
 K1 = _DEFAULTS.k1
@@ -48,9 +49,8 @@ def indexed(content: str, occurred_at: str, tags: Sequence[str] = ()) -> Indexed
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct terms a query is scored on, dates it names included (see memserver.retrieval.terms.date_text)."""
-    dates = [term for raw in date_terms(query) for term in tokenize(raw.decode("ascii"))]
-    return list(dict.fromkeys(tokenize(query, query=True) + dates))
+    """The distinct terms a query is scored on (memserver.retrieval.terms.query_terms: variants and dates included)."""
+    return analyzer_query_terms(query)
 
 
 # BM25 of the postings of %(terms)s for tenant %(tenant)s, one row per memory (seq, bm25). `df` counts a term's

@@ -2,12 +2,13 @@
 
 Tokens: lower-cased, accents folded ("Zoë" = "zoe", "São" = "sao"), split at punctuation, English stopwords and
 possessive "'s" dropped, plurals folded by a light S-stemmer ("invoices" = "invoice"), then every alphabetic term
-stemmed by Snowball English (Porter2, through PyStemmer: "proposed" = "propose" = "proposal" = "propos"). Terms
-with digits (ids, dates, versions) are never stemmed; a Snowball stem of six letters or more that ends in the
-"i" of a "-y" word loses it, so a "-y" noun meets its "-ic" adjective and "-ed" verb ("allergy" = "allergic" =
-"allerg", "injury" = "injured"; measured on the quality sets, benchmarks/README.md "Retrieval quality"). A token
-with inner connectors (`INV-2024-0173`, `anna@example.com`, `10:30`, `snake_case`) is also indexed glued
-(`inv20240173`), so an exact id scores far above documents that share only its parts. Dates: see `date_text`.
+stemmed by Snowball English (Porter2, through PyStemmer: "proposed" = "propose" = "proposal" = "propos"). Terms with
+digits (ids, dates, versions) are never stemmed. A query term also matches its `variants`: the stem with or without
+the "i" Snowball leaves of a final "y", so a "-y" noun meets its "-ic" adjective ("allergy" -> allergi finds
+"allergic" -> allerg, and back) while the index keeps Snowball's stems ("industry" and "industrial" still meet as
+industri). A token with inner connectors (`INV-2024-0173`, `anna@example.com`, `10:30`, `snake_case`) is also
+indexed glued (`inv20240173`), so an exact id scores far above documents that share only its parts. Dates: see
+`date_text`.
 
 Chinese, Japanese and Korean are written without spaces between words: a run of their characters is indexed as its
 overlapping character pairs and its single characters (`東京のホテル` -> 東京 京の のホ ホテ テル and 東 京 ...), and
@@ -46,11 +47,12 @@ __all__ = [
     "tag_key",
     "tag_text",
     "tokenize",
+    "variants",
 ]
 
 # Names what `normalise` does; an index built under another analyzer is rebuilt, not trusted (keyword.py).
 # Changing what a memory is indexed under (here, or which fields: the tags since "+tags") changes this name.
-ANALYZER = "s-stem+snowball-english+y-i+cjk-bigrams+tags"
+ANALYZER = "s-stem+snowball-english+cjk-bigrams+tags"
 
 # ASCII punctuation becomes a space; on UTF-8 bytes this leaves multi-byte letters alone (all bytes >= 0x80).
 _ASCII_PUNCT = string.punctuation.encode("ascii")
@@ -120,10 +122,12 @@ def _stem(word: str) -> str:
 # Snowball English: +2.8 / +4.4 R@10 on the conversation sets alone, +0.6 on the quality set (benchmarks/README.md,
 # "Retrieval II"). The index normalises each distinct raw token once, so the stemmer runs once per new word.
 _SNOWBALL = Stemmer.Stemmer("english")
-# Snowball turns a final "y" into "i" (allergy -> allergi) but strips "-ic" and "-ed" whole (allergic -> allerg,
-# injured -> injur): dropping that "i" from stems this long joins them; shorter ones (parti, studi) would meet
-# unrelated words (part, stud). Before / after per category: benchmarks/README.md, "Retrieval quality".
-_Y_I_MIN = 6
+# Snowball turns a final "y" into "i" (allergy -> allergi) but strips "-ic" whole (allergic -> allerg): a query
+# term's variants bridge the two, for stems of at least this many letters without the "i"; shorter ones joined
+# unrelated words on the conversation sets (eight / eighty, brand / brandy, stick / sticky). Dropping the "i" in
+# the index instead broke pairs Snowball joins (industry / industrial, luxury / luxurious). Before / after per
+# category: benchmarks/README.md, "Retrieval quality".
+VARIANT_MIN = 6
 
 
 def normalise(raw: bytes) -> str | None:
@@ -137,8 +141,16 @@ def normalise(raw: bytes) -> str | None:
     word = _stem(word)
     if not word.isalpha():
         return word
-    stem = str(_SNOWBALL.stemWord(word))
-    return stem[:-1] if len(stem) >= _Y_I_MIN and stem.endswith("i") and word.endswith("y") else stem
+    return str(_SNOWBALL.stemWord(word))
+
+
+def variants(term: str) -> tuple[str, ...]:
+    """The other terms a query term matches: its stem with or without a final "i" (see VARIANT_MIN)."""
+    if not term.isalpha() or not term.isascii():
+        return ()
+    if term.endswith("i"):
+        return (term[:-1],) if len(term) > VARIANT_MIN else ()
+    return (term + "i",) if len(term) >= VARIANT_MIN else ()
 
 
 def _hinted_words(lower: str) -> list[str]:
@@ -185,8 +197,15 @@ def raw_tokens(text: str, *, query: bool = False) -> list[bytes]:
 
 
 def tokenize(text: str, *, query: bool = False) -> list[str]:
-    """The terms `text` is indexed (or, with `query`, queried) under, in order; for tests and debugging a ranking."""
+    """The terms `text` is indexed (or, with `query`, queried) under, in order; for tests and debugging a ranking.
+    (A query also matches the `variants` of its terms: see `query_terms`.)"""
     return [t for t in map(normalise, raw_tokens(text, query=query)) if t is not None]
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct terms a query is scored on: its own, their variants, and the glued dates it names."""
+    own = tokenize(query, query=True) + [t.decode("ascii") for t in date_terms(query)]
+    return list(dict.fromkeys(form for term in own for form in (term, *variants(term))))
 
 
 def tag_text(tags: tuple[str, ...] | list[str]) -> str:

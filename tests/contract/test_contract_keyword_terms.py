@@ -73,17 +73,18 @@ def test_a_tag_named_by_a_longer_query_is_only_a_term(backend: BackendUnderTest)
 
 
 def test_allergy_and_allergic_meet(backend: BackendUnderTest) -> None:
-    """Snowball stems "allergy" allergi and "allergic" allerg; both are one term now, and so are "injury" and
-    "injured"; a short "-y" word keeps its stem ("party" does not meet "part") (14)."""
+    """Snowball stems "allergy" allergi and "allergic" allerg; a query for either finds both now. Pairs Snowball
+    already joined still meet ("industry" / "industrial"), and a short "-y" word keeps to itself ("party" does
+    not find "part") (14)."""
     store = backend.store
     lena = store.add("Lena is allergic to kiwi").id
     tom = store.add("Tom has a penicillin allergy").id
-    knee = store.add("Knee injury from the half marathon").id
+    plant = store.add("The industrial estate by the river").id
     part = store.add("Ordered the spare part for the dishwasher").id
     store.add("Lena likes kiwi ice cream")
     for query in ("allergy", "allergic", "allergies"):
         assert set(ids(store.search(query, limit=5, mode="keyword"))) == {lena, tom}, query
-    assert ids(store.search("injured", limit=5, mode="keyword")) == [knee]
+    assert ids(store.search("industry", limit=5, mode="keyword")) == [plant]
     assert ids(store.search("party", limit=5, mode="keyword")) == []
     assert ids(store.search("part", limit=5, mode="keyword")) == [part]
 
