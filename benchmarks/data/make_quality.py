@@ -17,7 +17,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CATEGORIES = ("paraphrase", "ident", "exact", "date", "changed", "distractor", "tags", "cjk")
+CATEGORIES = ("paraphrase", "ident", "exact", "date", "changed", "distractor", "tags", "cjk", "forms")
 
 # Filler: (template, slot lists). Names here never appear in the core set's queries.
 _PEOPLE = [
