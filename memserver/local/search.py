@@ -37,7 +37,7 @@ from memserver.local.vectors import VectorFile
 from memserver.retrieval import hybrid_convex
 from memserver.retrieval.bm25 import KeywordIndex
 from memserver.retrieval.hybrid_convex import DEPTH, Fused, QueryAnalysis
-from memserver.retrieval.terms import named_tags, query_terms, tokenize
+from memserver.retrieval.terms import named_tags, query_words, tokenize, variants
 
 BRUTE_FORCE_COST_RATIO = 4.0  # c_h / c_e, from the crossovers measured by benchmarks/store.py
 BRUTE_FORCE_MIN = 2_000  # a candidate set this small is always ranked exactly
@@ -250,9 +250,9 @@ class Searcher:
         return scratch.search(text, k)
 
     def _matched(self, terms: list[str], row: int) -> list[str]:
-        """The query terms the memory at `row` is indexed under (explain only)."""
+        """The query terms the memory at `row` is indexed under, itself or by a variant (explain only)."""
         held = set(tokenize(indexed_text(self.catalog.record(row))))
-        return [t for t in terms if t in held]
+        return [t for t in terms if t in held or not held.isdisjoint(variants(t))]
 
     # --- hybrid -----------------------------------------------------------------------------------------------------
 
@@ -406,8 +406,8 @@ def _present(rows: np.ndarray) -> np.ndarray:
 
 
 def _query_terms(text: str) -> list[str]:
-    """The index terms of a query, variants and dates it names included, each once (explain only)."""
-    return query_terms(text)
+    """The index terms of a query, dates it names included, each once (explain only)."""
+    return query_words(text)
 
 
 def _semantic_explainer(scores: np.ndarray) -> Explainer:

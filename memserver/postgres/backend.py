@@ -34,7 +34,7 @@ from memserver.postgres import analyzer, listing, ranking, rows, schema, terms, 
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
-from memserver.retrieval.terms import named_tags
+from memserver.retrieval.terms import named_tags, query_words
 
 if TYPE_CHECKING:
     from memserver.embedding.base import TextEmbedder
@@ -271,7 +271,8 @@ class PostgresBackend:
         if mode == "keyword" and not words:
             return []
         near, keyed, found = self._rankings(q, request, words)
-        hits = ranking.hits(near, keyed, found, request, words, explain)
+        shown = [stored_text(t) for t in query_words(request.query)] if mode != "semantic" else []
+        hits = ranking.hits(near, keyed, found, request, shown, explain)
         f = request.filter
         if mode == "semantic" or f.as_of is not None:
             return hits
@@ -281,7 +282,7 @@ class PostgresBackend:
         if not named:
             return hits
         tagged = request._replace(filter=f._replace(tags=tuple(named)))
-        first = ranking.hits(*self._rankings(q, tagged, words), tagged, words, explain)
+        first = ranking.hits(*self._rankings(q, tagged, words), tagged, shown, explain)
         if f.tags:  # both: the filter's tags and a named one
             first = [h for h in first if not set(f.tags).isdisjoint(h.memory.tags)]
         return ranking.tagged_first(first, hits, limit, named)

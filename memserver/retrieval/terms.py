@@ -43,6 +43,8 @@ __all__ = [
     "date_text",
     "named_tags",
     "normalise",
+    "query_terms",
+    "query_words",
     "raw_tokens",
     "tag_key",
     "tag_text",
@@ -202,10 +204,14 @@ def tokenize(text: str, *, query: bool = False) -> list[str]:
     return [t for t in map(normalise, raw_tokens(text, query=query)) if t is not None]
 
 
+def query_words(query: str) -> list[str]:
+    """The distinct terms of a query itself, the glued dates it names included (what an explanation shows)."""
+    return list(dict.fromkeys(tokenize(query, query=True) + [t.decode("ascii") for t in date_terms(query)]))
+
+
 def query_terms(query: str) -> list[str]:
-    """The distinct terms a query is scored on: its own, their variants, and the glued dates it names."""
-    own = tokenize(query, query=True) + [t.decode("ascii") for t in date_terms(query)]
-    return list(dict.fromkeys(form for term in own for form in (term, *variants(term))))
+    """The distinct terms a query is scored on: its `query_words` and their `variants`."""
+    return list(dict.fromkeys(form for term in query_words(query) for form in (term, *variants(term))))
 
 
 def tag_text(tags: tuple[str, ...] | list[str]) -> str:
