@@ -219,7 +219,13 @@ def bench_quality(cluster: Cluster, embedder: CachedEmbedder, limit: int | None)
     queries = data["queries"][:limit] if limit else data["queries"]
     vectors = embedder.embed([m["content"] for m in data["memories"]])
     records = [
-        {"id": Q.store_id(m["id"]), "content": m["content"], "created_at": m["created_at"], "vector": v}
+        {
+            "id": Q.store_id(m["id"]),
+            "content": m["content"],
+            "created_at": m["created_at"],
+            "tags": m.get("tags", []),
+            "vector": v,
+        }
         for m, v in zip(data["memories"], vectors, strict=True)
     ]
     name_of = {Q.store_id(m["id"]): m["id"] for m in data["memories"]}

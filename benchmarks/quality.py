@@ -1,8 +1,8 @@
 """Retrieval quality through MemoryStore: recall@5, recall@10 and MRR of semantic, keyword and hybrid search.
 
-Loads benchmarks/data/quality.json (built by benchmarks/data/make_quality.py: 703 memories, 319 queries in six
-categories, 20 unanswerable queries, 25 restatements), imports the memories into a fresh MemoryStore with their
-created_at and their vectors from the real Embedder, and reports:
+Loads benchmarks/data/quality.json (built by benchmarks/data/make_quality.py: 722 memories, some tagged, 347 queries
+in nine categories (tags, CJK and word forms since issue 23), 20 unanswerable queries, 25 restatements), imports the
+memories into a fresh MemoryStore with their created_at, tags and their vectors from the real Embedder, and reports:
 
 - recall@5, recall@10, MRR per mode (`store.search(mode=...)`), overall and per category, and search latency;
 - a fusion grid (RRF k, keyword weight, depth, a recency prior) over the store's own semantic and keyword
@@ -122,7 +122,13 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
     with tempfile.TemporaryDirectory(prefix="memserver-quality-") as tmp:
         store = MemoryStore(tmp, "quality", embedder=embedder)  # type: ignore[arg-type]
         records = [
-            {"id": store_id(m["id"]), "content": m["content"], "created_at": m["created_at"], "vector": v}
+            {
+                "id": store_id(m["id"]),
+                "content": m["content"],
+                "created_at": m["created_at"],
+                "tags": m.get("tags", []),
+                "vector": v,
+            }
             for m, v in zip(memories, vectors, strict=True)
         ]
         store.import_(records)

@@ -17,7 +17,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CATEGORIES = ("paraphrase", "ident", "exact", "date", "changed", "distractor")
+CATEGORIES = ("paraphrase", "ident", "exact", "date", "changed", "distractor", "tags", "cjk", "forms")
 
 # Filler: (template, slot lists). Names here never appear in the core set's queries.
 _PEOPLE = [
@@ -330,7 +330,8 @@ def _stamp(day: date, rng: random.Random) -> str:
 
 
 def parse_core(paths: list[Path], rng: random.Random) -> dict:
-    """Read `M key date text`, `Q category key1,key2 text`, `D key text`, `R key1 key2`, `N text`; `#` comments."""
+    """Read `M key date text`, `T key tag1,tag2` (the tags of memory key), `Q category key1,key2 text`, `D key text`,
+    `R key1 key2`, `N text`; `#` comments."""
     memories: dict[str, dict] = {}
     queries: list[dict] = []
     duplicates: list[dict] = []
@@ -346,6 +347,11 @@ def parse_core(paths: list[Path], rng: random.Random) -> dict:
                 if key in memories:
                     raise SystemExit(f"{path.name}:{number}: duplicate memory {key}")
                 memories[key] = {"id": key, "content": text, "created_at": _stamp(date.fromisoformat(day), rng)}
+            elif kind == "T":
+                key, tags = rest.split(" ", 1)
+                if key not in memories:
+                    raise SystemExit(f"{path.name}:{number}: tags for unknown memory {key}")
+                memories[key]["tags"] = tags.split(",")
             elif kind == "Q":
                 category, keys, text = rest.split(" ", 2)
                 if category not in CATEGORIES:
@@ -359,7 +365,7 @@ def parse_core(paths: list[Path], rng: random.Random) -> dict:
             elif kind == "N":
                 unanswerable.append(rest)
             else:
-                raise SystemExit(f"{path.name}:{number}: a line starts with M, Q, D, R, N or #")
+                raise SystemExit(f"{path.name}:{number}: a line starts with M, T, Q, D, R, N or #")
     named = [key for q in queries for key in q["relevant"]] + [d["of"] for d in duplicates]
     for key in named + [key for pair in related for key in pair]:
         if key not in memories:
@@ -377,7 +383,7 @@ def main() -> int:
     rng = random.Random(20261130)
     core = parse_core(sorted(HERE.glob("core_part*.txt")), rng)
     memories, queries = core["memories"], core["queries"]
-    filler = _filler(450, rng)
+    filler = _filler(450, random.Random(20261202))  # its own seed: adding core memories leaves the filler as it is
     for i, query in enumerate(queries):
         query["id"] = f"q{i:03d}"
     data = {

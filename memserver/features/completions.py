@@ -3,7 +3,8 @@
     ref/resource memory://tags/{tag}        tag        tags in use starting with the prefix, most used first
     ref/resource memory://memories/{id}     id         ids of stored memories starting with the prefix, in order
     ref/resource either, + {?namespace}     namespace  namespaces starting with the prefix, most memories first
-    ref/prompt   recall-context             topic      matching tags, then words of the recent memories
+    ref/prompt   recall-context             topic      matching tags, then words of the recent memories (never
+                                                       a stopword: every topic offered matches by its words)
     ref/prompt   recall-context             namespace  namespaces, as above
     ref/prompt   remember-session           focus      matching tags
 
@@ -41,7 +42,11 @@ _COMMON_WORDS = (  # too common to suggest as a topic
     "about after also been before because being between could does doing each from have having here into just "
     "like made make many more most much must only other over said same should some such than that their them "
     "then there these they this those through very want were what when where which while will with would your "
-    "user user's"
+    "user user's "
+    # The keyword index's stopwords (memserver/retrieval/terms.py) of MIN_WORD_CHARS or more: a topic made of one
+    # finds nothing by its words, so it is never offered (tests/contract/test_contract_keyword_terms.py).
+    "above again against below both down during further hers herself himself itself myself once ours ourselves "
+    "theirs themselves under until whom yours yourself yourselves"
 )
 _COMMON = frozenset(_COMMON_WORDS.split())
 

@@ -18,7 +18,7 @@ that is missing is a protocol error (spec, prompts: -32602); `check_arguments` s
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import mcp_types as types
@@ -148,8 +148,9 @@ def _recall_context(store: MemoryBackend, topic: str, namespace: str | None) -> 
     if best < tools.WEAK_MATCH_SCORE:
         lines[1:1] = [f"None of these is a strong match for the topic (best score {best:.2f}); they may be unrelated."]
         hits = hits[:WEAK_LIMIT]
-    else:  # unrelated memories are noise in a conversation: only those in the range of relevant text
-        hits = [hit for hit in hits if hit.score >= tools.WEAK_MATCH_SCORE]
+    else:  # unrelated memories are noise in a conversation: only those in the range of relevant text, and those
+        # the topic names by a tag (the search ranks them first, whatever their words)
+        hits = [hit for hit in hits if hit.score >= tools.WEAK_MATCH_SCORE or _names_a_tag(topic, hit.memory.tags)]
     used = sum(len(line) + 1 for line in lines)
     shown = 0
     for hit in hits:
@@ -161,6 +162,13 @@ def _recall_context(store: MemoryBackend, topic: str, namespace: str | None) -> 
         shown += 1
     lines += ["", "These notes come from earlier conversations and may be out of date; use them as background."]
     return _user_message(f"{shown} {'memory' if shown == 1 else 'memories'} about {topic!r}", "\n".join(lines))
+
+
+def _names_a_tag(topic: str, tags: Sequence[str]) -> bool:
+    """Whether `topic` is one of `tags`, compared as the keyword search compares them (case, spaces and punctuation
+    aside: "project falcon" names project-falcon)."""
+    key = "".join(ch for ch in topic.casefold() if ch.isalnum())
+    return bool(key) and any("".join(ch for ch in tag.casefold() if ch.isalnum()) == key for tag in tags)
 
 
 def _memory_line(memory: Memory) -> str:

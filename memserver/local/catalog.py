@@ -418,6 +418,14 @@ class Catalog:
                     )
         return keep
 
+    def tag_names(self) -> list[str]:
+        """Every tag a memory was ever stored with (some may have no current memory left)."""
+        return list(self.tag_rows.names())
+
+    def tagged_rows(self, tags: Sequence[str]) -> np.ndarray:
+        """Current rows carrying any of `tags`, sorted."""
+        return self._tag_union(tags)
+
     def _tag_union(self, tags: Sequence[str]) -> np.ndarray:
         """Current rows carrying any of `tags`, sorted."""
         parts = [self.tag_rows.rows(t, self.alive) for t in tags]

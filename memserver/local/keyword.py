@@ -2,7 +2,7 @@
 
 Derived data, like the vector index: the store feeds it from the journal replay (`add` / `remove` per record), so
 every process that replays the same journal holds the same index, and nothing the journal kept can be missing from
-it. A memory is indexed under its content, the date terms of its occurred_at (terms.py) and its speaker. A
+it. A memory is indexed under its content, its tags, the date terms of its occurred_at (terms.py) and its speaker. A
 checkpoint names the analyzer that made its terms (terms.ANALYZER): one made by another is rebuilt, once.
 
 A full rebuild costs ~1.0-1.5 s of CPU per 100k memories of ~17 words (`benchmarks/keyword_speed.py`; creating the
@@ -29,7 +29,7 @@ import numpy.typing as npt
 from memserver.durable import OS, CheckpointError, CheckpointFiles, FileLayer
 from memserver.local.replay import AddRecord
 from memserver.retrieval.bm25 import KeywordIndex
-from memserver.retrieval.terms import ANALYZER, date_text
+from memserver.retrieval.terms import ANALYZER, date_text, tag_text
 
 __all__ = ["KEYWORD_META", "KeywordDerivedIndex", "indexed_text"]
 
@@ -39,10 +39,13 @@ KEYWORD_META = "keyword.json"
 
 
 def indexed_text(record: AddRecord) -> str:
-    """What the store indexes for a memory: its content, the date words of its occurred_at (when it happened;
-    created_at for a memory stored before that field, where the two are equal) and its speaker's name (a chat
-    turn stored without a "Maya: " prefix is still found by "Maya")."""
+    """What the store indexes for a memory: its content, its tags (the person's own labels: "project-falcon" is
+    found by "project falcon"), the date words of its occurred_at (when it happened; created_at for a memory
+    stored before that field, where the two are equal) and its speaker's name (a chat turn stored without a
+    "Maya: " prefix is still found by "Maya")."""
     text = f"{record.content} {date_text(record.occurred_at or record.created_at)}"
+    if record.tags:
+        text = f"{text} {tag_text(record.tags)}"
     return f"{text} {record.speaker}" if record.speaker else text
 
 

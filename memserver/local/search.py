@@ -8,6 +8,9 @@ side's pool, the neighbours' cosines and BM25 scores, the boost masks). Every hi
 its rank_score what ordered it (the cosine, the BM25 score, the fused score).
 With `explain`, each hit also says why it ranked (hybrid_convex.explain_row).
 
+A keyword or hybrid query that names a tag (terms.named_tags: "project falcon" names `project-falcon`) ranks that
+tag's memories first, each group in the mode's own order: the person's own label is the strongest evidence there is.
+
 Exact vs HNSW: exact costs ~c_e per candidate; HNSW under a filter passing m of N rows visits ~ef*N/m nodes at
 ~c_h each (a Python predicate per node), so they cost the same at m* = sqrt((c_h/c_e) * ef * N): the threshold
 grows as the square root of the store. The ratio is measured by benchmarks/store.py (benchmarks/README.md,
@@ -35,7 +38,7 @@ from memserver.local.vectors import VectorFile
 from memserver.retrieval import hybrid_convex
 from memserver.retrieval.bm25 import KeywordIndex
 from memserver.retrieval.hybrid_convex import DEPTH, Fused, QueryAnalysis
-from memserver.retrieval.terms import date_terms, tokenize
+from memserver.retrieval.terms import named_tags, query_words, tokenize, variants
 
 BRUTE_FORCE_COST_RATIO = 4.0  # c_h / c_e, from the crossovers measured by benchmarks/store.py
 BRUTE_FORCE_MIN = 2_000  # a candidate set this small is always ranked exactly
@@ -53,6 +56,8 @@ _NO_ROWS = np.empty(0, dtype=np.int64)
 _NO_SCORES = np.empty(0, dtype=np.float32)
 
 Explainer = Callable[[int, int], dict[str, Any]]  # (position in the ranking, rank among the hits) -> explanation
+# rows best first, their cosines, their ordering scores (rank_score), their explainer
+Ranking = tuple[np.ndarray, np.ndarray, np.ndarray, Explainer | None]
 
 
 def exact_limit(live: int, ef: int) -> int:
@@ -129,17 +134,15 @@ class Searcher:
         # Filters first: both rankings see only these rows. As of a past time the candidates may include history
         # and tombstones, which no index holds: they are ranked exactly.
         cand = catalog.candidates_as_of(f) if past else catalog.candidates(f)
-        why: Explainer | None
-        if mode == "semantic" or not text:
-            rows, scores = self.rank(q, limit, cand, exact=past)
-            order_scores = scores
-            why = _semantic_explainer(scores) if explain else None
-        elif mode == "keyword":
-            rows, scores, order_scores, why = self._keyword_ranking(
-                q, text, limit, cand, min_score is not None, past, explain
-            )
-        else:
-            rows, scores, order_scores, why = self._hybrid(q, text, limit, cand, min_score is not None, f, explain)
+        ranking = self._ranking(q, text, mode, limit, cand, f, min_score is not None, explain)
+        named = [] if mode == "semantic" or not text or past else named_tags(text, catalog.tag_names())
+        if named:  # the query names a tag: that tag's memories first, in the same order among themselves
+            tagged = catalog.tagged_rows(named)
+            tagged = tagged if cand is None else np.intersect1d(tagged, cand, assume_unique=True)
+            if len(tagged):
+                first = self._ranking(q, text, mode, limit, tagged, f, min_score is not None, explain)
+                ranking = _first_then(first, ranking, named)
+        rows, scores, order_scores, why = ranking
         hits: list[Hit] = []
         ranked = zip(rows.tolist(), scores.tolist(), order_scores.tolist(), strict=True)
         for i, (row, score, rank_score) in enumerate(ranked):
@@ -150,6 +153,27 @@ class Searcher:
             if len(hits) == limit:
                 break
         return hits
+
+    def _ranking(
+        self,
+        q: np.ndarray,
+        text: str,
+        mode: str,
+        limit: int,
+        cand: np.ndarray | None,
+        f: inputs.SearchFilter,
+        deep: bool,
+        explain: bool,
+    ) -> Ranking:
+        """The rows of `mode`'s ranking among `cand` (None: every current row), their cosines, their ordering scores
+        and their explainer."""
+        past = f.as_of is not None
+        if mode == "semantic" or not text:
+            rows, scores = self.rank(q, limit, cand, exact=past)
+            return rows, scores, scores, _semantic_explainer(scores) if explain else None
+        if mode == "keyword":
+            return self._keyword_ranking(q, text, limit, cand, deep, past, explain)
+        return self._hybrid(q, text, limit, cand, deep, f, explain)
 
     def similar(self, q: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         """Current memories of `namespace` (other than `exclude`) with cosine >= NEAR_DUPLICATE_SCORE to `q`,
@@ -204,7 +228,7 @@ class Searcher:
         deep: bool,
         past: bool,
         explain: bool,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Explainer | None]:
+    ) -> Ranking:
         """Rows in BM25 order with their cosines to `q` and their BM25 scores; `limit` of them, or with `deep` all
         (min_score will drop some)."""
         matches = self._keyword(text, max(limit, DEPTH), cand, past)
@@ -232,9 +256,9 @@ class Searcher:
         return scratch.search(text, k)
 
     def _matched(self, terms: list[str], row: int) -> list[str]:
-        """The query terms the memory at `row` is indexed under (explain only)."""
+        """The query terms the memory at `row` is indexed under, itself or by a variant (explain only)."""
         held = set(tokenize(indexed_text(self.catalog.record(row))))
-        return [t for t in terms if t in held]
+        return [t for t in terms if t in held or not held.isdisjoint(variants(t))]
 
     # --- hybrid -----------------------------------------------------------------------------------------------------
 
@@ -247,7 +271,7 @@ class Searcher:
         deep: bool,
         f: inputs.SearchFilter,
         explain: bool,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Explainer | None]:
+    ) -> Ranking:
         """Rows in hybrid order (retrieval/hybrid_convex.py) with their cosines to `q` and their fused scores. The
         first DEPTH come from pools of DEPTH a side whatever `limit` is; a larger `limit` is filled from deeper pools,
         after them (each with its score in the deeper pass: the order is descending within each part)."""
@@ -370,13 +394,32 @@ class Searcher:
         return cos
 
 
+def _first_then(first: Ranking, rest: Ranking, tags: list[str]) -> Ranking:
+    """`first`'s rows, then those of `rest` that `first` lacks; explained hits of `first` name the tags. (rank_score
+    then orders each group, the tagged first: Hit.rank_score.)"""
+    rows1, scores1, order1, why1 = first
+    rows2, scores2, order2, why2 = rest
+    keep = np.flatnonzero(~np.isin(rows2, rows1))
+    rows = np.concatenate([rows1, rows2[keep]])
+    scores = np.concatenate([scores1, scores2[keep]])
+    order_scores = np.concatenate([order1, order2[keep]])
+    if why1 is None or why2 is None:
+        return rows, scores, order_scores, None
+    n = len(rows1)
+
+    def why(i: int, rank: int) -> dict[str, Any]:
+        return {**why1(i, rank), "tagged": tags} if i < n else why2(int(keep[i - n]), rank)
+
+    return rows, scores, order_scores, why
+
+
 def _present(rows: np.ndarray) -> np.ndarray:
     return rows[rows >= 0]
 
 
 def _query_terms(text: str) -> list[str]:
     """The index terms of a query, dates it names included, each once (explain only)."""
-    return list(dict.fromkeys([*tokenize(text), *(t.decode() for t in date_terms(text))]))
+    return query_words(text)
 
 
 def _semantic_explainer(scores: np.ndarray) -> Explainer:

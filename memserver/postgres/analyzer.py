@@ -14,6 +14,8 @@ database made by another is re-indexed on open and by `memserver db migrate`:
   - safe to interrupt: the stamp is written only after the last batch, and a rerun recomputes every row but
     rewrites only those still made by the old analyzer.
 
+What a row is indexed under (content, tags, occurred_at's date words) is postgres/terms.py's `indexed`.
+
 Rows written meanwhile by this memserver already carry the new terms; rows written by an older memserver running
 at the same time would carry the old ones (stop older processes before upgrading).
 """
@@ -40,7 +42,7 @@ _PROGRESS_EVERY_S = 5.0
 _ATTEMPTS = 3
 
 _READ = """
-    SELECT tenant, seq, content, coalesce(occurred_at, created_at), terms, tfs, doc_len FROM memserver.memories
+    SELECT tenant, seq, content, coalesce(occurred_at, created_at), tags, terms, tfs, doc_len FROM memserver.memories
     WHERE (tenant, seq) > (%s, %s) ORDER BY tenant, seq LIMIT %s
 """
 _REWRITE = """
@@ -128,8 +130,8 @@ def _changed(found: list[tuple[Any, ...]]) -> list[list[Any]]:
     """The _REWRITE arrays (tenant, seq, terms, tfs, doc_len) of the rows whose stored terms differ from the
     running analyzer's."""
     out: list[list[Any]] = [[], [], [], [], []]
-    for tenant, seq, content, occurred, stored_terms, stored_tfs, doc_len in found:
-        new = terms.indexed(rows.loaded_text(content), inputs.stored_time(occurred))
+    for tenant, seq, content, occurred, tags, stored_terms, stored_tfs, doc_len in found:
+        new = terms.indexed(rows.loaded_text(content), inputs.stored_time(occurred), tags)
         new_terms = [rows.stored_text(t) for t in new.terms]
         if new_terms == list(stored_terms) and new.tfs == list(stored_tfs) and new.length == doc_len:
             continue

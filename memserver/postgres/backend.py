@@ -35,6 +35,7 @@ from memserver.postgres import analyzer, health, listing, ranking, rows, schema,
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
 from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
+from memserver.retrieval.terms import named_tags, query_words
 
 if TYPE_CHECKING:
     from memserver.embedding.base import TextEmbedder
@@ -275,14 +276,32 @@ class PostgresBackend:
         words = [stored_text(t) for t in terms.query_terms(request.query)] if mode != "semantic" else []
         if mode == "keyword" and not words:
             return []
-        depth = limit if mode == "semantic" else max(limit, FUSION_DEPTH)
-        db, f, est = self.db, request.filter, self._estimates
+        near, keyed, found, bm25 = self._rankings(q, request, words)
+        shown = [stored_text(t) for t in query_words(request.query)] if mode != "semantic" else []
+        hits = ranking.hits(near, keyed, found, bm25, request, shown, explain)
+        f = request.filter
+        if mode == "semantic" or f.as_of is not None:
+            return hits
+        # A query naming a tag (terms.named_tags) ranks that tag's memories first. Its tags are indexed terms, so
+        # such memories reach the keyword pool: only a query whose pool holds one pays the second search.
+        named = named_tags(request.query, sorted({t for memory, _ in found.values() for t in memory.tags}))
+        if not named:
+            return hits
+        tagged = request._replace(filter=f._replace(tags=tuple(named)))
+        first = ranking.hits(*self._rankings(q, tagged, words), tagged, shown, explain)
+        if f.tags:  # both: the filter's tags and a named one
+            first = [h for h in first if not set(f.tags).isdisjoint(h.memory.tags)]
+        return ranking.tagged_first(first, hits, limit, named)
+
+    def _rankings(self, q: np.ndarray, request: inputs.SearchRequest, words: list[str]) -> ranking.Rankings:
+        """Both rankings of a request (seqs, best first), the memories they hold with their cosines, and the keyword
+        ranking's BM25 scores."""
+        mode, f = request.mode, request.filter
+        depth = request.limit if mode == "semantic" else max(request.limit, FUSION_DEPTH)
         if f.as_of is not None:
-            near, keyed, found, bm25 = ranking.rankings_as_of(db, self.tenant, q, request.query, f, depth, words)
-        else:
-            vector = mode != "keyword"
-            near, keyed, found, bm25 = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
-        return ranking.hits(near, keyed, found, bm25, request, words, explain)
+            return ranking.rankings_as_of(self.db, self.tenant, q, request.query, f, depth, words)
+        vector = mode != "keyword"
+        return ranking.rankings(self.db, self.tenant, self._estimates, q, f, depth, vector=vector, words=words)
 
     def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         f = inputs.SearchFilter(namespace=namespace)

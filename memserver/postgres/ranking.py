@@ -9,7 +9,7 @@ retrieval/hybrid_convex) and cuts them as the local store does (min_score, limit
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,9 +21,9 @@ from memserver.postgres.pool import Database
 from memserver.postgres.rows import COLUMNS, CURRENT
 from memserver.retrieval.bm25 import KeywordIndex
 from memserver.retrieval.hybrid_rrf import hybrid_order
-from memserver.retrieval.terms import date_text
+from memserver.retrieval.terms import date_text, tag_text
 
-__all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of"]
+__all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of", "tagged_first"]
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,9 @@ def rankings_as_of(
     bm25: dict[int, float] = {}
     if words:
         scratch = KeywordIndex()
-        scratch.add_many((seq, f"{m.content} {date_text(m.occurred_at)}") for seq, (m, _) in found.items())
+        scratch.add_many(
+            (seq, f"{m.content} {date_text(m.occurred_at)} {tag_text(m.tags)}") for seq, (m, _) in found.items()
+        )
         bm25 = {int(seq): float(score) for seq, score in scratch.search(text, depth)}
     return near, list(bm25), found, bm25
 
@@ -169,6 +171,20 @@ def hits(
         out.append(Hit(memory, score, rank_score, why))
         if len(out) == limit:
             break
+    return out
+
+
+def tagged_first(first: list[Hit], rest: list[Hit], limit: int, tags: list[str]) -> list[Hit]:
+    """The hits of a query naming `tags`: `first` (those tags' memories), then the others of `rest`, `limit` in
+    all; explanations are renumbered, and those of `first` name the tags."""
+    ids = {h.memory.id for h in first}
+    merged = [*first, *(h for h in rest if h.memory.id not in ids)][:limit]
+    out = []
+    for rank, hit in enumerate(merged, 1):
+        if hit.explanation is not None:
+            tagged = {"tagged": tags} if hit.memory.id in ids else {}
+            hit = replace(hit, explanation={**hit.explanation, "rank": rank, **tagged})
+        out.append(hit)
     return out
 
 

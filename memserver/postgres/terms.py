@@ -1,21 +1,24 @@
 """The keyword side on PostgreSQL: the same terms as the local store's BM25, and BM25 itself in SQL.
 
-Text is tokenised here, in Python, by memserver's own tokenizer (memserver.retrieval.terms), never by PostgreSQL's text
-search: both engines then index and query exactly the same terms (ids glued, accents folded, plurals stemmed, the
-date words of occurred_at). A memory row carries its distinct terms and their frequencies; triggers copy them into
-`postings` (see migrations/0001). BM25 is scored in SQL from per-tenant statistics: documents and total length
-from `tenant_stats`, document frequencies counted from the postings of the query's terms (the same index range
-the scoring reads anyway), with the local store's k1 and b. `ts_rank_cd` was not used: it has no IDF.
+Text is tokenised here, in Python, by memserver's own tokenizer (memserver.retrieval.terms), never by PostgreSQL's
+text search: both engines then index and query exactly the same terms (ids glued, accents folded, plurals stemmed,
+CJK split into character pairs, the tags, the date words of occurred_at). A memory row carries its distinct terms
+and their frequencies; triggers copy them into `postings` (see migrations/0001). BM25 is scored in SQL from
+per-tenant statistics: documents and total length from `tenant_stats`, document frequencies counted from the postings of
+the query's terms (the same index range the scoring reads anyway), with the local store's k1 and b. `ts_rank_cd` was
+not used: it has no IDF.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memserver.retrieval.bm25 import KeywordIndex
-from memserver.retrieval.terms import date_terms, date_text, normalise, raw_tokens, tokenize
+from memserver.retrieval.terms import date_text, normalise, raw_tokens, tag_text
+from memserver.retrieval.terms import query_terms as analyzer_query_terms
 
 _DEFAULTS = KeywordIndex()
 K1 = _DEFAULTS.k1
@@ -37,17 +40,17 @@ class IndexedText:
 _term = functools.lru_cache(maxsize=1 << 17)(normalise)
 
 
-def indexed(content: str, occurred_at: str) -> IndexedText:
-    """The terms of a memory: its content and the date words of its occurred_at (as the local store indexes)."""
-    raw = raw_tokens(f"{content} {date_text(occurred_at)}")
+def indexed(content: str, occurred_at: str, tags: Sequence[str] = ()) -> IndexedText:
+    """The terms of a memory: its content, the date words of its occurred_at and its tags (as the local store
+    indexes them)."""
+    raw = raw_tokens(f"{content} {date_text(occurred_at)} {tag_text(list(tags))}")
     counts = Counter(term for term in map(_term, raw) if term is not None)
     return IndexedText(list(counts), list(counts.values()), sum(counts.values()))
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct terms a query is scored on, dates it names included (see memserver.retrieval.terms.date_text)."""
-    dates = [term for raw in date_terms(query) for term in tokenize(raw.decode("ascii"))]
-    return list(dict.fromkeys(tokenize(query) + dates))
+    """The distinct terms a query is scored on (memserver.retrieval.terms.query_terms: variants and dates included)."""
+    return analyzer_query_terms(query)
 
 
 # BM25 of the postings of %(terms)s for tenant %(tenant)s, one row per memory (seq, bm25). `df` counts a term's

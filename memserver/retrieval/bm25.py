@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memserver.retrieval.maxscore import BOUND_SLACK, BoundsCache, TermPostings, ranked, top_k
-from memserver.retrieval.terms import date_terms, normalise, raw_tokens
+from memserver.retrieval.terms import normalise, query_terms, raw_tokens
 
 __all__ = ["K1", "B", "KeywordIndex", "bm25_weights"]
 
@@ -265,16 +265,10 @@ class KeywordIndex:
     # -- reading -----------------------------------------------------------------------------------------------
 
     def query_terms(self, query: str) -> list[int]:
-        """Distinct known term ids of a query, in query order, dates it names included (see terms.date_text)."""
-        seen: dict[int, None] = {}
-        for token in raw_tokens(query) + date_terms(query):
-            term = self._term_of.get(token)
-            if term is None:
-                normalised = normalise(token)
-                term = -1 if normalised is None else self._term_ids.get(normalised, -1)
-            if term >= 0:
-                seen[term] = None
-        return list(seen)
+        """Distinct known term ids of a query, in query order: its terms, their variants and the dates it names
+        (terms.query_terms)."""
+        ids = (self._term_ids.get(term, -1) for term in query_terms(query))
+        return list(dict.fromkeys(term for term in ids if term >= 0))
 
     def _postings(self, term: int) -> tuple[npt.NDArray[np.int32], Floats]:
         if term + 1 < len(self._indptr):

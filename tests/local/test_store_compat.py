@@ -150,3 +150,20 @@ def test_the_old_store_takes_new_writes(root: Path) -> None:
         assert list(store.export()) == expected
     with _open(root) as store:
         assert list(store.export()) == expected
+
+
+def test_the_old_store_is_reindexed_for_tags_and_cjk(root: Path) -> None:
+    """Its keyword checkpoint was made by an older analyzer (no tags, no CJK pairs): today's code rebuilds it on
+    open, so a tag and a CJK word are found by keyword search (issue 23, items 13 and 15)."""
+    by_content = {r["content"]: r["id"] for r in RECORDS}
+    deploy = [r["id"] for r in RECORDS if "deploy" in r["tags"]]
+    japan = {r["id"] for r in RECORDS if "日本" in r["tags"]}
+    assert deploy and japan
+    with _open(root) as store:
+        assert {h.memory.id for h in store.search("deploy", limit=len(deploy), mode="keyword")} == set(deploy)
+        assert [h.memory.id for h in store.search("会議", limit=5, mode="keyword")] == [
+            by_content["会議は木曜日の午後3時に移動しました"]
+        ]
+        beijing = by_content["北京的办公室周五关闭"]
+        assert [h.memory.id for h in store.search("北京", limit=5, mode="keyword")] == [beijing]
+        assert {h.memory.id for h in store.search("日本", limit=len(japan), mode="keyword")} == japan

@@ -169,3 +169,27 @@ def test_db_migrate_reindexes_a_stale_database_and_says_so_on_stderr(postgres: P
     assert second.returncode == 0 and "(already current)" in second.stdout, second.stderr
     assert "re-indexed the keyword terms of 2 memories (2 rewritten)" in second.stderr
     assert _made_with(url) == ANALYZER
+
+
+def test_a_database_indexed_without_tags_and_cjk_pairs_is_reindexed(postgres: PostgresForTests) -> None:
+    """The analyzer before issue 23 indexed neither the tags nor CJK character pairs (a CJK run was one token):
+    such a database is re-indexed on open, after which a tag and a CJK word are found by keyword search."""
+    url = postgres.database("before-tags")
+    with PostgresBackend(url, tenant="t", embedder=FakeEmbedder()) as b:
+        falcon = b.add("Budget approved for the migration", tags=["project-falcon"]).id
+        hotel = b.add("東京のホテルは新宿に予約した").id
+    with psycopg.connect(url, autocommit=True) as conn:  # the rows as that analyzer left them (as the owner)
+        for content, occurred in conn.execute("SELECT content, occurred_at FROM memserver.memories").fetchall():
+            stamp = occurred.isoformat()
+            counts = Counter(f"{content} {date_text(stamp)}".lower().replace("。", " ").split())
+            conn.execute(
+                "UPDATE memserver.memories SET terms = %s, tfs = %s, doc_len = %s WHERE content = %s",
+                [list(counts), list(counts.values()), sum(counts.values()), content],
+            )
+        conn.execute("UPDATE memserver.meta SET value = 's-stem+snowball-english' WHERE key = 'keyword'")
+    assert _made_with(url) != ANALYZER
+
+    with PostgresBackend(url, tenant="t", embedder=FakeEmbedder()) as b:  # opens: re-indexes
+        assert [h.memory.id for h in b.search("project falcon", limit=5, mode="keyword")] == [falcon]
+        assert [h.memory.id for h in b.search("東京", limit=5, mode="keyword")] == [hotel]
+    assert _made_with(url) == ANALYZER

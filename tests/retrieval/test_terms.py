@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memserver.retrieval.terms import date_terms, date_text, tokenize
+from memserver.retrieval.terms import date_terms, date_text, named_tags, query_terms, tag_key, tokenize
 
 
 class TestTokenize:
@@ -34,6 +34,49 @@ class TestTokenize:
     def test_unicode_punctuation_splits(self) -> None:
         """Curly quotes and dashes separate words like ASCII punctuation does."""
         assert tokenize("“Perfect Days”—Wenders") == ["perfect", "day", "wender"]
+
+
+class TestCJK:
+    def test_a_run_is_indexed_as_pairs_and_characters(self) -> None:
+        """Japanese: every character pair of a run and every character; other words of the token stay whole."""
+        assert tokenize("東京のホテル") == ["東", "京", "の", "ホ", "テ", "ル", "東京", "京の", "のホ", "ホテ", "テル"]
+        assert tokenize("iPhone15を買った") == ["iphone15", "を", "買", "っ", "た", "を買", "買っ", "った"]
+
+    def test_a_query_uses_pairs_or_its_one_character(self) -> None:
+        assert tokenize("東京", query=True) == ["東京"]
+        assert tokenize("北京的酒店", query=True) == ["北京", "京的", "的酒", "酒店"]
+        assert tokenize("茶", query=True) == ["茶"]
+
+    def test_cjk_punctuation_splits_runs_and_width_folds_but_voicing_stays(self) -> None:
+        """「」、。 and the ideographic space end a run; half-width katakana = full-width; ビ is not ヒ."""
+        assert tokenize("「東京」、大阪。", query=True) == ["東京", "大阪"]
+        assert tokenize("ﾎﾃﾙ", query=True) == tokenize("ホテル", query=True) == ["ホテ", "テル"]
+        assert tokenize("ビール", query=True) != tokenize("ヒール", query=True)
+
+
+class TestWordFamilies:
+    def test_a_y_noun_and_its_ic_adjective_meet_at_query_time(self) -> None:
+        """Snowball: allergy -> allergi, allergic -> allerg; each query also asks for the other form."""
+        assert tokenize("allergy allergic") == ["allergi", "allerg"]
+        assert query_terms("allergy") == ["allergi", "allerg"]
+        assert query_terms("allergic") == ["allerg", "allergi"]
+
+    def test_short_stems_have_no_variant(self) -> None:
+        """eight / eighty, brand / brandy, party / part: too short to bridge without false friends."""
+        for word in ("eighty", "brandy", "party", "eight"):
+            assert query_terms(word) == tokenize(word)
+
+
+class TestTags:
+    def test_a_tag_key_ignores_case_spaces_and_punctuation(self) -> None:
+        assert tag_key("Project Falcon") == tag_key("project-falcon") == tag_key("project_falcon") == "projectfalcon"
+        assert tag_key("Café") == tag_key("cafe")
+
+    def test_only_a_query_equal_to_a_tag_names_it(self) -> None:
+        tags = ["project-falcon", "work", "falcon"]
+        assert named_tags("Project Falcon", tags) == ["project-falcon"]
+        assert named_tags("falcon project", tags) == []
+        assert named_tags("  ", tags) == []
 
 
 class TestDates:
