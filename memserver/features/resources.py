@@ -85,6 +85,7 @@ HEALTH = types.Resource(
     "checkpoint and journal (local), reachability and schema (PostgreSQL), compaction, disk; each check ok, "
     "warning or failure, with advice.",
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 OVERVIEW = types.Resource(
     uri="memory://overview",
@@ -93,6 +94,7 @@ OVERVIEW = types.Resource(
     description="A namespace in a few hundred tokens: how many memories, the most used tags, memories by month and "
     "by speaker, and what was added this week." + _NAMESPACE_NOTE,
     mime_type=JSON,
+    icons=[tools.ICON],
 )
 TAG_TEMPLATE = types.ResourceTemplate(
     uri_template="memory://tags/{tag}",
