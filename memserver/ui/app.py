@@ -25,7 +25,7 @@ from memserver.errors import InvalidInputError, MemserverError
 from memserver.features import forgetting
 from memserver.ui import security, views
 from memserver.ui.census import Censuses
-from memserver.ui.markup import Child, Markup, el, text
+from memserver.ui.markup import Child, Markup, breakable, el, text
 from memserver.ui.plot import timeline_plot
 
 if TYPE_CHECKING:
@@ -409,7 +409,7 @@ class Browser:
             el("p", "This is an older version: a newer one replaced it.", class_="notice")
             if memory.replaced_by
             else None,
-            el("div", text(memory.content), class_="memory-content", dir="auto"),
+            el("div", breakable(memory.content), class_="memory-content", dir="auto"),
             el(
                 "div",
                 el("section", el("h2", "Fields"), views.fields_list(memory)),

@@ -9,6 +9,7 @@ exist. Links are checked here too: `href`, `action` and `src` may only name this
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable
 from typing import Union
 
@@ -75,6 +76,24 @@ def el(tag: str, *children: Child, **attrs: Attr) -> Markup:
     if tag in VOID:
         return Markup(opening)
     return Markup(opening + render(children) + f"</{tag}>")
+
+
+# A run of this many characters without white space gets a <wbr> break opportunity after each such stretch.
+BREAK_EVERY = 64
+_UNBROKEN = re.compile(rf"\S{{{BREAK_EVERY}}}(?=\S)")
+
+
+def breakable(value: str) -> Markup:
+    """A long field as text with a break opportunity (<wbr>) every BREAK_EVERY characters of an unbroken run:
+    Chromium lays out 20,000 characters without a space under `overflow-wrap: anywhere` in seconds (5 s at phone
+    width, measured), with <wbr> in 0.15 s. The text is unchanged (copying it copies no <wbr>)."""
+    parts: list[str] = []
+    start = 0
+    for match in _UNBROKEN.finditer(value):
+        parts.append(html.escape(value[start : match.end()], quote=True))
+        start = match.end()
+    parts.append(html.escape(value[start:], quote=True))
+    return el("bdi", Markup("<wbr>".join(parts)))
 
 
 def text(value: str) -> Markup:

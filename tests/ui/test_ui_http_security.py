@@ -129,7 +129,8 @@ def test_hostile_fields_render_as_text_everywhere(client: TestClient, store: Mem
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in memory_page
     assert "javascript:alert(4)" in memory_page  # shown, as text
     assert re.search(r"<bdi>[^<]*\u202e", memory_page), "a right-to-left override outside <bdi>"
-    assert "y" * 19_900 in memory_page  # the whole content on its own page
+    assert "y" * 19_900 in memory_page  # the whole content on its own page (the edit form's textarea)
+    assert "y" * 64 + "<wbr>" + "y" * 64 in memory_page  # shown with break opportunities: laid out in ms, not seconds
     assert "y" * 1000 not in pages[1].text  # cut on lists
 
 
