@@ -136,10 +136,10 @@ MEMORY_SCHEMA: dict[str, Any] = {
     "properties": {
         "id": {"type": "string", "description": "The memory's id (for forget, replaces, memory://memories/{id})."},
         "content": {"type": "string"},
-        "created_at": {"type": "string", "description": "When it was stored: UTC, to the second (...Z)."},
+        "created_at": {"type": "string", "description": "When it was stored: UTC (...Z), exact: usable as as_of."},
         "occurred_at": {
             "type": "string",
-            "description": "When it happened or was said, same format; only when it differs from created_at.",
+            "description": "When it happened or was said, UTC to the second; only when it differs from created_at.",
         },
         "tags": {"type": "array", "items": {"type": "string"}, "description": "Only when it has tags."},
         "source": {"type": "string", "description": "Where it came from; only when given."},
@@ -157,18 +157,22 @@ MEMORY_SCHEMA: dict[str, Any] = {
 }
 
 
-def result_time(stamp: str) -> str:
-    """A stored timestamp (ISO 8601, UTC, microseconds) as results show it: to the second, with Z."""
-    return stamp[:19] + "Z" if len(stamp) >= 19 and stamp.endswith("+00:00") else stamp
+def result_time(stamp: str, exact: bool = False) -> str:
+    """A stored timestamp (ISO 8601, UTC, microseconds) as results show it: to the second, with Z; `exact`: with its
+    microseconds (created_at: a model passes it back as as_of, which must then include that very memory and not
+    one stored later in the same second)."""
+    if not stamp.endswith("+00:00") or len(stamp) < 19:
+        return stamp
+    return stamp[: -len("+00:00")] + "Z" if exact else stamp[:19] + "Z"
 
 
 def memory_result(memory: Memory) -> dict[str, Any]:
     """A memory as a tool result shows it (MEMORY_SCHEMA): no empty fields, occurred_at only when it differs."""
     full = memory.to_dict()
-    out: dict[str, Any] = {"id": memory.id, "content": memory.content, "created_at": result_time(memory.created_at)}
-    occurred = result_time(memory.occurred_at)
-    if occurred != out["created_at"]:
-        out["occurred_at"] = occurred
+    out: dict[str, Any] = {"id": memory.id, "content": memory.content}
+    out["created_at"] = result_time(memory.created_at, exact=True)
+    if memory.occurred_at != memory.created_at:
+        out["occurred_at"] = result_time(memory.occurred_at)
     for name in ("tags", "source", "speaker", "role", "session", "namespace", "replaces", "replaced_by"):
         if full.get(name):
             out[name] = full[name]
