@@ -54,7 +54,17 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env["UV_PROJECT_ENVIRONMENT"] = str(tmp / "venv")
     _run([uv, "build", "--wheel", "--out-dir", tmp / "dist", ROOT], env=env, cwd=tmp)
     (wheel,) = (tmp / "dist").glob("memserver-*.whl")
-    sync = [uv, "sync", "--project", ROOT, "--frozen", "--no-dev", "--no-install-project", "--python", sys.executable]
+    sync = [
+        uv,
+        "sync",
+        "--project",
+        ROOT,
+        "--frozen",
+        "--no-default-groups",
+        "--no-install-project",
+        "--python",
+        sys.executable,
+    ]
     _run([*sync, "--quiet"], env=env, cwd=tmp)
     python = tmp / "venv" / "bin" / "python"
     _run([uv, "pip", "install", "--quiet", "--python", python, "--no-deps", wheel], env=env, cwd=tmp)

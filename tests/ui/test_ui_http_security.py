@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,10 @@ def test_a_user_sees_only_their_own_store(tmp_path: Path) -> None:
             assert client.post("/ui/signin", data={"csrf": csrf, "token": token}, headers=ORIGIN).status_code == 303
         import anyio
 
-        secret = anyio.run(stores.get, "alice").add("alice's secret garden plan", namespace="private")
+        # Stores.get is async; a thread of its own runs it (the browser tests' Playwright keeps a loop in this one)
+        with ThreadPoolExecutor(1) as pool:
+            alices = pool.submit(anyio.run, stores.get, "alice").result()
+        secret = alices.add("alice's secret garden plan", namespace="private")
         assert "secret garden plan" in alice.get("/ui/browse?namespace=private").text
         for path in (
             "/ui/browse?namespace=private",
