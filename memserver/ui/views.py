@@ -181,9 +181,17 @@ def search_form(q: Mapping[str, str]) -> Markup:
     )
 
 
+def shown_time(stamp: str, *, seconds: bool = False) -> str:
+    """A stored time (UTC) as a person reads it: a date alone at midnight (a date-only occurred_at), else the date
+    and time, "UTC" named."""
+    if stamp[11:26] in ("00:00:00.000000", "00:00:00"):
+        return stamp[:10]
+    return stamp[: 19 if seconds else 16].replace("T", " ") + " UTC"
+
+
 def meta_line(memory: Memory) -> Markup:
     """When, who, where: the line under a memory on lists."""
-    bits: list[Child] = [el("time", memory.occurred_at[:16].replace("T", " "), datetime=memory.occurred_at)]
+    bits: list[Child] = [el("time", shown_time(memory.occurred_at), datetime=memory.occurred_at)]
     if memory.speaker:
         bits.append(el("span", text(memory.speaker), class_="speaker"))
     if memory.role:
@@ -295,8 +303,8 @@ def results(hits: Sequence[Hit] | None) -> Markup:
 def fields_list(memory: Memory) -> Markup:
     rows: list[tuple[str, Child]] = [
         ("id", el("code", memory.id)),
-        ("occurred at", el("time", memory.occurred_at, datetime=memory.occurred_at)),
-        ("stored at", el("time", memory.created_at, datetime=memory.created_at)),
+        ("occurred at", el("time", shown_time(memory.occurred_at, seconds=True), datetime=memory.occurred_at)),
+        ("stored at", el("time", shown_time(memory.created_at, seconds=True), datetime=memory.created_at)),
         ("namespace", text(memory.namespace)),
         ("tags", [el("span", text(tag), class_="tag") for tag in memory.tags] or "none"),
         ("source", text(memory.source) if memory.source else "none"),
