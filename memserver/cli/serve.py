@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from memserver.features.chat import ChatOptions
     from memserver.server import ToolSet
     from memserver.transports.limits import HttpLimits
+    from memserver.transports.oauth import OAuthSettings
 
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
@@ -48,6 +49,18 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=None,
         help="with --http: also serve the memory browser at /ui (sign-in with the same tokens; see docs/ui.md)",
     )
+    oauth = serve.add_argument_group(
+        "OAuth sign-in", "with --http: accept an identity provider's JWT access tokens (see docs/scale-out.md)"
+    )
+    oauth.add_argument("--oauth-issuer", metavar="URL", help="the issuer (`iss`) whose tokens are accepted")
+    oauth.add_argument(
+        "--oauth-audience", metavar="AUD", help="the `aud` tokens must name: this server's public URL of /mcp"
+    )
+    oauth.add_argument("--oauth-jwks-url", metavar="URL", help="the issuer's keys (default: from its metadata)")
+    oauth.add_argument(
+        "--oauth-algorithms", metavar="ALG,ALG", help="the signature algorithms accepted (default RS256,ES256)"
+    )
+    oauth.add_argument("--oauth-user-claim", metavar="CLAIM", help="the claim naming the user (default sub)")
     limits = serve.add_argument_group(
         "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
     )
@@ -149,12 +162,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from memserver.transports.bearer import load_tokens
 
     tokens = load_tokens()
+    oauth = _oauth_settings(args)
     if database:
         check_database(database)
-    ui = _browser(tokens, limits) if args.ui else None
+    ui = _browser(tokens, limits, oauth) if args.ui else None
     server = build_server(
         data_dir=args.data_dir,
-        per_user=bool(tokens),
+        per_user=bool(tokens) or oauth is not None,
         load_at_start=True,
         database=database,
         tool_set=_tool_set(chat_options),
@@ -169,19 +183,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stateless=bool(args.stateless),
         sse=bool(args.sse),
         ui=ui,
+        oauth=oauth,
     )
     return 0
 
 
-def _browser(tokens: dict[str, str], limits: HttpLimits) -> Any:
-    """The memory browser for `serve --http --ui`: signs people in with the same bearer tokens (each token's user
-    sees only their own store), with the limits of /mcp."""
+def _oauth_settings(args: argparse.Namespace) -> OAuthSettings | None:
+    from memserver.transports.oauth import oauth_settings
+
+    algorithms = [a.strip() for a in args.oauth_algorithms.split(",") if a.strip()] if args.oauth_algorithms else None
+    return oauth_settings(
+        args.oauth_issuer,
+        args.oauth_audience,
+        jwks_url=args.oauth_jwks_url,
+        algorithms=algorithms,
+        user_claim=args.oauth_user_claim,
+    )
+
+
+def _browser(tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | None = None) -> Any:
+    """The memory browser for `serve --http --ui`: signs people in with the same bearer tokens, OAuth access
+    tokens included (each user sees only their own store), with the limits of /mcp."""
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.ui.app import Browser
 
     check_token = None
-    if tokens:
-        verifier = StaticTokenVerifier(tokens)
+    if tokens or oauth is not None:
+        verifier: Any = StaticTokenVerifier(tokens)
+        if oauth is not None:
+            from memserver.transports.oauth import FirstThatAccepts, JwtTokenVerifier
+
+            verifier = FirstThatAccepts(verifier, JwtTokenVerifier(oauth))
 
         async def check_token(token: str) -> str | None:
             access = await verifier.verify_token(token)
@@ -194,6 +226,8 @@ def _browser(tokens: dict[str, str], limits: HttpLimits) -> Any:
         queue_timeout=limits.queue_timeout,
     )
 
+
+_OAUTH_FLAGS = ("issuer", "audience", "jwks_url", "algorithms", "user_claim")
 
 # --serve's HTTP limits: flag -> HttpLimits field (see memserver/transports/limits.py)
 _LIMIT_FLAGS = {
@@ -246,6 +280,7 @@ def _tool_set(chat_options: ChatOptions | None) -> ToolSet:
 def _http_flags(args: argparse.Namespace) -> dict[str, object]:
     flags = {"--host": args.host, "--port": args.port, "--allowed-host": args.allowed_host}
     flags |= {"--stateless": args.stateless, "--sse": args.sse, "--ui": args.ui}
+    flags |= {f"--oauth-{name.replace('_', '-')}": getattr(args, f"oauth_{name}") for name in _OAUTH_FLAGS}
     return flags | {flag: getattr(args, field) for flag, field in _LIMIT_FLAGS.items()}
 
 

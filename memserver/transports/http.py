@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from memserver.transports.oauth import OAuthSettings
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 MCP_PATH = "/mcp"
@@ -73,13 +75,17 @@ def http_app(
     stateless: bool = False,
     sse: bool = False,
     ui: MountedApp | None = None,
+    oauth: OAuthSettings | None = None,
 ) -> Starlette:
     """The Starlette app serving `server` at /mcp, with the security settings described in the module docstring.
 
     `ui`: an app mounted at /ui (the memory browser, `serve --http --ui`) behind the same Host/Origin checks; it
     does its own sign-in with the same tokens, and is handed the server's lifespan state (its stores) at start.
 
-    `server` must have been built with `per_user=bool(tokens)`. `stateless`: /mcp keeps no sessions (every POST
+    `oauth`: also accept the JWT access tokens of an OAuth issuer (oauth.py), serve the RFC 9728 metadata naming
+    it, and point 401 answers at that metadata.
+
+    `server` must have been built with `per_user=bool(tokens or oauth)`. `stateless`: /mcp keeps no sessions (every POST
     stands alone, so any instance behind a load balancer can serve it). `sse`: also serve the legacy HTTP+SSE
     transport at /sse and /messages/ (sse.py); without it those paths answer 404 saying how to turn it on.
 
@@ -100,7 +106,7 @@ def http_app(
     from memserver.transports.limits import SessionRegistry
     from memserver.transports.sse import MESSAGES_PATH, SSE_PATH, SseOff
 
-    check_bind(host, tokens, allowed_hosts)
+    check_bind(host, tokens, allowed_hosts, oauth=oauth is not None)
     limits = limits or HttpLimits()
     security = _security(host, allowed_hosts)
     registry = SessionRegistry()
@@ -117,11 +123,29 @@ def http_app(
     checks = TransportSecurityMiddleware(security)
     guard = McpGuard(StreamableHTTPASGIApp(manager), limits, registry, checks, stateless=stateless)
 
-    def protected(endpoint: Any) -> Any:
-        # A resource server only: no OAuth routes, no token audience (these are static tokens), no scopes.
-        return RequireAuthMiddleware(endpoint, required_scopes=[]) if tokens else endpoint
+    signed_in = bool(tokens) or oauth is not None
+    verifier: Any = StaticTokenVerifier(tokens or {})
+    metadata_url = None
+    routes: list[BaseRoute] = []
+    if oauth is not None:
+        from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+        from pydantic import AnyHttpUrl
 
-    routes: list[BaseRoute] = [Route(MCP_PATH, endpoint=protected(guard))]
+        from memserver.transports.oauth import FirstThatAccepts, JwtTokenVerifier
+
+        verifier = FirstThatAccepts(verifier, JwtTokenVerifier(oauth))
+        resource = AnyHttpUrl(oauth.resource)
+        metadata_url = build_resource_metadata_url(resource)
+        routes += create_protected_resource_routes(
+            resource, [AnyHttpUrl(oauth.issuer)], scopes_supported=oauth.scopes, resource_name="memserver"
+        )
+
+    def protected(endpoint: Any) -> Any:
+        # A resource server only: no authorization-server routes. The audience is the JWT verifier's to check
+        # (static tokens have none), so BearerAuthBackend gets no resource_server_url.
+        return RequireAuthMiddleware(endpoint, [], metadata_url) if signed_in else endpoint
+
+    routes.append(Route(MCP_PATH, endpoint=protected(guard)))
     legacy = None
     if sse:
         from memserver.transports.sse import LegacySse
@@ -138,9 +162,9 @@ def http_app(
 
         routes.append(Mount(UI_PATH, app=ui.asgi()))
     middleware = [Middleware(HostAndOriginFirst, checks=checks)]  # outermost: before the token is looked at
-    if tokens:
+    if signed_in:
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StaticTokenVerifier(tokens))),
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),
         ]
 
@@ -212,9 +236,11 @@ def _security(host: str, allowed_hosts: Sequence[str]) -> Any:
     )
 
 
-def check_bind(host: str, tokens: Mapping[str, str] | None, allowed_hosts: Sequence[str] = ()) -> None:
+def check_bind(
+    host: str, tokens: Mapping[str, str] | None, allowed_hosts: Sequence[str] = (), *, oauth: bool = False
+) -> None:
     """Refuse the unsafe combinations, explaining why and what to do instead."""
-    if not is_loopback(host) and not tokens:
+    if not is_loopback(host) and not tokens and not oauth:
         raise ConfigError(
             f"refusing to serve HTTP on {host} without authentication: anyone who can reach that address could "
             "read and change your memories. Set MEMSERVER_TOKENS='alice:TOKEN' (or MEMSERVER_TOKEN_FILE) to "
@@ -256,6 +282,7 @@ def serve_http(
     stateless: bool = False,
     sse: bool = False,
     ui: MountedApp | None = None,
+    oauth: OAuthSettings | None = None,
 ) -> None:
     """Serve over streamable HTTP (and legacy SSE with `sse`) until interrupted. Prints the URL on stderr once
     listening."""
@@ -264,7 +291,7 @@ def serve_http(
     from memserver.transports.limits import h11_protocol
 
     limits = limits or HttpLimits()
-    check_bind(host, tokens, allowed_hosts)
+    check_bind(host, tokens, allowed_hosts, oauth=oauth is not None)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     app = http_app(
@@ -277,10 +304,13 @@ def serve_http(
         stateless=stateless,
         sse=sse,
         ui=ui,
+        oauth=oauth,
     )
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
     who = f"bearer tokens for {len(set(tokens.values()))} user(s)" if tokens else "loopback only, no tokens"
+    if oauth is not None:
+        who = f"OAuth tokens of {oauth.issuer}" + (f" and {who}" if tokens else "")
     mode = "stateless; " if stateless else ""
     legacy = f"; legacy SSE at {base}/sse" if sse else ""
     browser = f"; the memory browser at {base}{UI_PATH}/" if ui is not None else ""

@@ -1,0 +1,263 @@
+"""OAuth 2.1 sign-in for HTTP (`serve --http --oauth-issuer URL`): memserver as a resource server.
+
+An identity provider (the authorization server) issues JWT access tokens; memserver checks each one against the
+issuer's published keys (JWKS) and turns its subject into a user with their own store, exactly as a static bearer
+token's user (bearer.py). What is checked, and why:
+  - the signature, with a key from the issuer's JWKS and an algorithm from a pinned list: `alg: none`, unsigned
+    tokens and HMAC tokens signed with a public key as the secret are all refused before any key is looked at;
+  - `iss` is the configured issuer, `aud` names this server (RFC 8707: a token minted for another service is not
+    ours to accept), `exp` is in the future (a small leeway for clock skew);
+  - the JWKS is fetched once and cached; a token with a `kid` the cache lacks refetches it (the issuer rotated its
+    key), at most once per `refetch_interval` so a stream of made-up kids cannot make us hammer the issuer.
+
+The SDK supplies the rest: BearerAuthBackend calls `verify_token`, RequireAuthMiddleware answers 401 with
+`WWW-Authenticate: Bearer ... resource_metadata="..."`, and create_protected_resource_routes serves the RFC 9728
+metadata that names the issuer. The SDK has no JWT verifier of its own (its examples introspect), so this is ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memserver.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken, TokenVerifier
+
+logger = logging.getLogger(__name__)
+
+# Asymmetric algorithms only: with an HMAC algorithm allowed, a public key could be used as the shared secret.
+DEFAULT_ALGORITHMS = ("RS256", "ES256")
+ALLOWED_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+)
+DEFAULT_READ_SCOPE = "memory:read"
+DEFAULT_WRITE_SCOPE = "memory:write"
+CLOCK_LEEWAY_SECONDS = 30
+_SAFE_USER_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """Which issuer's tokens memserver accepts and for which audience (see the module docstring)."""
+
+    issuer: str
+    audience: str
+    jwks_url: str | None = None  # None: discovered from the issuer's RFC 8414 / OpenID metadata
+    algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
+    user_claim: str = "sub"
+    read_scope: str = DEFAULT_READ_SCOPE
+    write_scope: str = DEFAULT_WRITE_SCOPE
+    refetch_interval: float = 30.0
+    resource_url: str | None = None  # the public URL of /mcp for RFC 9728; None: the audience
+
+    def __post_init__(self) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.issuer)
+        if not (parts.scheme == "https" or (parts.scheme == "http" and _is_loopback(parts.hostname or ""))):
+            raise ConfigError(f"--oauth-issuer {self.issuer!r} must be an https:// URL (http:// on loopback only)")
+        if not self.audience:
+            raise ConfigError(
+                "--oauth-issuer needs --oauth-audience (MEMSERVER_OAUTH_AUDIENCE): the `aud` your identity provider "
+                "puts in tokens meant for this server, usually its public URL such as https://memory.example.com/mcp"
+            )
+        unknown = [name for name in self.algorithms if name not in ALLOWED_ALGORITHMS]
+        if unknown or not self.algorithms:
+            raise ConfigError(
+                f"--oauth-algorithms: {', '.join(unknown) or 'none given'} not allowed; choose from "
+                f"{', '.join(sorted(ALLOWED_ALGORITHMS))} (asymmetric signatures only)"
+            )
+
+    @property
+    def scopes(self) -> list[str]:
+        return [self.read_scope, self.write_scope]
+
+    @property
+    def resource(self) -> str:
+        return self.resource_url or self.audience
+
+
+def oauth_settings(
+    issuer: str | None = None,
+    audience: str | None = None,
+    *,
+    jwks_url: str | None = None,
+    algorithms: Sequence[str] | None = None,
+    user_claim: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> OAuthSettings | None:
+    """The settings from flags, falling back to MEMSERVER_OAUTH_ISSUER, _AUDIENCE, _JWKS_URL, _ALGORITHMS and
+    _USER_CLAIM; None when no issuer is given (no OAuth).
+
+    Raises:
+        ConfigError: an issuer without an audience, or an algorithm outside the asymmetric list.
+    """
+    env = os.environ if environ is None else environ
+
+    def pick(given: str | None, name: str) -> str | None:
+        return given if given is not None else (env.get(f"MEMSERVER_OAUTH_{name}", "").strip() or None)
+
+    issuer = pick(issuer, "ISSUER")
+    if issuer is None:
+        return None
+    chosen_algorithms = algorithms or [a.strip() for a in (pick(None, "ALGORITHMS") or "").split(",") if a.strip()]
+    return OAuthSettings(
+        issuer=issuer,
+        audience=pick(audience, "AUDIENCE") or "",
+        jwks_url=pick(jwks_url, "JWKS_URL"),
+        algorithms=tuple(chosen_algorithms) or DEFAULT_ALGORITHMS,
+        user_claim=pick(user_claim, "USER_CLAIM") or "sub",
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    from memserver.transports.http import is_loopback
+
+    return is_loopback(host)
+
+
+def tenant_of(value: str) -> str:
+    """The user (store) name for a token's subject: the subject itself when it is a safe lower-case folder name
+    (so `alice` is the same user as static token user `alice`), else `u-` and a digest of it (subjects such as
+    `auth0|5f1c...` or e-mail addresses, which must not become paths and must not differ only in case)."""
+    if _SAFE_USER_RE.match(value):
+        return value
+    return "u-" + hashlib.sha256(value.encode()).hexdigest()[:30]
+
+
+@dataclass
+class _KeyCache:
+    keys: dict[str, Any] = field(default_factory=dict)  # kid -> jwt.PyJWK
+    fetched_at: float | None = None
+
+
+class JwtTokenVerifier:
+    """The SDK's TokenVerifier for JWT access tokens of one issuer (see the module docstring)."""
+
+    def __init__(self, settings: OAuthSettings) -> None:
+        self.settings = settings
+        self._cache = _KeyCache()
+        self._lock = asyncio.Lock()
+        self._jwks_url = settings.jwks_url
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        import jwt
+        from mcp.server.auth.provider import AccessToken
+
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            return None
+        algorithm = header.get("alg")
+        if algorithm not in self.settings.algorithms:  # `none`, HS256 and the unexpected stop here
+            logger.info("OAuth token refused: algorithm %r is not one of %s", algorithm, self.settings.algorithms)
+            return None
+        key = await self._key(header.get("kid"))
+        if key is None:
+            return None
+        try:
+            claims = jwt.decode(
+                token,
+                key=key.key,
+                algorithms=[algorithm],
+                audience=self.settings.audience,
+                issuer=self.settings.issuer,
+                leeway=CLOCK_LEEWAY_SECONDS,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.PyJWTError as exc:
+            logger.info("OAuth token refused: %s", exc)
+            return None
+        user = claims.get(self.settings.user_claim)
+        if not isinstance(user, str) or not user:
+            logger.info("OAuth token refused: no %r claim", self.settings.user_claim)
+            return None
+        return AccessToken(
+            token=token,
+            client_id=tenant_of(user),
+            scopes=_scopes(claims),
+            expires_at=int(claims["exp"]),
+            resource=self.settings.resource,
+            subject=str(claims.get("sub", user)),
+            claims={"iss": claims["iss"]},
+        )
+
+    async def _key(self, kid: Any) -> Any:
+        """The JWKS key named `kid` (the only key when the token names none), refetching the set once when it is
+        unknown and the last fetch is older than refetch_interval."""
+        async with self._lock:
+            key = self._cached(kid)
+            last = self._cache.fetched_at
+            if key is None and (last is None or time.monotonic() - last >= self.settings.refetch_interval):
+                await self._refresh()
+                key = self._cached(kid)
+        if key is None:
+            logger.info("OAuth token refused: no key %r in the issuer's JWKS", kid)
+        return key
+
+    def _cached(self, kid: Any) -> Any:
+        keys = self._cache.keys
+        if kid is None:
+            return next(iter(keys.values())) if len(keys) == 1 else None
+        return keys.get(kid) if isinstance(kid, str) else None
+
+    async def _refresh(self) -> None:
+        import httpx2
+        import jwt
+
+        self._cache.fetched_at = time.monotonic()
+        try:
+            async with httpx2.AsyncClient(timeout=10, follow_redirects=False) as client:
+                if self._jwks_url is None:
+                    self._jwks_url = await _discover_jwks_url(client, self.settings.issuer)
+                answer = await client.get(self._jwks_url)
+                answer.raise_for_status()
+                keys = jwt.PyJWKSet.from_dict(answer.json()).keys
+        except (httpx2.HTTPError, ValueError, jwt.PyJWTError, LookupError) as exc:
+            logger.warning("cannot fetch the OAuth issuer's keys (%s): %s", self._jwks_url or self.settings.issuer, exc)
+            return
+        self._cache.keys = {str(key.key_id): key for key in keys if key.key_id is not None} or {
+            f"#{i}": key for i, key in enumerate(keys)
+        }
+
+
+async def _discover_jwks_url(client: Any, issuer: str) -> str:
+    """The issuer's jwks_uri from its RFC 8414 metadata, else its OpenID Connect discovery document."""
+    base = issuer.rstrip("/")
+    for path in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
+        answer = await client.get(base + path)
+        if answer.status_code == 200 and isinstance(url := answer.json().get("jwks_uri"), str):
+            return url
+    raise LookupError(f"{issuer} publishes no jwks_uri in its metadata; set --oauth-jwks-url")
+
+
+def _scopes(claims: Mapping[str, Any]) -> list[str]:
+    """RFC 9068 `scope` (space-separated), or the `scp` list some providers send."""
+    scope = claims.get("scope")
+    if isinstance(scope, str):
+        return scope.split()
+    scp = claims.get("scp")
+    return [str(s) for s in scp] if isinstance(scp, list) else []
+
+
+class FirstThatAccepts:
+    """A TokenVerifier trying each verifier in turn: static tokens and OAuth tokens side by side."""
+
+    def __init__(self, *verifiers: TokenVerifier) -> None:
+        self.verifiers = verifiers
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        for verifier in self.verifiers:
+            access = await verifier.verify_token(token)
+            if access is not None:
+                return access
+        return None

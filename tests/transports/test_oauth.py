@@ -1,0 +1,252 @@
+"""OAuth sign-in (transports/oauth.py): JWT access tokens minted here, checked against the keys a loopback JWKS
+server publishes, the way an identity provider would serve them; and the HTTP app around the verifier (RFC 9728
+metadata, 401 with resource_metadata, static tokens beside OAuth ones)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.testclient import TestClient
+
+from memserver.errors import ConfigError
+from memserver.local.store import MemoryStore
+from memserver.server import build_server
+from memserver.transports.http import http_app
+from memserver.transports.oauth import JwtTokenVerifier, OAuthSettings, oauth_settings, tenant_of
+from tests.support.fakes import FakeEmbedder
+
+AUDIENCE = "http://127.0.0.1:8000/mcp"
+BASE = "http://127.0.0.1:8000"
+
+
+class IdentityProvider:
+    """A loopback issuer: RSA keys, its JWKS and RFC 8414 metadata over HTTP, and the tokens it signs."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, Any] = {}
+        self.jwks_fetches = 0
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/jwks":
+                    provider.jwks_fetches += 1
+                    body = {"keys": [provider.public_jwk(kid) for kid in provider.keys]}
+                elif self.path == "/.well-known/oauth-authorization-server":
+                    body = {"issuer": provider.issuer, "jwks_uri": provider.issuer + "/jwks"}
+                else:
+                    self.send_error(404)
+                    return
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.http.server_address[1]}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.rotate("key-1")
+
+    def rotate(self, kid: str) -> None:
+        """A new signing key replaces the old one in the published set."""
+        self.keys = {kid: rsa.generate_private_key(public_exponent=65537, key_size=2048)}
+        self.kid = kid
+
+    def public_jwk(self, kid: str) -> dict[str, Any]:
+        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.keys[kid].public_key()))
+        return {**jwk, "kid": kid, "alg": "RS256", "use": "sig"}
+
+    def token(self, **overrides: Any) -> str:
+        now = int(time.time())
+        claims = {"iss": self.issuer, "aud": AUDIENCE, "sub": "alice", "exp": now + 300, "iat": now}
+        claims |= {"scope": "memory:read memory:write"}
+        claims |= overrides
+        claims = {name: value for name, value in claims.items() if value is not None}
+        return jwt.encode(claims, self.keys[self.kid], algorithm="RS256", headers={"kid": self.kid})
+
+    def settings(self, **overrides: Any) -> OAuthSettings:
+        return OAuthSettings(**{"issuer": self.issuer, "audience": AUDIENCE, **overrides})
+
+
+@pytest.fixture
+def idp() -> Iterator[IdentityProvider]:
+    provider = IdentityProvider()
+    yield provider
+    provider.http.shutdown()
+    provider.http.server_close()
+
+
+def verify(settings: OAuthSettings, *tokens: str) -> list[Any]:
+    """Each token's AccessToken (None when refused), through one verifier (one key cache)."""
+    verifier = JwtTokenVerifier(settings)
+
+    async def run() -> list[Any]:
+        return [await verifier.verify_token(token) for token in tokens]
+
+    return asyncio.run(run())
+
+
+def unsigned(claims: dict[str, Any], alg: str = "none") -> str:
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': alg, 'typ': 'JWT', 'kid': 'key-1'})}.{part(claims)}."
+
+
+def test_a_good_token_names_its_user_and_scopes(idp: IdentityProvider) -> None:
+    (access,) = verify(idp.settings(), idp.token())
+    assert access.client_id == "alice"
+    assert access.subject == "alice"
+    assert access.scopes == ["memory:read", "memory:write"]
+    assert access.resource == AUDIENCE
+
+
+def test_the_keys_are_found_through_the_issuers_metadata(idp: IdentityProvider) -> None:
+    """No --oauth-jwks-url: jwks_uri comes from /.well-known/oauth-authorization-server; the set is fetched once."""
+    results = verify(idp.settings(), idp.token(), idp.token(sub="bob"))
+    assert [access.client_id for access in results] == ["alice", "bob"]
+    assert idp.jwks_fetches == 1
+
+
+@pytest.mark.parametrize(
+    ("claims", "why"),
+    [
+        ({"exp": int(time.time()) - 3600}, "expired"),
+        ({"aud": "https://other.example/mcp"}, "for another service"),
+        ({"iss": "https://evil.example"}, "from another issuer"),
+        ({"exp": None}, "without an expiry"),
+        ({"sub": None}, "without a user"),
+    ],
+)
+def test_tokens_not_meant_for_us_are_refused(idp: IdentityProvider, claims: dict[str, Any], why: str) -> None:
+    assert verify(idp.settings(), idp.token(**claims)) == [None], why
+
+
+def test_unsigned_and_alg_none_tokens_are_refused(idp: IdentityProvider) -> None:
+    claims = {"iss": idp.issuer, "aud": AUDIENCE, "sub": "alice", "exp": int(time.time()) + 300}
+    signed = idp.token()
+    forged_signature = signed.rsplit(".", 1)[0] + ".AAAA"
+    assert verify(idp.settings(), unsigned(claims), unsigned(claims, "None"), forged_signature) == [None, None, None]
+
+
+def test_an_hmac_token_signed_with_the_public_key_is_refused(idp: IdentityProvider) -> None:
+    """The classic algorithm confusion: HS256 with the issuer's public key as the secret."""
+    public = json.dumps(idp.public_jwk("key-1")).encode()
+    claims = {"iss": idp.issuer, "aud": AUDIENCE, "sub": "alice", "exp": int(time.time()) + 300}
+    head_and_body = unsigned(claims, "HS256").rstrip(".")
+    mac = hmac.new(public, head_and_body.encode(), hashlib.sha256).digest()
+    forged = head_and_body + "." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+    assert verify(idp.settings(), forged) == [None]
+
+
+def test_a_rotated_signing_key_is_picked_up(idp: IdentityProvider) -> None:
+    verifier = JwtTokenVerifier(idp.settings(refetch_interval=0))
+
+    async def run() -> list[Any]:
+        before = await verifier.verify_token(idp.token())
+        idp.rotate("key-2")
+        after = await verifier.verify_token(idp.token(sub="bob"))
+        return [before, after]
+
+    before, after = asyncio.run(run())
+    assert (before.client_id, after.client_id) == ("alice", "bob")
+    assert idp.jwks_fetches == 2
+
+
+def test_unknown_key_ids_do_not_refetch_the_keys_more_than_once_per_interval(idp: IdentityProvider) -> None:
+    """Tokens naming keys the issuer never published are refused without a fetch each (the interval is an hour)."""
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    claims = {"iss": idp.issuer, "aud": AUDIENCE, "sub": "mallory", "exp": int(time.time()) + 300}
+    made_up = [jwt.encode(claims, stranger, algorithm="RS256", headers={"kid": kid}) for kid in ("x", "y", "z")]
+    results = verify(idp.settings(refetch_interval=3600), idp.token(), *made_up)
+    assert results[0] is not None and results[1:] == [None, None, None]
+    assert idp.jwks_fetches == 1
+
+
+def test_subjects_that_are_not_safe_folder_names_become_digests() -> None:
+    assert tenant_of("alice") == "alice"
+    for subject in ("auth0|5f1c2d", "Alice", "alice@example.com", "../../etc"):
+        tenant = tenant_of(subject)
+        assert tenant.startswith("u-") and tenant.replace("-", "").isalnum() and len(tenant) <= 32
+    assert tenant_of("Alice") != tenant_of("alice@example.com")
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"MEMSERVER_OAUTH_ISSUER": "https://id.example"}, "needs --oauth-audience"),
+        ({"MEMSERVER_OAUTH_ISSUER": "http://id.example", "MEMSERVER_OAUTH_AUDIENCE": "x"}, "must be an https://"),
+        (
+            {
+                "MEMSERVER_OAUTH_ISSUER": "https://id.example",
+                "MEMSERVER_OAUTH_AUDIENCE": "x",
+                "MEMSERVER_OAUTH_ALGORITHMS": "HS256",
+            },
+            "HS256 not allowed",
+        ),
+    ],
+)
+def test_bad_oauth_settings_are_refused(given: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        oauth_settings(environ=given)
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def test_the_http_app_serves_metadata_refuses_with_a_pointer_and_admits_both_kinds_of_token(
+    idp: IdentityProvider, tmp_path: Path
+) -> None:
+    def factory(user: str | None) -> MemoryStore:
+        return MemoryStore(tmp_path / str(user), "oauth", embedder=FakeEmbedder())
+
+    static = {"static-token-0123456789": "carol"}
+    app = http_app(build_server(factory, per_user=True), tokens=static, oauth=idp.settings())
+    with TestClient(app, base_url=BASE) as client:
+        metadata = client.get("/.well-known/oauth-protected-resource/mcp").json()
+        assert metadata["resource"] == AUDIENCE
+        assert [url.rstrip("/") for url in metadata["authorization_servers"]] == [idp.issuer]
+        assert metadata["scopes_supported"] == ["memory:read", "memory:write"]
+
+        for token in (None, idp.token(aud="https://other.example/mcp")):
+            headers = HEADERS | ({"authorization": f"Bearer {token}"} if token else {})
+            refused = client.post("/mcp", json=INITIALIZE, headers=headers)
+            assert refused.status_code == 401
+            challenge = refused.headers["www-authenticate"]
+            assert 'resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"' in challenge
+
+        for token in (idp.token(), "static-token-0123456789"):
+            admitted = client.post("/mcp", json=INITIALIZE, headers=HEADERS | {"authorization": f"Bearer {token}"})
+            assert admitted.status_code == 200, admitted.text
+
+
+def test_oauth_alone_is_enough_to_serve_beyond_loopback(idp: IdentityProvider) -> None:
+    from memserver.transports.http import check_bind
+
+    with pytest.raises(ConfigError, match="without authentication"):
+        check_bind("10.0.0.5", None)
+    check_bind("10.0.0.5", None, oauth=True)
