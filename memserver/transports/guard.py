@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+    from memserver.transports.oauth import ScopeGate
+
 logger = logging.getLogger(__name__)
 
 # JSON-RPC leaves -32000..-32099 to implementations (MCP 2026-07-28 keeps -32000..-32019 for them); -32005 is the
@@ -125,8 +127,10 @@ class McpGuard:
         *,
         stateless: bool = False,
         slots: RequestSlots | None = None,
+        scopes: ScopeGate | None = None,
     ) -> None:
         self.inner = inner
+        self.scopes = scopes
         self.limits = limits
         self.registry = registry
         self.security = security
@@ -186,6 +190,16 @@ class McpGuard:
             return
         message = inbound.message
         request_id = message.id if isinstance(message, types.JSONRPCRequest) else None
+        if self.scopes is not None and isinstance(message, types.JSONRPCRequest):
+            from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+
+            user = scope.get("user")
+            if isinstance(user, AuthenticatedUser):
+                needed = self.scopes.missing_scope(user.access_token, message.method, message.params)
+                if needed is not None:
+                    logger.info("refused %s: the token lacks the %s scope", message.method, needed)
+                    await self.scopes.refuse(send, needed)
+                    return
         if isinstance(message, types.JSONRPCRequest) and self.stateless and handshake_era(scope):
             why = NEEDS_A_SESSION.get(message.method)
             if why is not None:

@@ -107,6 +107,8 @@ def http_app(
     from memserver.transports.sse import MESSAGES_PATH, SSE_PATH, SseOff
 
     check_bind(host, tokens, allowed_hosts, oauth=oauth is not None)
+    if oauth is not None and sse:
+        raise ConfigError("--sse cannot be combined with --oauth-issuer: OAuth scopes are checked on /mcp only")
     limits = limits or HttpLimits()
     security = _security(host, allowed_hosts)
     registry = SessionRegistry()
@@ -121,21 +123,26 @@ def http_app(
         registry=registry,
     )
     checks = TransportSecurityMiddleware(security)
-    guard = McpGuard(StreamableHTTPASGIApp(manager), limits, registry, checks, stateless=stateless)
+    scope_gate = None
+    if oauth is not None:
+        from memserver.transports.oauth import ScopeGate
+
+        scope_gate = ScopeGate(oauth, _resource_metadata_url(oauth.resource))
+    guard = McpGuard(StreamableHTTPASGIApp(manager), limits, registry, checks, stateless=stateless, scopes=scope_gate)
 
     signed_in = bool(tokens) or oauth is not None
     verifier: Any = StaticTokenVerifier(tokens or {})
     metadata_url = None
     routes: list[BaseRoute] = []
     if oauth is not None:
-        from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+        from mcp.server.auth.routes import create_protected_resource_routes
         from pydantic import AnyHttpUrl
 
         from memserver.transports.oauth import FirstThatAccepts, JwtTokenVerifier
 
         verifier = FirstThatAccepts(verifier, JwtTokenVerifier(oauth))
         resource = AnyHttpUrl(oauth.resource)
-        metadata_url = build_resource_metadata_url(resource)
+        metadata_url = AnyHttpUrl(_resource_metadata_url(oauth.resource))
         routes += create_protected_resource_routes(
             resource, [AnyHttpUrl(oauth.issuer)], scopes_supported=oauth.scopes, resource_name="memserver"
         )
@@ -178,6 +185,14 @@ def http_app(
             yield
 
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def _resource_metadata_url(resource: str) -> str:
+    """RFC 9728's well-known address of the metadata about `resource` (the SDK's rule)."""
+    from mcp.server.auth.routes import build_resource_metadata_url
+    from pydantic import AnyHttpUrl
+
+    return str(build_resource_metadata_url(AnyHttpUrl(resource)))
 
 
 class HostAndOriginFirst:

@@ -261,3 +261,49 @@ class FirstThatAccepts:
             if access is not None:
                 return access
         return None
+
+
+# Tools that only read; any other tool (remember, forget, forget_matching, ones added later) needs the write scope:
+# a tool nobody classified is refused to a read-only token rather than let through.
+READ_ONLY_TOOLS = frozenset({"recall", "list_recent", "search_in_memory", "browse_memories"})
+_NO_SCOPE_METHODS = frozenset({"initialize", "ping"})
+
+
+class ScopeGate:
+    """Per-request scope checks for OAuth tokens: a read-only tool call, resources and every listing need the read
+    scope, any other tool call the write scope; a missing one is answered 403 with `WWW-Authenticate: Bearer
+    error="insufficient_scope", scope="..."` (MCP authorization spec: step-up). Static tokens are not limited.
+
+    The SDK's RequireAuthMiddleware checks scopes per route only, and every MCP request shares the one route, so
+    this runs in McpGuard, where the message is already parsed."""
+
+    def __init__(self, settings: OAuthSettings, resource_metadata_url: str) -> None:
+        self.settings = settings
+        self.resource_metadata_url = resource_metadata_url
+
+    def missing_scope(self, access: AccessToken, method: str, params: Mapping[str, Any] | None) -> str | None:
+        """The scope `access` lacks for this request, or None."""
+        if (access.claims or {}).get("iss") != self.settings.issuer or method in _NO_SCOPE_METHODS:
+            return None  # a static token, or a request any signed-in client may make
+        needed = self.settings.read_scope
+        if method == "tools/call" and (params or {}).get("name") not in READ_ONLY_TOOLS:
+            needed = self.settings.write_scope
+        return None if needed in access.scopes else needed
+
+    async def refuse(self, send: Any, needed: str) -> None:
+        """Answer 403 insufficient_scope, naming the scope the client should ask for."""
+        import json
+
+        description = f"this request needs the {needed} scope; sign in again asking for it"
+        body = json.dumps({"error": "insufficient_scope", "error_description": description}).encode()
+        challenge = (
+            f'Bearer error="insufficient_scope", scope="{needed}", error_description="{description}", '
+            f'resource_metadata="{self.resource_metadata_url}"'
+        )
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", challenge.encode()),
+        ]
+        await send({"type": "http.response.start", "status": 403, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

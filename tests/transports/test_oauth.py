@@ -250,3 +250,77 @@ def test_oauth_alone_is_enough_to_serve_beyond_loopback(idp: IdentityProvider) -
     with pytest.raises(ConfigError, match="without authentication"):
         check_bind("10.0.0.5", None)
     check_bind("10.0.0.5", None, oauth=True)
+
+
+def call(client: TestClient, token: str, session: str, method: str, params: dict[str, Any]) -> Any:
+    headers = HEADERS | {
+        "authorization": f"Bearer {token}",
+        "mcp-session-id": session,
+        "mcp-protocol-version": "2025-11-25",
+    }
+    return client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": method, "params": params}, headers=headers)
+
+
+def opened(client: TestClient, token: str) -> str:
+    answer = client.post("/mcp", json=INITIALIZE, headers=HEADERS | {"authorization": f"Bearer {token}"})
+    session = answer.headers["mcp-session-id"]
+    headers = HEADERS | {
+        "authorization": f"Bearer {token}",
+        "mcp-session-id": session,
+        "mcp-protocol-version": "2025-11-25",
+    }
+    client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    return session
+
+
+def test_a_read_only_token_may_recall_but_not_remember(idp: IdentityProvider, tmp_path: Path) -> None:
+    """memory:read alone: recall is served, remember gets 403 insufficient_scope naming memory:write; a token with
+    both scopes, and a static token (no scopes at all), may remember."""
+
+    def factory(user: str | None) -> MemoryStore:
+        return MemoryStore(tmp_path / str(user), "oauth", embedder=FakeEmbedder())
+
+    static = "static-token-0123456789"
+    app = http_app(build_server(factory, per_user=True), tokens={static: "carol"}, oauth=idp.settings())
+    remember = {"name": "remember", "arguments": {"content": "alice keeps her bicycle in the shed"}}
+    with TestClient(app, base_url=BASE) as client:
+        reader = idp.token(scope="memory:read")
+        session = opened(client, reader)
+        assert (
+            call(client, reader, session, "tools/call", {"name": "recall", "arguments": {"query": "bike"}}).status_code
+            == 200
+        )
+        refused = call(client, reader, session, "tools/call", remember)
+        assert refused.status_code == 403
+        challenge = refused.headers["www-authenticate"]
+        assert 'error="insufficient_scope"' in challenge and 'scope="memory:write"' in challenge
+        assert "resource_metadata=" in challenge
+
+        for token in (idp.token(), static):
+            session = opened(client, token)
+            answer = call(client, token, session, "tools/call", remember)
+            assert answer.status_code == 200 and '"isError":true' not in answer.text.replace(" ", ""), answer.text
+
+
+def test_a_token_without_the_read_scope_cannot_list_tools(idp: IdentityProvider, tmp_path: Path) -> None:
+    app = http_app(build_server(lambda user: None, per_user=True), oauth=idp.settings())
+    with TestClient(app, base_url=BASE) as client:
+        writer_only = idp.token(scope="memory:write")
+        session = opened(client, writer_only)
+        refused = call(client, writer_only, session, "tools/list", {})
+        assert refused.status_code == 403 and 'scope="memory:read"' in refused.headers["www-authenticate"]
+
+
+def test_each_subject_has_a_store_of_their_own(idp: IdentityProvider, tmp_path: Path) -> None:
+    def factory(user: str | None) -> MemoryStore:
+        return MemoryStore(tmp_path / str(user), "oauth", embedder=FakeEmbedder())
+
+    app = http_app(build_server(factory, per_user=True), oauth=idp.settings())
+    remember = {"name": "remember", "arguments": {"content": "alice keeps her bicycle in the shed"}}
+    listing = {"name": "list_recent", "arguments": {}}
+    with TestClient(app, base_url=BASE) as client:
+        alice, bob = idp.token(sub="alice"), idp.token(sub="auth0|bob-42")
+        alice_session, bob_session = opened(client, alice), opened(client, bob)
+        assert call(client, alice, alice_session, "tools/call", remember).status_code == 200
+        assert "bicycle" in call(client, alice, alice_session, "tools/call", listing).text
+        assert "bicycle" not in call(client, bob, bob_session, "tools/call", listing).text
