@@ -311,9 +311,18 @@ def test_a_token_without_the_read_scope_cannot_list_tools(idp: IdentityProvider,
         assert refused.status_code == 403 and 'scope="memory:read"' in refused.headers["www-authenticate"]
 
 
-def test_each_subject_has_a_store_of_their_own(idp: IdentityProvider, tmp_path: Path) -> None:
-    def factory(user: str | None) -> MemoryStore:
-        return MemoryStore(tmp_path / str(user), "oauth", embedder=FakeEmbedder())
+@pytest.mark.parametrize("engine", ["local", "postgres"])
+def test_each_subject_has_a_store_of_their_own(
+    idp: IdentityProvider, tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    """Two subjects, two tenants: on PostgreSQL these are two tenants of one database, kept apart by row-level
+    security (tests/postgres/test_postgres.py proves the policy itself)."""
+    from memserver.engines import open_backend
+
+    database = request.getfixturevalue("postgres").database("oauth") if engine == "postgres" else None
+
+    def factory(user: str | None) -> Any:
+        return open_backend(tmp_path, "oauth", embedder=FakeEmbedder(), database=database, user=user)
 
     app = http_app(build_server(factory, per_user=True), oauth=idp.settings())
     remember = {"name": "remember", "arguments": {"content": "alice keeps her bicycle in the shed"}}
