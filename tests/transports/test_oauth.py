@@ -333,3 +333,29 @@ def test_each_subject_has_a_store_of_their_own(
         assert call(client, alice, alice_session, "tools/call", remember).status_code == 200
         assert "bicycle" in call(client, alice, alice_session, "tools/call", listing).text
         assert "bicycle" not in call(client, bob, bob_session, "tools/call", listing).text
+
+
+SERVE_WITH_ISSUER = ["serve", "--http", "--port", "0", "--oauth-issuer", "https://id.example"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "--oauth-issuer", "https://id.example"], "--oauth-issuer apply to --http only"),
+        (SERVE_WITH_ISSUER, "needs --oauth-audience"),
+        (
+            [*SERVE_WITH_ISSUER, "--oauth-audience", "a", "--oauth-algorithms", "RS256,none"],
+            "none not allowed",
+        ),
+    ],
+)
+def test_bad_oauth_flags_are_one_line_and_exit_1(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memserver.cli import main
+
+    for name in ("ISSUER", "AUDIENCE", "JWKS_URL", "ALGORITHMS", "USER_CLAIM"):
+        monkeypatch.delenv(f"MEMSERVER_OAUTH_{name}", raising=False)
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
