@@ -62,7 +62,7 @@ class IdentityProvider:
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.issuer = f"http://127.0.0.1:{self.http.server_address[1]}"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         self.rotate("key-1")
 
     def rotate(self, kid: str) -> None:
