@@ -179,8 +179,12 @@ def run_variant(
     embedder: QueryVectors,
     fields: tuple[str, ...],
     store_class: type[MemoryStore] = MemoryStore,
+    keep_ranking: bool = False,
 ) -> tuple[list[dict[str, Any]], list[float], int]:
-    """Score every question of one conversation in one variant: (per-question metrics, search ms, memories)."""
+    """Score every question of one conversation in one variant: (per-question metrics, search ms, memories).
+
+    keep_ranking adds each question's ranked turn ids (to depth 50): benchmarks/lab/ reranks them offline.
+    """
     text_key = "dated" if variant == "hybrid+date" else "plain"
     mode = variant.split("+")[0]
     given = fields if variant == "hybrid+fields" else ()
@@ -233,6 +237,8 @@ def run_variant(
                         "limit_dependent": deep[:10] != top,
                     }
                 )
+                if keep_ranking:
+                    out[-1]["ranking"] = ranking
             return out, times, imported
         finally:
             store.close()
@@ -264,6 +270,7 @@ def evaluate_set(
     variants: list[str],
     fields: tuple[str, ...],
     store_class: type[MemoryStore] = MemoryStore,
+    keep_ranking: bool = False,
 ) -> dict[str, Any]:
     per_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     search_ms: dict[str, list[float]] = {v: [] for v in variants}
@@ -289,7 +296,7 @@ def evaluate_set(
             if variant == "hybrid+fields" and not fields:
                 continue
             scored, times, n = run_variant(
-                variant, conv, rows, vectors, conv["questions"], store_embedder, fields, store_class
+                variant, conv, rows, vectors, conv["questions"], store_embedder, fields, store_class, keep_ranking
             )
             for r in scored:
                 r["question"] = f"{conv['id']}/{r['question']}"
