@@ -21,6 +21,22 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "benchmarks" / "data" / "conversations"
 TYPES = ("single", "temporal", "multi", "open")
 EVIDENCE_COUNT = {"single": (1, 2), "temporal": (1, 3), "multi": (2, 5), "open": (1, 3)}
+# Question shapes (issue 28), an optional `shape` on a question beside its type: answers spread over sessions.
+SHAPES = ("which_two", "in_common", "change", "everything", "correction")
+SHAPE_EVIDENCE_COUNT = {
+    "which_two": (2, 3),
+    "in_common": (2, 3),
+    "change": (2, 5),
+    "everything": (2, 8),
+    "correction": (2, 3),
+}
+
+
+def evidence_count(question: dict[str, Any]) -> tuple[int, int]:
+    """The (fewest, most) evidence turns a question may list: its shape's range when it has one, else its type's."""
+    shape = question.get("shape")
+    return SHAPE_EVIDENCE_COUNT[shape] if shape in SHAPE_EVIDENCE_COUNT else EVIDENCE_COUNT[question["type"]]
+
 
 _MONTHS = "january|february|march|april|june|july|august|september|october|november|december"
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
@@ -136,6 +152,8 @@ def problems(conv: dict[str, Any], set_name: str | None = None) -> list[str]:
         seen.add(qid)
         if q.get("type") not in TYPES:
             out.append(f"{cid} {qid}: type {q.get('type')!r} is not one of {TYPES}")
+        if "shape" in q and q["shape"] not in SHAPES:
+            out.append(f"{cid} {qid}: shape {q['shape']!r} is not one of {SHAPES}")
         for key in ("question", "answer"):
             if not isinstance(q.get(key), str) or not q[key].strip():
                 out.append(f"{cid} {qid}: {key} missing")

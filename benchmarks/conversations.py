@@ -179,8 +179,12 @@ def run_variant(
     embedder: QueryVectors,
     fields: tuple[str, ...],
     store_class: type[MemoryStore] = MemoryStore,
+    keep_ranking: bool = False,
 ) -> tuple[list[dict[str, Any]], list[float], int]:
-    """Score every question of one conversation in one variant: (per-question metrics, search ms, memories)."""
+    """Score every question of one conversation in one variant: (per-question metrics, search ms, memories).
+
+    keep_ranking adds each question's ranked turn ids (to depth 50): benchmarks/lab/ reranks them offline.
+    """
     text_key = "dated" if variant == "hybrid+date" else "plain"
     mode = variant.split("+")[0]
     given = fields if variant == "hybrid+fields" else ()
@@ -224,7 +228,17 @@ def run_variant(
                 # Ranks 1-10 are what a recall of 10 returns; deeper ones (MRR only) come from a recall of 50.
                 ranking = top + [key for key in deep if key not in top]
                 metrics = rank_metrics(ranking, set(q["evidence"]))
-                out.append({"question": q["id"], "type": q["type"], **metrics, "limit_dependent": deep[:10] != top})
+                out.append(
+                    {
+                        "question": q["id"],
+                        "type": q["type"],
+                        "shape": q.get("shape"),
+                        **metrics,
+                        "limit_dependent": deep[:10] != top,
+                    }
+                )
+                if keep_ranking:
+                    out[-1]["ranking"] = ranking
             return out, times, imported
         finally:
             store.close()
@@ -238,6 +252,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "n": len(rows),
         "overall": mean(rows),
         "by_type": {t: {"n": len(p), **mean(p)} for t in convdata.TYPES if (p := [r for r in rows if r["type"] == t])},
+        "by_shape": {
+            s: {"n": len(p), **mean(p)} for s in convdata.SHAPES if (p := [r for r in rows if r.get("shape") == s])
+        },
     }
 
 
@@ -253,6 +270,7 @@ def evaluate_set(
     variants: list[str],
     fields: tuple[str, ...],
     store_class: type[MemoryStore] = MemoryStore,
+    keep_ranking: bool = False,
 ) -> dict[str, Any]:
     per_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     search_ms: dict[str, list[float]] = {v: [] for v in variants}
@@ -278,7 +296,7 @@ def evaluate_set(
             if variant == "hybrid+fields" and not fields:
                 continue
             scored, times, n = run_variant(
-                variant, conv, rows, vectors, conv["questions"], store_embedder, fields, store_class
+                variant, conv, rows, vectors, conv["questions"], store_embedder, fields, store_class, keep_ranking
             )
             for r in scored:
                 r["question"] = f"{conv['id']}/{r['question']}"
@@ -323,20 +341,21 @@ def time_embed_query(embedder: Any, texts: list[str], n: int = 40) -> dict[str, 
 def print_tables(result: dict[str, Any]) -> None:
     for name, data in result["sets"].items():
         print(f"\n{name}: {data['conversations']} conversations, {data['turns']} turns, {data['questions']} questions")
-        headers = ["variant", "R@5", "R@10", "MRR", *(f"{t} R@10" for t in convdata.TYPES), "search p50 ms"]
+        kinds = (*convdata.TYPES, *convdata.SHAPES)
+        headers = ["variant", "R@5", "R@10", "MRR", *(f"{t} R@10" for t in kinds), "search p50 ms"]
         rows = []
         for variant, v in data["variants"].items():
             if not v["available"]:
-                rows.append([variant, "n/a", "n/a", "n/a", *(["n/a"] * len(convdata.TYPES)), "n/a"])
+                rows.append([variant, "n/a", "n/a", "n/a", *(["n/a"] * len(kinds)), "n/a"])
                 continue
-            o, by = v["overall"], v["by_type"]
+            o, by = v["overall"], {**v["by_type"], **v.get("by_shape", {})}
             rows.append(
                 [
                     variant,
                     o["recall@5"],
                     o["recall@10"],
                     o["mrr"],
-                    *(f"{by[t]['recall@10']} ({by[t]['n']})" if t in by else "-" for t in convdata.TYPES),
+                    *(f"{by[t]['recall@10']} ({by[t]['n']})" if t in by else "-" for t in kinds),
                     v["search_ms"]["p50"],
                 ]
             )

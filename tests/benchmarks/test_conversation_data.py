@@ -64,8 +64,13 @@ def test_conversation_sizes(name, conv):
 @pytest.mark.parametrize(("name", "conv"), CONVERSATIONS, ids=IDS)
 def test_evidence_counts_fit_the_question_types(name, conv):
     for q in conv["questions"]:
-        low, high = convdata.EVIDENCE_COUNT[q["type"]]
-        assert low <= len(q["evidence"]) <= high, (q["id"], q["type"], q["evidence"])
+        low, high = convdata.evidence_count(q)
+        assert low <= len(q["evidence"]) <= high, (q["id"], q["type"], q.get("shape"), q["evidence"])
+
+
+@pytest.mark.parametrize(("name", "conv"), CONVERSATIONS, ids=IDS)
+def test_every_conversation_asks_every_new_shape(name, conv):
+    assert {q.get("shape") for q in conv["questions"]} >= set(convdata.SHAPES)
 
 
 @pytest.mark.parametrize(("name", "conv"), CONVERSATIONS, ids=IDS)
@@ -141,6 +146,7 @@ def test_a_well_formed_conversation_has_no_problems():
         (lambda c: c["sessions"][1].update(date="2024-03-22T18:00:00+01:00"), "has an offset"),
         (lambda c: c["sessions"][1].update(id="S3"), "expected 'S2'"),
         (lambda c: c["questions"][0].update(type="trivia"), "type 'trivia' is not one of"),
+        (lambda c: c["questions"][0].update(shape="vibes"), "shape 'vibes' is not one of"),
         (lambda c: c["questions"][0].update(evidence=["S9:1"]), "evidence 'S9:1' is not a turn id"),
         (lambda c: c["questions"][0].update(evidence=[]), "non-empty list"),
         (lambda c: c["questions"].append(dict(c["questions"][0])), "question id used twice"),
