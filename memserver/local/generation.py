@@ -100,7 +100,17 @@ class Generation:
             self.from_snapshot = True
         self._load_checkpoint(self.vindex)
         cov.start_replay(len(self.catalog))
-        return self.catch_up(repair=False)
+        torn = self.catch_up(repair=False)
+        self._reembed_rows_past_the_file()
+        return torn
+
+    def _reembed_rows_past_the_file(self) -> None:
+        """Stored rows a checkpoint covers but the vector file no longer holds (it was truncated): re-embedded now
+        (logged once, written back at the next checkpoint), so no search reads past the end of the file."""
+        stored = self.catalog.stored_rows()
+        missing = stored[stored >= self.vectors.present_rows()].tolist()
+        for i in range(0, len(missing), REBUILD_BATCH):
+            self.vectors.checked([self.catalog.record(row) for row in missing[i : i + REBUILD_BATCH]], self.embed)
 
     def _load_checkpoint(self, d: DerivedIndex) -> None:
         """Load one derived index's checkpoint; one that has none is reset, to be rebuilt in bulk after the replay."""

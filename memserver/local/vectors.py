@@ -158,6 +158,10 @@ class VectorFile:
                 self.repaired[rows[i]] = v
         return vecs
 
+    def present_rows(self) -> int:
+        """How many whole rows the file holds now."""
+        return os.fstat(self.fd).st_size // self.rowbytes
+
     def matrix(self, rows: np.ndarray) -> np.ndarray:
         """Stored vectors of live rows (checked when they were indexed): a few read with pread, more through a
         read-only map of the file. Why not always the map: each row it touches stays in the RSS (file pages)."""
@@ -179,6 +183,11 @@ class VectorFile:
             self._map_rows = size // self.rowbytes
         assert self._map is not None
         mat = np.frombuffer(self._map, dtype=np.float32, count=self._map_rows * self.dim).reshape(-1, self.dim)
+        if need > self._map_rows:  # rows past the end of a truncated file: re-embedded (`repaired`), zeros here
+            inside = rows < self._map_rows
+            padded = np.zeros((len(rows), self.dim), dtype=np.float32)
+            padded[inside] = mat[rows[inside]]
+            return padded
         picked: np.ndarray = mat[rows]  # a copy: fancy indexing
         return picked
 
