@@ -260,3 +260,20 @@ def test_compaction_quick(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [r["memories"] for r in rows] == [10, 10, 100, 100]
     assert all(r["bytes_after"] <= r["bytes_before"] for r in rows)
+
+
+def test_consolidation_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/consolidation.py --quick sweeps the threshold on both halves and writes the JSON result."""
+    output = tmp_path / "consolidation.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.consolidation", "--quick", "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "held-out" in run.stdout
+    result = json.loads(output.read_text())
+    assert result["memories"] > 300 and len(result["sweep"]["dev"]) == len(result["sweep"]["heldout"]) > 1
+    assert 0 <= result["heldout_at_chosen"]["precision"] <= 1

@@ -1,0 +1,107 @@
+"""Near-duplicate detection (memserver.contract.consolidation) on a made set: precision and recall of duplicate pairs.
+
+Loads benchmarks/data/consolidation.json (built by benchmarks/data/make_consolidation.py: duplicate clusters, hard
+negatives, singletons, split by fact into the namespaces "dev" and "heldout"), adds every memory to a fresh
+MemoryStore with the real Embedder, and sweeps the cosine threshold of `propose_merges`. A pair of memories counts
+as found when both are in one proposed cluster; precision and recall are over such pairs. The threshold with the best
+F1 on "dev" is the one reported on "heldout" (and the default, DUPLICATE_COSINE).
+
+    uv run python -m benchmarks.consolidation          # full sweep, writes benchmarks/results/consolidation.json
+    uv run python -m benchmarks.consolidation --quick  # smoke test: the fake embedder, a coarse sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from memserver.contract import consolidation
+from memserver.local.store import MemoryStore
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data" / "consolidation.json"
+RESULTS = ROOT / "benchmarks" / "results" / "consolidation.json"
+Pair = frozenset[str]
+
+
+def _pairs(groups: list[list[str]]) -> set[Pair]:
+    return {frozenset(p) for g in groups for p in itertools.combinations(g, 2)}
+
+
+def _score(found: set[Pair], truth: set[Pair]) -> dict[str, float]:
+    hits = len(found & truth)
+    precision = hits / len(found) if found else 1.0
+    recall = hits / len(truth) if truth else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4), "found": len(found)}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    data = json.loads(DATA.read_text())
+    embedder: Any
+    if quick:
+        from tests.support.fakes import FakeEmbedder
+
+        embedder = FakeEmbedder()
+    else:
+        from memserver.embedding.embedder import Embedder
+
+        embedder = Embedder()
+    truth: dict[str, dict[str, list[str]]] = {"dev": {}, "heldout": {}}
+    with tempfile.TemporaryDirectory() as folder:
+        store = MemoryStore(Path(folder), "consolidation", embedder=embedder)
+        for record in data["memories"]:
+            memory = store.add(record["content"], namespace=record["namespace"])
+            if "cluster" in record:
+                truth[record["namespace"]].setdefault(record["cluster"], []).append(memory.id)
+        thresholds = [round(0.60 + 0.01 * n, 2) for n in range(0, 40, 5 if quick else 1)]
+        sweep: dict[str, list[dict[str, Any]]] = {}
+        for space in ("dev", "heldout"):
+            expected = _pairs(list(truth[space].values()))
+            rows = []
+            for threshold in thresholds:
+                proposals = consolidation.propose_merges(store, namespace=space, threshold=threshold)
+                rows.append({"threshold": threshold, **_score(_pairs([list(p.ids) for p in proposals]), expected)})
+            sweep[space] = rows
+        store.close()
+    best = max(sweep["dev"], key=lambda r: (r["f1"], r["threshold"]))
+    heldout = next(r for r in sweep["heldout"] if r["threshold"] == best["threshold"])
+    return {
+        "memories": len(data["memories"]),
+        "clusters": sum(len(t) for t in truth.values()),
+        "min_word_overlap": consolidation.MIN_WORD_OVERLAP,
+        "embedder": "fake" if quick else "all-MiniLM-L6-v2",
+        "chosen_on_dev": best,
+        "heldout_at_chosen": heldout,
+        "sweep": sweep,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke test: the fake embedder, a coarse sweep")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    result = run(args.quick)
+    print("| threshold | dev P | dev R | dev F1 | held-out P | held-out R | held-out F1 |")
+    print("|---|---|---|---|---|---|---|")
+    for d, h in zip(result["sweep"]["dev"], result["sweep"]["heldout"], strict=True):
+        print(
+            f"| {d['threshold']:.2f} | {d['precision']:.3f} | {d['recall']:.3f} | {d['f1']:.3f} "
+            f"| {h['precision']:.3f} | {h['recall']:.3f} | {h['f1']:.3f} |"
+        )
+    best, held = result["chosen_on_dev"], result["heldout_at_chosen"]
+    print(
+        f"\nchosen on dev: {best['threshold']:.2f} (F1 {best['f1']:.3f}); held-out there: "
+        f"precision {held['precision']:.3f}, recall {held['recall']:.3f}, F1 {held['f1']:.3f}"
+    )
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
