@@ -146,7 +146,14 @@ async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_tools()).tools
     assert [tool.name for tool in listed] == [*(tool.name for tool in tools.TOOLS), "browse_memories"]
-    assert [tool.name for tool in tools.TOOLS] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
+    assert [tool.name for tool in tools.TOOLS] == [
+        "remember",
+        "recall",
+        "list_recent",
+        "forget",
+        "mark",
+        "forget_matching",
+    ]
     for tool in listed[: len(tools.TOOLS)]:
         assert tool.description and tool.title
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"
@@ -220,11 +227,11 @@ async def test_defaults_are_applied_and_filters_passed_to_the_store(client: Clie
         "namespace": None,
         "as_of": None,
         "explain": False,
+        "kinds": None,
+        "include_archived": False,
     }
-    assert recent == (
-        "list_page",
-        (10, None, None, {"namespace": None, "session": None, "speaker": None, "role": None}),
-    )
+    filters = {"namespace": None, "session": None, "speaker": None, "role": None}
+    assert recent == ("list_page", (10, None, None, {**filters, "kinds": None, "include_archived": False}))
     assert search2[1]["limit"] == 7 and isinstance(search2[1]["limit"], int)
 
 
