@@ -3,6 +3,7 @@ recall and list_recent filtered by kind and include_archived, and the mark tool.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -74,3 +75,15 @@ async def test_bad_kind_and_mark_of_history_are_tool_errors(client: Client) -> N
     await call(client, "mark", {"memory_id": stored["id"], "as": "pinned"})
     history = await client.call_tool("mark", {"memory_id": stored["id"], "as": "archived"})
     assert history.is_error and "is history" in history.content[0].text
+
+
+@pytest.mark.anyio
+async def test_the_kinds_resource_counts_by_kind_and_archived(client: Client) -> None:
+    first = await call(client, "remember", {"content": "Alice is the team lead", "kind": "person"})
+    await call(client, "remember", {"content": "Ship the release", "kind": "task"})
+    await call(client, "remember", {"content": "Ship the docs", "kind": "task"})
+    await call(client, "mark", {"memory_id": first["id"], "as": "archived"})
+    listed = {str(r.uri) for r in (await client.list_resources()).resources}
+    assert "memory://kinds" in listed
+    read = await client.read_resource("memory://kinds")
+    assert json.loads(read.contents[0].text) == {"kinds": {"task": 2}, "archived": 1}

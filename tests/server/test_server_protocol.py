@@ -385,7 +385,7 @@ async def test_resources_and_templates_are_listed(client: Client) -> None:
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
-    memory = ["memory://stats", "memory://recent", "memory://tags", "memory://namespaces"]
+    memory = ["memory://stats", "memory://recent", "memory://tags", "memory://kinds", "memory://namespaces"]
     memory += ["memory://health", "memory://overview"]
     assert [str(r.uri) for r in listed] == [*memory, "ui://memserver/browser"]
     assert [t.uri_template for t in templates] == ["memory://tags/{tag}", "memory://memories/{id}"]
@@ -451,7 +451,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
                     results.append(await client.call_tool("remember", {"content": "x"}))
 
                 tg.start_soon(remember)
-                assert len((await client.list_resources()).resources) == 7  # the loop still serves meanwhile
+                assert len((await client.list_resources()).resources) == 8  # the loop still serves meanwhile
                 assert not results  # ... while the call waits on the store
                 release.set()
             assert results[0].structured_content["status"] == "stored"
