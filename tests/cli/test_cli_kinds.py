@@ -48,3 +48,18 @@ def test_remember_a_task_then_pin_done_and_archive(data_dir: Path, capsys: pytes
 def test_a_bad_kind_is_one_line_and_nothing_stored(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, err = run(capsys, "remember", "Something", "--kind", "chore", status=1)
     assert "kind must be one of" in err and len(err.strip().splitlines()) == 1
+
+
+def test_recall_and_list_by_kind_and_archived(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, _ = run(capsys, "remember", "Ana prefers window seats", "--kind", "preference", "--json")
+    preference = json.loads(out)["id"]
+    out, _ = run(capsys, "remember", "Ana flew to Lisbon", "--kind", "event", "--json")
+    event = json.loads(out)["id"]
+    out, _ = run(capsys, "list", "--kind", "preference", "--json")
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [preference]
+    out, _ = run(capsys, "archive", event, "--json")
+    archived = json.loads(out)["id"]
+    out, _ = run(capsys, "recall", "Ana", "--json")
+    assert archived not in out
+    out, _ = run(capsys, "recall", "Ana", "--kind", "event", "--include-archived", "--json")
+    assert [json.loads(line)["id"] for line in out.splitlines() if "id" in json.loads(line)] == [archived]
