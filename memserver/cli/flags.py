@@ -25,6 +25,12 @@ def filters(parser: argparse.ArgumentParser, *, times: bool = True, source: bool
     namespace(parser)
 
 
+def lifecycle(parser: argparse.ArgumentParser) -> None:
+    """--kind (any of those given) and --include-archived (archived memories are left out otherwise)."""
+    parser.add_argument("--kind", action="append", dest="kinds", metavar="KIND", help="memories of this kind (any)")
+    parser.add_argument("--include-archived", action="store_true", help="archived memories too")
+
+
 def namespace(parser: argparse.ArgumentParser, text: str = "the namespace (default: default)") -> None:
     parser.add_argument("--namespace", metavar="NAME", help=text)
 

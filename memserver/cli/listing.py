@@ -43,6 +43,7 @@ def add_commands(store_command: StoreCommand) -> None:
         help="occurred (default): by when it happened; stored: by when it was stored",
     )
     flags.filters(listing)
+    flags.lifecycle(listing)
     flags.output(listing)
 
     tags = store_command("tags", cmd_tags, "list the tags in use and how many memories carry each", "memserver tags")
@@ -82,7 +83,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
-    names = ("tags", "namespace", "session", "speaker", "role", "source", "since", "until")
+    names = ("tags", "namespace", "session", "speaker", "role", "source", "since", "until", "kinds", "include_archived")
     return {name: getattr(args, name) for name in names} | {"order": args.by}
 
 

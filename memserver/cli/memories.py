@@ -25,6 +25,16 @@ if TYPE_CHECKING:
     from memserver.cli.command import StoreCommand
 
 SAMPLE = 5  # memories shown before a bulk forget
+KINDS = ("fact", "preference", "decision", "task", "event", "instruction", "person", "note", "summary")
+# The lifecycle commands (issue 24): what each sets.
+MARKS: dict[str, tuple[str, bool]] = {
+    "pin": ("pinned", True),
+    "unpin": ("pinned", False),
+    "archive": ("archived", True),
+    "unarchive": ("archived", False),
+    "done": ("done", True),
+    "undone": ("done", False),
+}
 TIME_FIELDS = ("created_at", "occurred_at")
 
 
@@ -44,8 +54,21 @@ def add_commands(store_command: StoreCommand) -> None:
     remember.add_argument("text", metavar="TEXT")
     flags.fields(remember)
     remember.add_argument("--replaces", metavar="ID", help="the memory this one corrects (kept as history)")
+    remember.add_argument("--kind", help="what it is: " + ", ".join(KINDS) + " (default note)")
+    remember.add_argument("--due", metavar="DATE", help="a task's due date (ISO, e.g. 2026-12-31)")
     flags.namespace(remember)
     flags.output(remember, times=False)
+
+    for name, (flag, value) in MARKS.items():
+        mark = store_command(
+            name,
+            cmd_mark,
+            f"{name} a memory: a new version with {flag} {'set' if value else 'cleared'}, the old one kept as history",
+            f"memserver {name} 6f24",
+        )
+        mark.add_argument("memory_id", metavar="ID", help=ids.ID_WORDS)
+        flags.namespace(mark)
+        flags.output(mark, times=False)
 
     forget = store_command(
         "forget",
@@ -115,6 +138,8 @@ def cmd_remember(args: argparse.Namespace) -> int:
             session=args.session,
             namespace=args.namespace,
             replaces=replaces,
+            kind=args.kind,
+            due=args.due,
         )
     status = "duplicate" if memory.duplicate else "stored"
     if args.json:
@@ -127,6 +152,24 @@ def cmd_remember(args: argparse.Namespace) -> int:
         print(f"stored {memory.id}" + (f", replacing {memory.replaces}" if memory.replaces else ""))
     for mid, score in memory.similar:
         print(f"  similar: {mid} (cosine {score:.2f}); `memserver show {ids.short(mid)}`")
+    return 0
+
+
+def cmd_mark(args: argparse.Namespace) -> int:
+    flag, value = MARKS[args.command]
+    with open_store(args) as store:
+        memory_id = ids.resolve(store, args.memory_id, args.namespace)
+        change = {"pinned": store.pin, "archived": store.archive, "done": store.mark_done}[flag]
+        memory = change(memory_id, value, namespace=args.namespace)
+    if memory is None:
+        raise ids.NoSuchMemory(f"no memory {memory_id} in namespace {args.namespace or 'default'}")
+    status = "unchanged" if memory.id == memory_id else "changed"
+    if args.json:
+        output.lines([{"id": memory.id, "status": status, **({"replaces": memory_id} if status == "changed" else {})}])
+    elif status == "unchanged":
+        print(f"{memory.id} is {flag if value else 'not ' + flag} already; nothing stored")
+    else:
+        print(f"stored {memory.id} ({flag if value else 'not ' + flag}), replacing {memory_id}")
     return 0
 
 

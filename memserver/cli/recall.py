@@ -41,6 +41,7 @@ def add_commands(store_command: StoreCommand) -> None:
         "--min-score", type=float, metavar="X", help="drop matches whose cosine to the query is below X (-1..1)"
     )
     flags.filters(recall)
+    flags.lifecycle(recall)
     recall.add_argument("--as-of", metavar="WHEN", help=flags.AS_OF_HELP)
     recall.add_argument("--explain", action="store_true", help="show what each match's rank is made of")
     flags.output(recall)
@@ -63,6 +64,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             as_of=args.as_of,
             explain=args.explain,
+            kinds=args.kinds,
+            include_archived=args.include_archived,
         )
     note = _note(args, hits)
     if args.json:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "KINDS",
     "NEAR_DUPLICATE_SCORE",
     "SIMILAR_MAX",
     "Hit",
@@ -42,6 +43,8 @@ __all__ = [
 NEAR_DUPLICATE_SCORE = 0.82
 SIMILAR_MAX = 3
 DEFAULT_NAMESPACE = "default"  # (inputs.DEFAULT_NAMESPACE; repeated here so this module imports nothing)
+# What a memory is (issue 24; inputs.KINDS, repeated here for the same reason): "note" unless given.
+KINDS = ("fact", "preference", "decision", "task", "event", "instruction", "person", "note", "summary")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,11 @@ class Memory:
     memory this one updated, and `replaced_by` (derived from the newer memory's `replaces`, never given) the id
     of the memory that updated this one: a memory with `replaced_by` is history, returned by get() and export()
     but not by search() or the listings unless `as_of` asks for a time when it was current.
+
+    The lifecycle fields (issue 24): `kind` (one of KINDS), `due` (an ISO date, a task's; None: none), `done`
+    (a task marked done), `pinned` (always recalled first) and `archived` (kept, but out of search and the
+    listings unless asked for). pin(), archive() and mark_done() change them by storing a new version
+    (`replaces`): history keeps the old state and `as_of` answers as the memory stood (docs/care.md).
     """
 
     id: str
@@ -70,6 +78,11 @@ class Memory:
     namespace: str = DEFAULT_NAMESPACE
     replaces: str = ""
     replaced_by: str = ""
+    kind: str = "note"
+    due: str | None = None
+    done: bool = False
+    pinned: bool = False
+    archived: bool = False
 
     def __post_init__(self) -> None:
         if not self.occurred_at:
@@ -77,7 +90,8 @@ class Memory:
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape of a memory (tools.MEMORY_SCHEMA, export lines, memory:// resources):
-        `occurred_at` always, speaker/role/session/replaces/replaced_by when set, namespace when not "default"."""
+        `occurred_at` always, speaker/role/session/replaces/replaced_by when set, namespace when not "default",
+        kind when not "note", due when set, done/pinned/archived when true."""
         d: dict[str, Any] = {
             "id": self.id,
             "content": self.content,
@@ -98,6 +112,13 @@ class Memory:
             d["replaces"] = self.replaces
         if self.replaced_by:
             d["replaced_by"] = self.replaced_by
+        if self.kind != "note":
+            d["kind"] = self.kind
+        if self.due:
+            d["due"] = self.due
+        for flag in ("done", "pinned", "archived"):
+            if getattr(self, flag):
+                d[flag] = True
         return d
 
 
@@ -146,7 +167,8 @@ class Page:
 class MemoryFilter:
     """Which memories of one namespace a bulk selection (`select`, then `delete_many`) takes: all criteria given
     must hold (`tags`: any of them). `since`/`until` bound occurred_at like search's; `before` is a storage-time
-    bound (created_at < before). Replaced memories (history) are taken only with `include_replaced`.
+    bound (created_at < before). Replaced memories (history) are taken only with `include_replaced`; `kinds`:
+    any of these kinds; archived memories only with `include_archived`.
 
     A filter with no criterion but the namespace is refused (InvalidInputError) unless `everything=True`: a bug
     that drops a criterion must not select, and then forget, a whole namespace.
@@ -163,6 +185,8 @@ class MemoryFilter:
     before: str | date | None = None
     include_replaced: bool = False
     everything: bool = False
+    kinds: Sequence[str] | None = None
+    include_archived: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,6 +229,8 @@ class MemoryBackend(Protocol):
         session: str | None = None,
         namespace: str | None = None,
         replaces: str | None = None,
+        kind: str | None = None,
+        due: str | date | None = None,
     ) -> Memory:
         """Store one memory and return it.
 
@@ -218,13 +244,16 @@ class MemoryBackend(Protocol):
         inputs.ROLES), `session` (a conversation id, trimmed, 1..inputs.MAX_SESSION_CHARS, no control
         characters), `namespace` (see the class docstring), `replaces` (the id of a current memory of the same
         namespace that this one updates: it becomes history with `replaced_by` = the new id; an unknown id, one
-        of another namespace, or one already replaced is an InvalidInputError naming `replaces`).
+        of another namespace, or one already replaced is an InvalidInputError naming `replaces`), `kind` (one of
+        KINDS, any case; default "note"), `due` (an ISO date). A new memory is neither done, pinned nor archived;
+        add_many and import_ items may also carry "done", "pinned" and "archived" (booleans).
 
         Exact duplicates: when a current (not replaced) memory of the same namespace has the same content once
         whitespace is collapsed (`inputs.normalised`), nothing is stored and that memory comes back with
         `duplicate=True` (its own fields; the earliest stored if there are several): a duplicate stores nothing,
         so it replaces nothing either. (Not a duplicate: the same content as the memory `replaces` names, with
-        other tags, source, speaker, role, session or a given occurred_at: a new version of it, e.g. retagged.)
+        other tags, source, speaker, role, session, lifecycle fields or a given occurred_at: a new version of it,
+        e.g. retagged.)
         Otherwise the new memory carries in `similar` up to SIMILAR_MAX (id, cosine
         rounded to 4 places) of other current memories of its namespace scoring at least NEAR_DUPLICATE_SCORE
         against it, best first: still stored, so the caller may forget (or replace) an outdated one.
@@ -261,6 +290,8 @@ class MemoryBackend(Protocol):
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
         explain: bool = False,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Hit]:
         """The at most `limit` (1..inputs.MAX_LIMIT) current memories of `namespace` that best match `query`,
         best first.
@@ -268,7 +299,8 @@ class MemoryBackend(Protocol):
         Filters restrict the candidates BEFORE ranking, so a selective filter still yields the true top-`limit`
         of the memories that pass it: `tags` matches a memory carrying any of them; `source` equals the memory's
         source ("" matches memories without one); `speaker`, `role` and `session` equal the memory's (exact,
-        after trimming); `since`/`until` bound occurred_at, both inclusive; a date-only `until` includes that
+        after trimming); `kinds`: any of these kinds; archived memories only with `include_archived`;
+        `since`/`until` bound occurred_at, both inclusive; a date-only `until` includes that
         whole UTC day; a time without an offset is UTC; `since` after `until` is an error.
 
         `as_of` (ISO 8601; a date alone means the end of that UTC day): answer as the collection stood then,
@@ -309,10 +341,13 @@ class MemoryBackend(Protocol):
         namespace: str | None = None,
         session: str | None = None,
         speaker: str | None = None,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Memory]:
         """At most `limit` current memories of `namespace`, newest occurred_at first (equal times: the
         later-stored first); with `tags`, only memories carrying any of them; with `session`/`speaker`, only
-        those of that session / speaker. (The first page of `list_page`.)"""
+        those of that session / speaker; `kinds` and `include_archived` as in search. (The first page of
+        `list_page`.)"""
         ...
 
     def list_page(
@@ -330,6 +365,8 @@ class MemoryBackend(Protocol):
         cursor: str | None = None,
         as_of: str | date | None = None,
         order: str = "occurred",
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> Page:
         """The memories list_recent lists (with `role`, `source`, `since`/`until` and `as_of` as in search), a page
         at a time, newest first: `cursor` is the `next_cursor` of the previous page (None: the first page).
@@ -344,6 +381,22 @@ class MemoryBackend(Protocol):
         meanwhile (those placed after the cursor appear; those placed before it, being newer, do not). A cursor is
         opaque (each engine encodes its own sort key); a string that is not one this backend returned is an
         InvalidInputError naming `cursor`."""
+        ...
+
+    def pin(self, memory_id: str, pinned: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """Pin (or with pinned=False unpin) the current memory `memory_id`: a new version of it with `pinned` set
+        (`replaces` = that id; see lifecycle.py), returned; the memory itself when it is so already; None when
+        `namespace` holds no such memory. A replaced memory (history) is an InvalidInputError naming `memory_id`
+        (pin its newest version, its `replaced_by` chain)."""
+        ...
+
+    def archive(self, memory_id: str, archived: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """Archive (or with archived=False unarchive) the current memory `memory_id`, as pin() does: archived
+        memories stay stored, out of search, the listings and select unless `include_archived`."""
+        ...
+
+    def mark_done(self, memory_id: str, done: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """Mark the current memory `memory_id` (a task, usually) done, or not done again, as pin() does."""
         ...
 
     def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
@@ -506,4 +559,6 @@ class SearchesNowait(Protocol):
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
         explain: bool = False,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Hit] | None: ...

@@ -43,7 +43,13 @@ DEFAULT_NAMESPACE = "default"
 ROLES = ("user", "assistant", "participant", "system", "tool")
 # The conversation fields of a memory (issue 12), beside content, tags and source.
 CONVERSATION_FIELDS = ("occurred_at", "speaker", "role", "session", "namespace", "replaces")
-MEMORY_FIELDS = frozenset({"content", "tags", "source", *CONVERSATION_FIELDS})  # what add_many takes in an item dict
+# The lifecycle fields of a memory (issue 24): what it is, a task's due date and state, pinned, archived.
+KINDS = ("fact", "preference", "decision", "task", "event", "instruction", "person", "note", "summary")
+DEFAULT_KIND = "note"
+LIFECYCLE_FIELDS = ("kind", "due", "done", "pinned", "archived")
+MEMORY_FIELDS = frozenset(
+    {"content", "tags", "source", *CONVERSATION_FIELDS, *LIFECYCLE_FIELDS}
+)  # what add_many takes in an item dict
 RECORD_FIELDS = MEMORY_FIELDS | {"id", "created_at", "vector", "replaced_by"}  # what import_ reads of a record
 
 # --- patterns: the schemas promise exactly what the store accepts ----------------------------------------------------
@@ -377,6 +383,17 @@ class SearchFilter(NamedTuple):
     session: str | None = None
     namespace: str = DEFAULT_NAMESPACE
     as_of: str | None = None
+    kinds: tuple[str, ...] = ()  # () = every kind
+    include_archived: bool = False
+
+    @property
+    def lifecycle(self) -> bool:
+        """Whether the kind or archived state narrows the candidates (archived ones are out by default)."""
+        return bool(self.kinds) or not self.include_archived
+
+    def admits(self, kind: str, archived: bool) -> bool:
+        """Whether a memory of this kind and archived state passes the kind and archived filters."""
+        return (not self.kinds or kind in self.kinds) and (self.include_archived or not archived)
 
     @property
     def timed(self) -> bool:
@@ -390,7 +407,14 @@ class SearchFilter(NamedTuple):
     @property
     def empty(self) -> bool:
         """No criterion but the namespace (and no as_of)."""
-        return not self.tags and self.source is None and not self.timed and not self.labelled and self.as_of is None
+        return (
+            not self.tags
+            and self.source is None
+            and not self.timed
+            and not self.labelled
+            and self.as_of is None
+            and not self.kinds
+        )
 
 
 def search_filter(
@@ -404,6 +428,8 @@ def search_filter(
     session: object = None,
     namespace: object = None,
     as_of: object = None,
+    kinds: object = None,
+    include_archived: object = False,
 ) -> SearchFilter:
     """Check the filters of a search. A date-only `until` includes that whole (UTC) day."""
     from datetime import timedelta
@@ -432,7 +458,51 @@ def search_filter(
         None if session is None else check_session(session),
         check_namespace(namespace),
         check_as_of(as_of),
+        check_kinds(kinds),
+        check_flag(include_archived, "include_archived"),
     )
+
+
+def check_kind(kind: object, name: str = "kind") -> str:
+    """One of KINDS (trimmed, any case); None is the default kind."""
+    if kind is None:
+        return DEFAULT_KIND
+    if not isinstance(kind, str) or kind.strip().lower() not in KINDS:
+        raise InvalidInputError(f"{name} must be one of {', '.join(KINDS)}, got {kind!r}")
+    return kind.strip().lower()
+
+
+def check_kinds(kinds: object, name: str = "kinds") -> tuple[str, ...]:
+    """None, one kind, or a list of kinds (repeats dropped)."""
+    if kinds is None:
+        return ()
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if not isinstance(kinds, (list, tuple)):
+        raise InvalidInputError(f"{name} must be a list of kinds ({', '.join(KINDS)}), got {type(kinds).__name__}")
+    return tuple(dict.fromkeys(check_kind(k, f"{name}[{i}]") for i, k in enumerate(kinds)))
+
+
+def check_due(due: object, name: str = "due") -> str:
+    """An ISO date (YYYY-MM-DD); None or "" is no due date ("")."""
+    from datetime import date
+
+    if due is None or due == "":
+        return ""
+    if isinstance(due, date):
+        return due.isoformat()[:10]
+    if isinstance(due, str):
+        try:
+            return date.fromisoformat(due.strip()).isoformat()
+        except ValueError:
+            pass
+    raise InvalidInputError(f"{name} must be an ISO date like 2026-12-31, got {due!r}")
+
+
+def check_flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be true or false, got {value!r}")
+    return value
 
 
 class SearchRequest(NamedTuple):
@@ -460,12 +530,24 @@ def search_request(
     session: object = None,
     namespace: object = None,
     as_of: object = None,
+    kinds: object = None,
+    include_archived: object = False,
 ) -> SearchRequest:
     text = check_text(query, "query", MAX_CONTENT_CHARS)
     checked_mode = check_mode(mode)
     n = check_limit(limit)
     filters = search_filter(
-        tags, source, since, until, speaker=speaker, role=role, session=session, namespace=namespace, as_of=as_of
+        tags,
+        source,
+        since,
+        until,
+        speaker=speaker,
+        role=role,
+        session=session,
+        namespace=namespace,
+        as_of=as_of,
+        kinds=kinds,
+        include_archived=include_archived,
     )
     return SearchRequest(text, n, filters, check_min_score(min_score), checked_mode)
 
@@ -496,12 +578,24 @@ def list_request(
     cursor: object = None,
     as_of: object = None,
     order: object = "occurred",
+    kinds: object = None,
+    include_archived: object = False,
 ) -> ListRequest:
     n = check_limit(limit)
     if order not in LIST_ORDERS:
         raise InvalidInputError(f"order must be one of {', '.join(LIST_ORDERS)}, got {order!r}")
     filters = search_filter(
-        tags, source, since, until, speaker=speaker, role=role, session=session, namespace=namespace, as_of=as_of
+        tags,
+        source,
+        since,
+        until,
+        speaker=speaker,
+        role=role,
+        session=session,
+        namespace=namespace,
+        as_of=as_of,
+        kinds=kinds,
+        include_archived=include_archived,
     )
     return ListRequest(n, filters, check_cursor(cursor), str(order))
 
@@ -533,6 +627,8 @@ def select_filter(f: object) -> SelectFilter:
         role=get("role"),
         session=get("session"),
         namespace=get("namespace"),
+        kinds=getattr(f, "kinds", None),
+        include_archived=getattr(f, "include_archived", False),
     )
     before = None if get("before") is None else stored_time(parse_time(get("before"), "before")[0])
     if checked.empty and before is None and getattr(f, "everything", False) is not True:
@@ -562,6 +658,11 @@ class NewMemory(NamedTuple):
     namespace: str = DEFAULT_NAMESPACE
     replaces: str = ""
     replaced_by: str = ""
+    kind: str = DEFAULT_KIND
+    due: str = ""
+    done: bool = False
+    pinned: bool = False
+    archived: bool = False
 
 
 def new_memory(
@@ -576,6 +677,11 @@ def new_memory(
     session: object = None,
     namespace: object = None,
     replaces: object = None,
+    kind: object = None,
+    due: object = None,
+    done: object = False,
+    pinned: object = False,
+    archived: object = False,
 ) -> NewMemory:
     """Check what add() is given; `where` prefixes the argument names in messages (e.g. "items[3].")."""
     text = check_text(content, f"{where}content", MAX_CONTENT_CHARS)
@@ -589,6 +695,11 @@ def new_memory(
         session=check_session(session, f"{where}session"),
         namespace=check_namespace(namespace, f"{where}namespace"),
         replaces="" if replaces is None else check_id(replaces, f"{where}replaces"),
+        kind=check_kind(kind, f"{where}kind"),
+        due=check_due(due, f"{where}due"),
+        done=check_flag(done, f"{where}done"),
+        pinned=check_flag(pinned, f"{where}pinned"),
+        archived=check_flag(archived, f"{where}archived"),
     )
 
 
@@ -599,6 +710,7 @@ def _item(item: dict[str, object], where: str) -> NewMemory:
         item.get("source"),
         where,
         **{name: item.get(name) for name in CONVERSATION_FIELDS},
+        **{name: item[name] for name in LIFECYCLE_FIELDS if item.get(name) is not None},
     )
 
 

@@ -101,10 +101,9 @@ def without_duplicates(lookup: RuleLookup, items: list[Pending]) -> tuple[list[P
 def _changes_fields(m: inputs.NewMemory, old: Memory) -> bool:
     """Whether a memory replacing `old` with the same content says something else of it (tags, source, speaker,
     role, session, or occurred_at when given)."""
-    given = (m.tags, m.source, m.speaker, m.role, m.session)
-    return given != (old.tags, old.source, old.speaker, old.role, old.session) or (
-        m.occurred_at not in ("", old.occurred_at)
-    )
+    given = (m.tags, m.source, m.speaker, m.role, m.session, m.kind, m.due, m.done, m.pinned, m.archived)
+    held = (old.tags, old.source, old.speaker, old.role, old.session, old.kind, old.due or "", old.done)
+    return given != (*held, old.pinned, old.archived) or (m.occurred_at not in ("", old.occurred_at))
 
 
 def check_links(lookup: RuleLookup, items: Sequence[Pending], defer: bool = False) -> list[Pending]:

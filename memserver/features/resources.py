@@ -4,6 +4,7 @@ what reading one returns. No other module parses these URIs.
     memory://stats            count, collection, storage path, model, index parameters, bytes on disk
     memory://recent           the newest memories (at most RECENT_LIMIT)
     memory://tags             every tag with its count (at most TAGS_LIMIT, most used first)
+    memory://kinds            current memories by kind (fact, task, note, ...), and how many are archived
     memory://namespaces       every namespace with its count (at most NAMESPACES_LIMIT, by name)
     memory://health           the store's health: each check ok, warning or failure, with advice (contract/health.py)
     memory://overview         a namespace in a few hundred tokens: counts by tag, month, speaker; this week's changes
@@ -28,6 +29,7 @@ from urllib.parse import quote, unquote
 import mcp_types as types
 
 from memserver.contract import inputs, overview, versions
+from memserver.contract.backend import MemoryFilter
 from memserver.features import tools
 
 if TYPE_CHECKING:
@@ -65,6 +67,15 @@ TAGS = types.Resource(
     name="tags",
     title="Tags",
     description=f"Every tag in use with how many memories carry it, most used first (at most {TAGS_LIMIT}).",
+    mime_type=JSON,
+    icons=[tools.ICON],
+)
+KINDS = types.Resource(
+    uri="memory://kinds",
+    name="kinds",
+    title="Kinds",
+    description="How many memories of each kind (fact, preference, decision, task, ...; note by default), and how "
+    "many are archived (out of recall)." + _NAMESPACE_NOTE,
     mime_type=JSON,
     icons=[tools.ICON],
 )
@@ -114,7 +125,7 @@ MEMORY_TEMPLATE = types.ResourceTemplate(
     icons=[tools.ICON],
 )
 
-RESOURCES: tuple[types.Resource, ...] = (STATS, RECENT, TAGS, NAMESPACES, HEALTH, OVERVIEW)
+RESOURCES: tuple[types.Resource, ...] = (STATS, RECENT, TAGS, KINDS, NAMESPACES, HEALTH, OVERVIEW)
 TEMPLATES: tuple[types.ResourceTemplate, ...] = (TAG_TEMPLATE, MEMORY_TEMPLATE)
 
 
@@ -122,11 +133,12 @@ class UnknownResourceError(LookupError):
     """The URI names nothing this server has: not a memory:// URI we serve, or a memory that does not exist."""
 
 
-Kind = Literal["stats", "recent", "tags", "namespaces", "health", "overview", "tag", "memory"]
+Kind = Literal["stats", "recent", "tags", "kinds", "namespaces", "health", "overview", "tag", "memory"]
 _FIXED: dict[str, Kind] = {
     "stats": "stats",
     "recent": "recent",
     "tags": "tags",
+    "kinds": "kinds",
     "namespaces": "namespaces",
     "health": "health",
     "overview": "overview",
@@ -226,6 +238,8 @@ def read(store: MemoryBackend, target: Target) -> str:
             "total": len(counts),
             "truncated": len(counts) > TAGS_LIMIT,
         }
+    elif target.kind == "kinds":
+        payload = kind_counts(store, namespace)
     elif target.kind == "namespaces":
         names = sorted(store.namespaces().items())
         payload = {
@@ -253,3 +267,16 @@ def read(store: MemoryBackend, target: Target) -> str:
         if chain is not None:
             payload["history"] = chain
     return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+def kind_counts(store: MemoryBackend, namespace: str | None) -> dict[str, Any]:
+    """{"kinds": {kind: current, unarchived memories}, kinds without any left out; "archived": how many are},
+    through the contract's select (a count per kind)."""
+    counts = {}
+    for kind in inputs.KINDS:
+        n = store.select(MemoryFilter(namespace=namespace, kinds=[kind])).count
+        if n:
+            counts[kind] = n
+    shown = store.select(MemoryFilter(namespace=namespace, everything=True)).count
+    every = store.select(MemoryFilter(namespace=namespace, everything=True, include_archived=True)).count
+    return {"kinds": counts, "archived": every - shown}

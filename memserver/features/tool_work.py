@@ -31,6 +31,8 @@ def remember(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         session=args.get("session"),
         namespace=args.get("namespace"),
         replaces=args.get("replaces"),
+        kind=args.get("kind"),
+        due=args.get("due"),
     )
     payload: dict[str, Any] = {"id": memory.id, "status": "duplicate" if memory.duplicate else "stored"}
     if memory.duplicate and args.get("replaces"):
@@ -79,6 +81,8 @@ def _search_fields(args: dict[str, Any]) -> dict[str, Any]:
         "namespace": args.get("namespace"),
         "as_of": args.get("as_of"),
         "explain": args["explain"],
+        "kinds": [args["kind"]] if args.get("kind") else None,
+        "include_archived": args.get("include_archived", False),
     }
 
 
@@ -109,6 +113,8 @@ def list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         speaker=args.get("speaker"),
         role=args.get("role"),
         cursor=args.get("cursor"),
+        kinds=[args["kind"]] if args.get("kind") else None,
+        include_archived=args.get("include_archived", False),
     )
     result: dict[str, Any] = {"memories": [tools.memory_result(m) for m in page.memories]}
     if page.next_cursor is not None:
@@ -123,10 +129,24 @@ def forget(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
     return {"id": memory_id, "deleted": bool(store.delete(memory_id, namespace=args.get("namespace")))}
 
 
+def mark(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
+    """pin / archive / done (and their undoing) through the contract: a new version unless already so."""
+    memory_id = inputs.check_id(args["memory_id"])
+    flag, value = tools.MARKS[args["as"]]
+    change = {"pinned": store.pin, "archived": store.archive, "done": store.mark_done}[flag]
+    memory = change(memory_id, value, namespace=args.get("namespace"))
+    if memory is None:
+        return {"id": memory_id, "status": "not_found"}
+    if memory.id == memory_id:
+        return {"id": memory.id, "status": "unchanged"}
+    return {"id": memory.id, "status": "changed", "replaces": memory_id}
+
+
 WORK: dict[str, Work] = {
     tools.REMEMBER.name: remember,
     tools.RECALL.name: recall,
     tools.LIST_RECENT.name: list_recent,
     tools.FORGET.name: forget,
+    tools.MARK.name: mark,
 }
 NOWAIT: dict[str, NowaitWork] = {tools.RECALL.name: recall_nowait}  # read-only work that may answer at once

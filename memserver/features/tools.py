@@ -23,6 +23,8 @@ import mcp_types as types
 from memserver.contract.inputs import (
     DEFAULT_NAMESPACE,
     ISO_DATE_PATTERN,
+    KINDS,
+    LIFECYCLE_FIELDS,
     MAX_CONTENT_CHARS,
     MAX_CURSOR_CHARS,
     MAX_LIST,
@@ -40,6 +42,17 @@ from memserver.contract.inputs import (
     TAG_PATTERN,
     TEXT_PATTERN,
 )
+
+LIFECYCLE = LIFECYCLE_FIELDS  # kind, due, done, pinned, archived: shown in results when not their defaults
+# mark's "as": what each sets (the flag, its value).
+MARKS: dict[str, tuple[str, bool]] = {
+    "pinned": ("pinned", True),
+    "unpinned": ("pinned", False),
+    "archived": ("archived", True),
+    "unarchived": ("archived", False),
+    "done": ("done", True),
+    "undone": ("done", False),
+}
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError as SchemaViolation
@@ -111,6 +124,7 @@ _ROLE = {"type": "string", "enum": list(ROLES)}
 _DATE = {"type": "string", "pattern": ISO_DATE_PATTERN}
 _NAMESPACE = {"type": "string", "pattern": NAMESPACE_PATTERN}
 _MEMORY_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+_KIND = {"type": "string", "enum": list(KINDS)}
 # A next_cursor as list_recent returns it: printable ASCII, something other than spaces (what the store's check
 # takes is wider: any ASCII of at most MAX_CURSOR_CHARS once trimmed).
 CURSOR_PATTERN = "^[ -~]*[!-~][ -~]*(?![\\s\\S])"
@@ -152,6 +166,11 @@ MEMORY_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "The id of the newer memory that updated this one: this one is history.",
         },
+        "kind": {**_KIND, "description": "What it is; only when not 'note'."},
+        "due": {"type": "string", "description": "A task's due date (ISO); only when set."},
+        "done": {"type": "boolean", "description": "A task marked done; only when true."},
+        "pinned": {"type": "boolean", "description": "Always recalled first; only when true."},
+        "archived": {"type": "boolean", "description": "Kept but out of recall and lists; only when true."},
     },
     "required": ["id", "content", "created_at"],
 }
@@ -173,7 +192,7 @@ def memory_result(memory: Memory) -> dict[str, Any]:
     out["created_at"] = result_time(memory.created_at, exact=True)
     if memory.occurred_at != memory.created_at:
         out["occurred_at"] = result_time(memory.occurred_at)
-    for name in ("tags", "source", "speaker", "role", "session", "namespace", "replaces", "replaced_by"):
+    for name in ("tags", "source", "speaker", "role", "session", "namespace", "replaces", "replaced_by", *LIFECYCLE):
         if full.get(name):
             out[name] = full[name]
     return out
@@ -295,6 +314,15 @@ RESULTS: dict[str, dict[str, Any]] = {
         "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"}},
         "required": ["id", "deleted"],
     },
+    "mark": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "The memory's id now: a new version unless unchanged."},
+            "status": {"type": "string", "enum": ["changed", "unchanged", "not_found"]},
+            "replaces": {"type": "string", "description": "The id it had (kept as history)."},
+        },
+        "required": ["id", "status"],
+    },
     "forget_matching": {
         "type": "object",
         "properties": {
@@ -345,6 +373,8 @@ CHECKED: dict[str, dict[str, Any]] = {
                 "person or project",
             },
             "replaces": {**_MEMORY_ID, "description": "Id of the memory this corrects (kept as history)"},
+            "kind": _KIND,
+            "due": {**_DATE, "description": "A task's date"},
         },
         "required": ["content"],
         "additionalProperties": False,
@@ -369,6 +399,8 @@ CHECKED: dict[str, dict[str, Any]] = {
             "session": _SESSION,
             "namespace": _NAMESPACE,
             "as_of": {**_DATE, "description": "As stored then"},
+            "kind": {"type": "string"},  # the values: remember's enum; a wrong one is an error listing them
+            "include_archived": {"type": "boolean"},
             "min_score": {"type": "number", "minimum": -1, "maximum": 1},
             "mode": {
                 "type": "string",
@@ -390,6 +422,8 @@ CHECKED: dict[str, dict[str, Any]] = {
             "speaker": _SPEAKER,
             "role": _ROLE,
             "namespace": _NAMESPACE,
+            "kind": {"type": "string"},  # the values: remember's enum; a wrong one is an error listing them
+            "include_archived": {"type": "boolean"},
             "cursor": {
                 "type": "string",
                 "minLength": 1,
@@ -404,6 +438,12 @@ CHECKED: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {"memory_id": _MEMORY_ID, "namespace": _NAMESPACE},
         "required": ["memory_id"],
+        "additionalProperties": False,
+    },
+    "mark": {
+        "type": "object",
+        "properties": {"memory_id": _MEMORY_ID, "as": {"type": "string", "enum": list(MARKS)}, "namespace": _NAMESPACE},
+        "required": ["memory_id", "as"],
         "additionalProperties": False,
     },
     "forget_matching": {
@@ -484,6 +524,21 @@ FORGET = types.Tool(
     ),
 )
 
+# One tool for pin/unpin, archive/unarchive, done/undone (issue 24): one schema costs less of the tool-list budget
+# than six (tests/server/test_server_context_size.py).
+MARK = types.Tool(
+    name="mark",
+    title="Mark a memory",
+    description=(
+        "Pin (recalled first), archive (hidden from recall) or mark a task done; un- undoes. Returns the new id."
+    ),
+    input_schema=advertised(CHECKED["mark"]),
+    output_schema=outline(RESULTS["mark"]),
+    annotations=types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
 # --- bulk forgetting, confirmed by the person (issue 14: elicitation) -----------------------------------------------
 # A tool of its own rather than a filter on forget: forget keeps its schema and answers, and stays idempotent; this
 # one says in its description that the user will be asked, so a model reaches for it only for a whole group.
@@ -505,7 +560,7 @@ FORGET_MATCHING = types.Tool(
     ),
 )
 
-TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET, FORGET_MATCHING)
+TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET, MARK, FORGET_MATCHING)
 TOOLS_BY_NAME: dict[str, types.Tool] = {tool.name: tool for tool in TOOLS}
 
 

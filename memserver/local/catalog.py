@@ -52,10 +52,12 @@ class ExportColumns(NamedTuple):
     labels: tuple[tuple[list[str], np.ndarray], ...]  # speaker, role, session, namespace: (names, codes)
     replaces: dict[int, str]
     replaced: dict[int, tuple[str, str]]
+    states: tuple[list[str], np.ndarray]
 
     def records(self, start: int, stop: int) -> list[AddRecord]:
         out = []
         (speakers, sp), (roles, ro), (sessions, se), (spaces, ns) = self.labels
+        state_names, st = self.states
         for j in range(start, min(stop, len(self.rows))):
             row = int(self.rows[j])
             newer = self.replaced.get(row, ("", ""))
@@ -73,7 +75,9 @@ class ExportColumns(NamedTuple):
                     sessions[se[j]],
                     spaces[ns[j]],
                     self.replaces.get(row, ""),
-                    *newer,
+                    newer[0],
+                    newer[1],
+                    *parse_state(state_names[st[j]]),
                 )
             )
         return out
@@ -92,6 +96,7 @@ class Catalog:
         self.roles = columns.Labels()
         self.sessions = columns.Labels()
         self.namespaces = columns.Labels(DEFAULT_NAMESPACE)
+        self.states = columns.Labels()  # kind, due, done, pinned, archived as one short text (state_key); "": a note
         self.alive = np.zeros(0, dtype=bool)  # by row: current (capacity may exceed next_row)
         self.content_keys = columns.HashIndex()  # inputs.content_key -> rows
         self.tag_rows = columns.RowSets()
@@ -133,7 +138,8 @@ class Catalog:
         if row >= len(self.tags) or row >= len(self.alive):
             self._grow(row)
         current = not r.replaced_by
-        if self.plain and (r.speaker or r.role or r.session or r.replaces or r.namespace != DEFAULT_NAMESPACE):
+        state = state_key(r)
+        if self.plain and (r.speaker or r.role or r.session or r.replaces or state or r.namespace != DEFAULT_NAMESPACE):
             self.plain = False
         self.plain = self.plain and current
         self.ids.insert(r.id, row, key)
@@ -147,6 +153,7 @@ class Catalog:
         self.roles.set(row, r.role, current)
         self.sessions.set(row, r.session, current)
         self.namespaces.set(row, r.namespace, current)
+        self.states.set(row, state, current)
         if r.replaces:
             self.history.replaces[row] = r.replaces
         self.next_row = row + 1
@@ -220,7 +227,7 @@ class Catalog:
             alive = np.zeros(capacity, dtype=bool)
             alive[: len(self.alive)] = self.alive
             self.alive = alive
-            for col in (self.ids.ids, self.contents, self.created, self.occurred, *self.labels()):
+            for col in (self.ids.ids, self.contents, self.created, self.occurred, *self.labels(), self.states):
                 col.grow(capacity)
 
     def labels(self) -> tuple[columns.Labels, columns.Labels, columns.Labels, columns.Labels]:
@@ -265,7 +272,9 @@ class Catalog:
             self.sessions.get(row),
             self.namespaces.get(row),
             self.history.replaces.get(row, ""),
-            *newer,
+            newer[0],
+            newer[1],
+            *parse_state(self.states.get(row)),
         )
 
     def memory(self, row: int, duplicate: bool = False) -> Memory:
@@ -299,6 +308,7 @@ class Catalog:
             self.namespaces.get(row),
             history.replaces.get(row, "") if history.replaces else "",
             newer[0] if newer else "",
+            *_public_state(self.states.get(row)),
         )
 
     def duplicate_row(self, key: int, content: str, namespace: str = DEFAULT_NAMESPACE) -> int | None:
@@ -383,7 +393,18 @@ class Catalog:
             for labels, value in ((self.speakers, f.speaker), (self.roles, f.role), (self.sessions, f.session)):
                 if value is not None:
                     rows = _and(rows, labels.rows(value, alive))
+        if f.lifecycle:
+            rows = self._admitted(rows, f)
         return self.times.within(rows, f) if f.timed else rows
+
+    def _admitted(self, rows: np.ndarray | None, f: inputs.SearchFilter) -> np.ndarray | None:
+        """Of `rows` (None: every current row), those whose kind and archived state pass `f` (None: all still)."""
+        admitted = [code for code, name in enumerate(self.states.names) if _admits(f, name)]
+        if len(admitted) == len(self.states.names):
+            return rows
+        if rows is None:
+            rows = self.live_rows()
+        return rows[np.isin(self.states.codes[rows], np.asarray(admitted, np.int32))]
 
     def candidates_as_of(self, f: inputs.SearchFilter) -> np.ndarray:
         """Rows passing every filter of `f` that stood at `f.as_of` (history.py), current or not, sorted."""
@@ -408,6 +429,9 @@ class Catalog:
                 keep &= labels.matching(rows, value)
         if f.timed:
             keep &= self.times.in_range(rows, f)
+        if f.lifecycle:
+            admitted = [code for code, name in enumerate(self.states.names) if _admits(f, name)]
+            keep &= np.isin(self.states.codes[rows], np.asarray(admitted, np.int32))
         if f.tags or f.source is not None:
             wanted = set(f.tags)
             for i, row in enumerate(rows.tolist()):
@@ -458,6 +482,7 @@ class Catalog:
             tuple((labels.names, labels.codes[rows]) for labels in self.labels()),
             {row: history.replaces[row] for row in history.replaces.keys() & set(listed)},
             {row: history.replaced[row] for row in history.replaced.keys() & set(listed)},
+            (self.states.names, self.states.codes[rows]),
         )
 
 
@@ -478,7 +503,40 @@ def memory_of(r: AddRecord, duplicate: bool = False) -> Memory:
         r.namespace,
         r.replaces,
         r.replaced_by,
+        r.kind,
+        r.due or None,
+        r.done,
+        r.pinned,
+        r.archived,
     )
+
+
+# --- the lifecycle state column: kind, due, done, pinned, archived in one short text ---------------------------
+
+
+def state_key(r: AddRecord) -> str:
+    """ "" for a plain note (most memories), else "kind|due|<done><pinned><archived>" (each flag 0 or 1)."""
+    if r.kind == "note" and not (r.due or r.done or r.pinned or r.archived):
+        return ""
+    return f"{r.kind}|{r.due}|{int(r.done)}{int(r.pinned)}{int(r.archived)}"
+
+
+def parse_state(key: str) -> tuple[str, str, bool, bool, bool]:
+    """(kind, due, done, pinned, archived) of a state_key."""
+    if not key:
+        return ("note", "", False, False, False)
+    kind, due, flags = key.split("|")
+    return (kind, due, flags[0] == "1", flags[1] == "1", flags[2] == "1")
+
+
+def _public_state(key: str) -> tuple[str, str | None, bool, bool, bool]:
+    kind, due, done, pinned, archived = parse_state(key)
+    return (kind, due or None, done, pinned, archived)
+
+
+def _admits(f: inputs.SearchFilter, key: str) -> bool:
+    kind, _, _, _, archived = parse_state(key)
+    return f.admits(kind, archived)
 
 
 def _and(rows: np.ndarray | None, more: np.ndarray) -> np.ndarray:

@@ -13,7 +13,9 @@ memory without them is written exactly as before this change, and a line written
 them: "occurred_at" (omitted when equal to created_at), "speaker", "role", "session" (omitted when ""),
 "namespace" (omitted when "default"), "replaces" (the id of the memory this one replaced), and "replaced_by" with
 "replaced_at" (the newer memory's id and created_at: written only where that memory is not in the journal, by a
-compaction that purged it, or an import of a memory whose newer version was forgotten).
+compaction that purged it, or an import of a memory whose newer version was forgotten), and the lifecycle fields of
+issue 24: "kind" (omitted when "note"), "due" (when set), "done", "pinned", "archived" (when true). An older reader
+ignores keys it does not know, so it reads such a store with every memory as an unpinned, unarchived note.
 
 `Coverage` is the bookkeeping that says how far the journal is applied and how much of it the checkpoints on
 disk cover: what was six loose attributes of the store.
@@ -54,6 +56,12 @@ class AddRecord(NamedTuple):
     replaces: str = ""  # the id this memory replaced
     replaced_by: str = ""  # set on a line only where the newer memory is gone (compaction, import): with its time
     replaced_at: str = ""
+    # The lifecycle fields (issue 24; absent from a line = these defaults, so old lines read as notes).
+    kind: str = "note"
+    due: str = ""
+    done: bool = False
+    pinned: bool = False
+    archived: bool = False
 
 
 class DerivedIndex(Protocol):
@@ -75,8 +83,9 @@ class DerivedIndex(Protocol):
     def load(self, folder: Path, generation: str) -> dict[str, Any] | None: ...
 
 
+LIFECYCLE_KEYS = ("kind", "due", "done", "pinned", "archived")
 # The optional keys of an add line, in line order, and the value each one is omitted at.
-OPTIONAL_KEYS = ("speaker", "role", "session", "namespace", "replaces", "replaced_by", "replaced_at")
+OPTIONAL_KEYS = ("speaker", "role", "session", "namespace", "replaces", "replaced_by", "replaced_at", *LIFECYCLE_KEYS)
 _DEFAULTS = AddRecord("", "", "", (), "", 0)
 
 
@@ -129,6 +138,11 @@ def added(rec: dict[str, Any]) -> AddRecord:
         rec.get("replaces", ""),
         rec.get("replaced_by", ""),
         rec.get("replaced_at", ""),
+        rec.get("kind", "note"),
+        rec.get("due", ""),
+        rec.get("done", False),
+        rec.get("pinned", False),
+        rec.get("archived", False),
     )
 
 

@@ -39,8 +39,8 @@ from memserver.local.time_order import TimeOrder
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 5  # written; READABLE formats are decoded, any other is replayed over
-READABLE = (4, 5)
+SNAPSHOT_FORMAT = 6  # written; READABLE formats are decoded, any other is replayed over
+READABLE = (4, 5, 6)  # 6: + the lifecycle states (issue 24)
 _MAGIC = b"memserver-meta-snapshot\n"
 
 
@@ -99,6 +99,7 @@ def encode(catalog: Catalog, crcs: np.ndarray) -> bytes:
         catalog.occurred.payload(n),
         *(labels.payload(n, alive) for labels in catalog.labels()),
         catalog.history.payload(),
+        catalog.states.payload(n, alive),
     )
     return marshal.dumps(parts)
 
@@ -108,7 +109,7 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
     ValueError, TypeError or IndexError when the parts do not fit together."""
     fmt, n, ids_b, id_h, id_r, texts, starts, ends, created_b, tags, sources, order_b, vcrc_b = parts[:13]
     key_h, key_r, tag_names, tag_counts, tag_flat, src_names, src_counts, src_flat = parts[13:21]
-    if fmt not in READABLE or len(parts) != (21 if fmt == 4 else 27):
+    if fmt not in READABLE or len(parts) != {4: 21, 5: 27}.get(fmt, 28):
         raise ValueError(f"format {fmt!r}")
     if not isinstance(n, int) or not all(isinstance(col, list) and len(col) == n for col in (tags, sources)):
         raise ValueError("columns do not match the row count")
@@ -117,12 +118,15 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
     stored = c.ids.ids.occupied(n)
     c.contents = columns.TextHeap.from_payload(texts, starts, ends, n)
     c.created = columns.FixedText.from_payload(32, created_b, n)
+    c.states.codes = np.zeros(n, dtype=np.int32)
     if fmt == 4:
         occurred = columns.FixedText.from_payload(32, created_b, n)
         for labels in c.labels():
             labels.codes = np.zeros(n, dtype=np.int32)
     else:
-        occurred_b, speakers, roles, sessions, spaces, history = parts[21:]
+        occurred_b, speakers, roles, sessions, spaces, history = parts[21:27]
+        if fmt >= 6:
+            c.states = columns.Labels.from_payload("", parts[27], n)
         occurred = columns.FixedText.from_payload(32, occurred_b, n)
         c.speakers = columns.Labels.from_payload("", speakers, n)
         c.roles = columns.Labels.from_payload("", roles, n)
@@ -151,7 +155,9 @@ def decode(parts: tuple[Any, ...], count: object) -> tuple[Catalog, np.ndarray]:
     c.source_rows = columns.RowSets.from_payload(src_names, src_counts, src_flat, n)
     c.tags, c.sources, c.alive, c.next_row, c.live = tags, sources, alive, n, live
     c.times = TimeOrder(occurred, order.tolist())
-    c.plain = all(len(labels.names) == 1 for labels in c.labels()) and not (c.history.replaces or c.history.replaced)
+    c.plain = all(len(labels.names) == 1 for labels in (*c.labels(), c.states)) and not (
+        c.history.replaces or c.history.replaced
+    )
     spaces_of = np.bincount(c.namespaces.codes[:n][alive], minlength=len(c.namespaces.names))
     c.per_namespace = {c.namespaces.names[code]: int(k) for code, k in enumerate(spaces_of.tolist()) if k}
     return c, vcrc

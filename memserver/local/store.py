@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver.contract import inputs
+from memserver.contract import inputs, lifecycle
 from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.contract.write_rules import Pending
 from memserver.durable import FileLayer, disk_errors_as, folder_bytes
@@ -112,6 +112,8 @@ class MemoryStore:
         session: str | None = None,
         namespace: str | None = None,
         replaces: str | None = None,
+        kind: str | None = None,
+        due: str | date | None = None,
     ) -> Memory:
         """See backend.MemoryBackend.add. (add_many and import_ skip `similar`: one index query per item.)"""
         checked = inputs.new_memory(
@@ -124,6 +126,8 @@ class MemoryStore:
             session=session,
             namespace=namespace,
             replaces=replaces,
+            kind=kind,
+            due=due,
         )
         item = Pending.of(checked)
         writes.embed_missing(self._folder, [item], check=True)
@@ -178,9 +182,19 @@ class MemoryStore:
         namespace: str | None = None,
         session: str | None = None,
         speaker: str | None = None,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Memory]:
         """See backend.MemoryBackend.list_recent."""
-        return self.list_page(limit, tags, namespace=namespace, session=session, speaker=speaker).memories
+        return self.list_page(
+            limit,
+            tags,
+            namespace=namespace,
+            session=session,
+            speaker=speaker,
+            kinds=kinds,
+            include_archived=include_archived,
+        ).memories
 
     def list_page(
         self,
@@ -197,11 +211,22 @@ class MemoryStore:
         cursor: str | None = None,
         as_of: str | date | None = None,
         order: str = "occurred",
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> Page:
         """See backend.MemoryBackend.list_page (listing.py has the orders and the cursors)."""
         fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
         req = inputs.list_request(
-            limit, tags, source=source, since=since, until=until, cursor=cursor, order=order, **fields
+            limit,
+            tags,
+            source=source,
+            since=since,
+            until=until,
+            cursor=cursor,
+            order=order,
+            kinds=kinds,
+            include_archived=include_archived,
+            **fields,
         )
         with self._folder.thread_lock:
             gen = self._folder.refresh()
@@ -210,6 +235,18 @@ class MemoryStore:
             rows, more = listing.page(catalog, req.filter, req.limit, below, req.order)
             after = listing.encode_cursor(catalog, rows[-1], generation, req.order) if more and rows else None
             return Page([catalog.memory(row) for row in rows], after)
+
+    def pin(self, memory_id: str, pinned: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """See backend.MemoryBackend.pin."""
+        return lifecycle.set_flag(self, memory_id, "pinned", pinned, namespace)
+
+    def archive(self, memory_id: str, archived: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """See backend.MemoryBackend.archive."""
+        return lifecycle.set_flag(self, memory_id, "archived", archived, namespace)
+
+    def mark_done(self, memory_id: str, done: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """See backend.MemoryBackend.mark_done."""
+        return lifecycle.set_flag(self, memory_id, "done", done, namespace)
 
     def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
         """See backend.MemoryBackend.select."""
@@ -239,10 +276,24 @@ class MemoryStore:
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
         explain: bool = False,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
-        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
+        req = inputs.search_request(
+            query,
+            limit,
+            tags,
+            source,
+            since,
+            until,
+            min_score,
+            mode,
+            kinds=kinds,
+            include_archived=include_archived,
+            **fields,
+        )
         q = self._query_vector(req.query, query_vector)
         with self._folder.thread_lock:
             searcher = self._folder.refresh().searcher
@@ -266,11 +317,25 @@ class MemoryStore:
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
         explain: bool = False,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Hit] | None:
         """See backend.SearchesNowait: None unless the thread lock is free and the journal is as last caught up
         (one stat: no file lock, no catch-up, no reload), checked before and after embedding; None for as_of."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
-        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
+        req = inputs.search_request(
+            query,
+            limit,
+            tags,
+            source,
+            since,
+            until,
+            min_score,
+            mode,
+            kinds=kinds,
+            include_archived=include_archived,
+            **fields,
+        )
         if req.filter.as_of is not None:
             return None
         with self._folder.nowait() as gen:  # before embedding: an answer that must wait anyway costs no model run

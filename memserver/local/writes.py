@@ -94,6 +94,11 @@ def records(items: Sequence[Pending], first_row: int, stored: str) -> list[AddRe
                 m.replaces,
                 m.replaced_by,
                 created if m.replaced_by else "",  # (when it was replaced is not known: from the start)
+                m.kind,
+                m.due,
+                m.done,
+                m.pinned,
+                m.archived,
             )
         )
     return out

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from memserver.contract import importing, inputs
+from memserver.contract import importing, inputs, lifecycle
 from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
 from memserver.contract.write_rules import Pending
 from memserver.embedding import base as embedding
@@ -110,6 +110,8 @@ class PostgresBackend:
         session: str | None = None,
         namespace: str | None = None,
         replaces: str | None = None,
+        kind: str | None = None,
+        due: str | date | None = None,
     ) -> Memory:
         """See backend.MemoryBackend.add."""
         new = inputs.new_memory(
@@ -122,6 +124,8 @@ class PostgresBackend:
             session=session,
             namespace=namespace,
             replaces=replaces,
+            kind=kind,
+            due=due,
         )
         item = Pending.of(new)
         self._embed_missing([item], check=True)
@@ -204,9 +208,19 @@ class PostgresBackend:
         namespace: str | None = None,
         session: str | None = None,
         speaker: str | None = None,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Memory]:
         """See backend.MemoryBackend.list_recent."""
-        return self.list_page(limit, tags, namespace=namespace, session=session, speaker=speaker).memories
+        return self.list_page(
+            limit,
+            tags,
+            namespace=namespace,
+            session=session,
+            speaker=speaker,
+            kinds=kinds,
+            include_archived=include_archived,
+        ).memories
 
     def list_page(
         self,
@@ -223,17 +237,40 @@ class PostgresBackend:
         cursor: str | None = None,
         as_of: str | date | None = None,
         order: str = "occurred",
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> Page:
         """See backend.MemoryBackend.list_page (listing.py has the orders and the cursors)."""
         fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
         req = inputs.list_request(
-            limit, tags, source=source, since=since, until=until, cursor=cursor, order=order, **fields
+            limit,
+            tags,
+            source=source,
+            since=since,
+            until=until,
+            cursor=cursor,
+            order=order,
+            kinds=kinds,
+            include_archived=include_archived,
+            **fields,
         )
         found = self.db.run(self.tenant, [listing.page_sql(req, self.tenant)])[0].fetchall()
         memories = [rows.memory(row) for row in found[: req.limit]]
         more = len(found) > req.limit
         last = found[req.limit - 1] if more else None
         return Page(memories, listing.encode_cursor(memories[-1], last[1], req.order) if last else None)
+
+    def pin(self, memory_id: str, pinned: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """See backend.MemoryBackend.pin."""
+        return lifecycle.set_flag(self, memory_id, "pinned", pinned, namespace)
+
+    def archive(self, memory_id: str, archived: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """See backend.MemoryBackend.archive."""
+        return lifecycle.set_flag(self, memory_id, "archived", archived, namespace)
+
+    def mark_done(self, memory_id: str, done: bool = True, *, namespace: str | None = None) -> Memory | None:
+        """See backend.MemoryBackend.mark_done."""
+        return lifecycle.set_flag(self, memory_id, "done", done, namespace)
 
     def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
         """See backend.MemoryBackend.select."""
@@ -261,10 +298,24 @@ class PostgresBackend:
         as_of: str | date | None = None,
         query_vector: Sequence[float] | np.ndarray | None = None,
         explain: bool = False,
+        kinds: Sequence[str] | None = None,
+        include_archived: bool = False,
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
-        request = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
+        request = inputs.search_request(
+            query,
+            limit,
+            tags,
+            source,
+            since,
+            until,
+            min_score,
+            mode,
+            kinds=kinds,
+            include_archived=include_archived,
+            **fields,
+        )
         if query_vector is not None:
             q = inputs.check_vector(query_vector, self.dim, "query_vector")
         else:

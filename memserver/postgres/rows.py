@@ -31,9 +31,9 @@ OCCURRED = "coalesce(m.occurred_at, m.created_at)"  # the expression memories_re
 CURRENT = "m.replaced_by IS NULL AND m.forgotten_at IS NULL"  # the predicate of the partial indexes
 COLUMNS = (
     f"m.id, m.seq, m.created_at, m.content, m.tags, m.source, {OCCURRED}, m.speaker, m.role, m.session, "
-    "m.namespace, m.replaces, m.replaced_by"
+    "m.namespace, m.replaces, m.replaced_by, m.kind, m.due, m.done, m.pinned, m.archived"
 )
-WIDTH = 13  # how many values COLUMNS selects
+WIDTH = 18  # how many values COLUMNS selects
 
 
 def content_hash(content: str) -> bytes:
@@ -89,4 +89,9 @@ def memory(row: Sequence[Any], duplicate: bool = False) -> Memory:
         namespace_of(row[10]),
         _hex(row[11]),
         _hex(row[12]),
+        row[13],
+        None if row[14] is None else row[14].isoformat(),
+        row[15],
+        row[16],
+        row[17],
     )

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memserver.contract.inputs import SearchFilter
-from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, stored_namespace
+from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, WIDTH, stored_namespace
 from memserver.postgres.terms import BM25_SCORES
 
 EF_SEARCH = 400  # hnsw.ef_search floor (pgvector: 40); see docs/scale-out.md, "vector or halfvec"
@@ -100,6 +100,11 @@ def filter_sql(f: SearchFilter, *, held: bool = False) -> tuple[str, dict[str, A
         if value is not None:
             conds.append(f"m.{name} = %({name})s")
             params[name] = value
+    if f.kinds:
+        conds.append("m.kind = ANY(%(kinds)s)")
+        params["kinds"] = list(f.kinds)
+    if not f.include_archived:
+        conds.append("NOT m.archived")
     if f.since is not None:
         conds.append(f"{OCCURRED} >= %(since)s::timestamptz")
         params["since"] = f.since
@@ -118,7 +123,7 @@ COUNTS = (
 )
 # Where search_sql's rows hold what: the counts, the ranking (1 vector, 2 keyword) and its score, the memory.
 N, TABLE_ROWS, EXACT, IN_NAMESPACE, RANKING, RANK_SCORE, MEMORY = range(7)
-DIST = MEMORY + 13
+DIST = MEMORY + WIDTH
 
 
 def search_sql(

@@ -196,6 +196,11 @@ def memory_of(it: Pending, stamp: str, duplicate: bool = False) -> Memory:
         m.namespace,
         m.replaces,
         m.replaced_by,
+        m.kind,
+        m.due or None,
+        m.done,
+        m.pinned,
+        m.archived,
     )
 
 
@@ -229,6 +234,11 @@ def insert_sql(tenant: str, model_id: int, items: Sequence[Pending], stamp: str)
             uuid.UUID(m.replaces) if m.replaces else None,
             uuid.UUID(m.replaced_by) if m.replaced_by else None,
             created if m.replaced_by else None,  # (when it was replaced is not known: from the start)
+            m.kind,
+            m.due or None,
+            m.done,
+            m.pinned,
+            m.archived,
             np.asarray(it.vector, np.float32),
         )
         for name, value in zip(INSERT_COLUMNS, values, strict=True):
@@ -236,16 +246,19 @@ def insert_sql(tenant: str, model_id: int, items: Sequence[Pending], stamp: str)
     query = """
         INSERT INTO memserver.memories
             (id, created_at, occurred_at, doc_len, model_id, tenant, content_hash, content, tags, source, terms, tfs,
-             speaker, role, session, namespace, replaces, replaced_by, replaced_at, embedding)
+             speaker, role, session, namespace, replaces, replaced_by, replaced_at, kind, due, done, pinned, archived,
+             embedding)
         SELECT u.id, u.created_at::timestamptz, u.occurred_at::timestamptz, u.doc_len, %s, %s, u.hash, u.content,
                ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)), u.source,
                string_to_array(u.terms, ' '), string_to_array(u.tfs, ' ')::smallint[],
-               u.speaker, u.role, u.session, u.namespace, u.replaces, u.replaced_by, u.replaced_at::timestamptz, u.vec
+               u.speaker, u.role, u.session, u.namespace, u.replaces, u.replaced_by, u.replaced_at::timestamptz,
+               u.kind, u.due::date, u.done, u.pinned, u.archived, u.vec
         FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::int[], %s::bytea[], %s::text[], %s::text[], %s::text[],
                     %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::uuid[],
-                    %s::text[], %b::vector[])
+                    %s::text[], %s::text[], %s::text[], %s::bool[], %s::bool[], %s::bool[], %b::vector[])
              WITH ORDINALITY AS u(id, created_at, occurred_at, doc_len, hash, content, tags, source, terms, tfs,
-                                  speaker, role, session, namespace, replaces, replaced_by, replaced_at, vec, n)
+                                  speaker, role, session, namespace, replaces, replaced_by, replaced_at,
+                                  kind, due, done, pinned, archived, vec, n)
         ORDER BY u.n
         ON CONFLICT DO NOTHING
         RETURNING id
@@ -271,5 +284,10 @@ INSERT_COLUMNS = (
     "replaces",
     "replaced_by",
     "replaced_at",
+    "kind",
+    "due",
+    "done",
+    "pinned",
+    "archived",
     "vec",
 )

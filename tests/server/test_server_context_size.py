@@ -19,7 +19,10 @@ from memserver.local.store import MemoryStore
 from memserver.server import LISTS_TTL_MS, build_server
 from tests.support.fakes import FakeEmbedder
 
-BUDGET = 6 * 1024  # issue 23 item 21: the whole memory tool set, browse_memories (the MCP App, apps.py) included
+# issue 23 item 21: the whole memory tool set, browse_memories (the MCP App, apps.py) included: 6 KB (6124 bytes
+# used), raised for issue 24 by what kinds cost (7101 bytes): remember kind (its enum) + due +174, recall and
+# list_recent kind + include_archived +63 each, the mark tool (pin/archive/done and their undoing) +676.
+BUDGET = 7 * 1024
 
 
 @pytest.fixture

@@ -146,7 +146,14 @@ async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_tools()).tools
     assert [tool.name for tool in listed] == [*(tool.name for tool in tools.TOOLS), "browse_memories"]
-    assert [tool.name for tool in tools.TOOLS] == ["remember", "recall", "list_recent", "forget", "forget_matching"]
+    assert [tool.name for tool in tools.TOOLS] == [
+        "remember",
+        "recall",
+        "list_recent",
+        "forget",
+        "mark",
+        "forget_matching",
+    ]
     for tool in listed[: len(tools.TOOLS)]:
         assert tool.description and tool.title
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"
@@ -220,11 +227,11 @@ async def test_defaults_are_applied_and_filters_passed_to_the_store(client: Clie
         "namespace": None,
         "as_of": None,
         "explain": False,
+        "kinds": None,
+        "include_archived": False,
     }
-    assert recent == (
-        "list_page",
-        (10, None, None, {"namespace": None, "session": None, "speaker": None, "role": None}),
-    )
+    filters = {"namespace": None, "session": None, "speaker": None, "role": None}
+    assert recent == ("list_page", (10, None, None, {**filters, "kinds": None, "include_archived": False}))
     assert search2[1]["limit"] == 7 and isinstance(search2[1]["limit"], int)
 
 
@@ -378,7 +385,7 @@ async def test_resources_and_templates_are_listed(client: Client) -> None:
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
-    memory = ["memory://stats", "memory://recent", "memory://tags", "memory://namespaces"]
+    memory = ["memory://stats", "memory://recent", "memory://tags", "memory://kinds", "memory://namespaces"]
     memory += ["memory://health", "memory://overview"]
     assert [str(r.uri) for r in listed] == [*memory, "ui://memserver/browser"]
     assert [t.uri_template for t in templates] == ["memory://tags/{tag}", "memory://memories/{id}"]
@@ -444,7 +451,7 @@ async def test_handshake_and_tools_list_do_not_wait_for_the_store() -> None:
                     results.append(await client.call_tool("remember", {"content": "x"}))
 
                 tg.start_soon(remember)
-                assert len((await client.list_resources()).resources) == 7  # the loop still serves meanwhile
+                assert len((await client.list_resources()).resources) == 8  # the loop still serves meanwhile
                 assert not results  # ... while the call waits on the store
                 release.set()
             assert results[0].structured_content["status"] == "stored"

@@ -1,0 +1,49 @@
+"""pin / archive / mark_done for any engine: a new version of the memory (`replaces`) with one flag changed.
+
+Why new versions and not flags changed in place: history and `as_of` then answer for the flags exactly as they do
+for content (the old state is a stored version), both engines need no new kind of write, and the journal stays
+append-only with the same line format. The cost: the memory's id moves to the new version; the old id still reads
+(get() returns it as history, with `replaced_by` naming the new one). docs/care.md says so.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memserver.contract import inputs
+from memserver.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from memserver.contract.backend import Memory, MemoryBackend
+
+FLAGS = ("pinned", "archived", "done")
+
+
+def set_flag(store: MemoryBackend, memory_id: str, flag: str, value: bool, namespace: str | None) -> Memory | None:
+    """The memory `memory_id` with `flag` set to `value`: a new version, or the memory itself when it is so already;
+    None when there is no such memory."""
+    checked_id = inputs.check_id(memory_id, "memory_id")
+    on = inputs.check_flag(value, flag)
+    m = store.get(checked_id, namespace=namespace)
+    if m is None:
+        return None
+    if m.replaced_by:
+        raise InvalidInputError(
+            f"memory_id {checked_id} is history (replaced by {m.replaced_by}): change its newest version instead"
+        )
+    if getattr(m, flag) == on:
+        return m
+    fields = {"kind": m.kind, "due": m.due, "done": m.done, "pinned": m.pinned, "archived": m.archived, flag: on}
+    item = {
+        "content": m.content,
+        "tags": list(m.tags),
+        "source": m.source,
+        "occurred_at": m.occurred_at,
+        "speaker": m.speaker or None,
+        "role": m.role or None,
+        "session": m.session or None,
+        "namespace": m.namespace,
+        "replaces": m.id,
+        **fields,
+    }
+    return store.add_many([item])[0]
