@@ -151,6 +151,19 @@ def test_a_request_before_initialize_is_told_so(tmp_path: Path) -> None:
         assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == 6
 
 
+def test_an_initialize_answered_with_an_error_does_not_initialize(tmp_path: Path) -> None:
+    """An initialize the SDK refuses (no params) leaves the session uninitialized: the next request is told so
+    (-32600 "not initialized", not the SDK's -32602); a proper initialize then opens the session."""
+    with raw_stdio(tmp_path / "data", tmp_path / "stderr.log") as conn:
+        refused = conn.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+        assert "error" in refused, refused
+        early = conn.call({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        check(early, types.INVALID_REQUEST, 2)
+        assert "not initialized" in early["error"]["message"]
+        assert conn.initialize()["result"]["serverInfo"]["name"] == "memserver"
+        assert conn.call({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})["result"]["tools"]
+
+
 def test_the_2026_era_needs_no_initialize(tmp_path: Path) -> None:
     """A connection that opens with a 2026-07-28 request (the `_meta` envelope, server/discover) is served
     without a handshake: the not-initialized answer is for handshake-era connections only."""
