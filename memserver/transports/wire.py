@@ -33,8 +33,6 @@ import mcp_types as types
 import pydantic_core
 from pydantic import ValidationError
 
-MAX_ID_CHARS = 256  # a longer string id is refused: its answer would repeat large input
-MAX_INT_ID = 2**63 - 1  # and so is an integer id beyond 64 bits
 MAX_METHOD_CHARS = 128  # the longest MCP method name is ~40 characters
 MAX_DEPTH = 200  # pydantic-core's fixed nesting limit; the Python fallback parser is held to the same
 BATCHES_REMOVED = "2025-06-18"  # the MCP revision that removed JSON-RPC batching
@@ -42,7 +40,8 @@ BATCHES_REMOVED = "2025-06-18"  # the MCP revision that removed JSON-RPC batchin
 logger = logging.getLogger(__name__)
 
 _BOM = b"\xef\xbb\xbf"
-_ID_SNIFF = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,256}"|-?\d{1,19})')
+# an id whole within the head: a string to its closing quote, a number followed by what ends a member
+_ID_SNIFF = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?=\s*[,}]))')
 _SIMPLE_KEY = re.compile(r"[A-Za-z0-9_$@./:-]{1,40}")
 
 
@@ -248,7 +247,7 @@ def _check(obj: Any) -> tuple[types.RequestId | None, str | None, int]:
         if "id" in obj and not _valid_id(raw_id):
             return request_id, 'Invalid Request: "id" must be a string or an integer', invalid
         if "id" in obj and request_id is None:
-            return None, f'Invalid Request: "id" longer than {MAX_ID_CHARS} characters or 64 bits', invalid
+            return None, 'Invalid Request: "id" contains a lone surrogate escape, which is not Unicode text', invalid
         if obj.get("params") is not None and not isinstance(obj["params"], dict):  # null: as if absent (the SDK's)
             return request_id, 'Invalid Request: "params" must be an object', invalid
         where = _lone_surrogate(obj.get("params"), "params")
@@ -298,10 +297,12 @@ def _valid_id(value: Any) -> bool:
 
 
 def _echoable(value: Any) -> bool:
-    """Whether an id may be sent back as it came: valid, short, and Unicode."""
+    """Whether an id may be sent back as it came: valid and Unicode. Its size is not limited here: JSON-RPC allows
+    any string or number, and the message-size limit already bounds it (an integer of more than 4300 digits cannot
+    be read at all, and is a parse error)."""
     if isinstance(value, str):
-        return len(value) <= MAX_ID_CHARS and _lone_surrogate(value, "") is None
-    return _valid_id(value) and abs(value) <= MAX_INT_ID
+        return _lone_surrogate(value, "") is None
+    return _valid_id(value)
 
 
 def _lone_surrogate(value: Any, path: str) -> str | None:

@@ -205,3 +205,30 @@ def test_a_round_trip_keeps_the_chains(backend: BackendUnderTest) -> None:
     target, _ = backend.another()
     assert target.import_(exported) == 4
     assert list(target.export()) == list(store.export())
+
+
+class _FrozenClock(datetime):
+    """datetime whose now() is one fixed instant, so the test knows the exact time of a forget."""
+
+    instant = datetime(2025, 9, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return cls.instant if tz is None else cls.instant.astimezone(tz)
+
+
+def test_as_of_the_exact_instant_of_a_forget(chain: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forgotten at T: found as of a microsecond before T, gone as of T itself (as a replace takes effect at its
+    instant)."""
+    import datetime as datetime_module
+
+    with monkeypatch.context() as frozen:
+        frozen.setattr(datetime_module, "datetime", _FrozenClock)  # the clock the engines read through inputs.now
+        assert chain.delete(X)
+    for mode in MODES:
+        before = chain.search(QUERY, limit=10, mode=mode, as_of="2025-09-01T12:00:00.123455Z")
+        assert "Ravi lives in Pune" in _contents(before)
+        at = chain.search(QUERY, limit=10, mode=mode, as_of="2025-09-01T12:00:00.123456Z")
+        assert _contents(at) == {"Maya lives in Madrid"}
+    listed = chain.list_page(limit=10, as_of="2025-09-01T12:00:00.123456Z").memories
+    assert {m.content for m in listed} == {"Maya lives in Madrid"}

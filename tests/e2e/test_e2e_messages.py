@@ -41,7 +41,7 @@ BAD = [
     ('"jsonrpc": "1.0"', encode({**PING, "jsonrpc": "1.0"}), types.INVALID_REQUEST, 7),
     ("params as an array", encode({**PING, "params": [1]}), types.INVALID_REQUEST, 7),
     ("an id that is an object", encode({**PING, "id": {"x": 1}}), types.INVALID_REQUEST, None),
-    ("an id of 5000 characters", encode({**PING, "id": "i" * 5000}), types.INVALID_REQUEST, None),
+    ("an id of 5000 digits", b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}', types.PARSE_ERROR, None),
     ("a method that is a number", encode({**PING, "method": 12}), types.INVALID_REQUEST, 7),
     ("a lone surrogate in the arguments", SURROGATE, types.INVALID_PARAMS, 1443),
     ("an unknown method", encode({**PING, "method": "memory/steal"}), types.METHOD_NOT_FOUND, 7),
@@ -50,6 +50,10 @@ BAD = [
     ("two ids", b'{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}', types.INVALID_REQUEST, None),
     ("two methods", b'{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}', types.INVALID_REQUEST, 7),
 ]
+
+# ids JSON-RPC allows that a 64-bit or 256-character limit would refuse: each is answered with the id as sent
+READABLE_IDS = [2**70, -(10**30), "i" * 10_000]
+READABLE_NAMES = ["2**70", "-10**30", "10,000 characters"]
 
 
 def check(answer: Any, code: int, request_id: Any) -> None:
@@ -78,6 +82,17 @@ def test_stdio_answers_a_bad_message_once_and_keeps_serving(
     stdio.send(data)
     check(stdio.next_answer(), code, request_id)
     assert stdio.call({**PING, "id": "after"})["result"] == {}
+
+
+@pytest.mark.parametrize("request_id", READABLE_IDS, ids=READABLE_NAMES)
+def test_stdio_answers_any_readable_id_as_sent(stdio: RawStdio, request_id: Any) -> None:
+    """A ping, a tool call and an error, each answered with the huge id exactly as it was sent."""
+    assert stdio.call({**PING, "id": request_id}) == {"jsonrpc": "2.0", "id": request_id, "result": {}}
+    listed = stdio.call({"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
+    assert listed["id"] == request_id and listed["result"]["tools"]
+    stdio.send(encode({**PING, "id": request_id, "method": "memory/steal"}))
+    answer = stdio.next_answer()
+    assert answer["id"] == request_id and answer["error"]["code"] == types.METHOD_NOT_FOUND
 
 
 def test_stdio_answers_a_10_mb_unparseable_line_and_a_batch(stdio: RawStdio) -> None:
@@ -136,6 +151,19 @@ def test_a_request_before_initialize_is_told_so(tmp_path: Path) -> None:
         assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == 6
 
 
+def test_an_initialize_answered_with_an_error_does_not_initialize(tmp_path: Path) -> None:
+    """An initialize the SDK refuses (no params) leaves the session uninitialized: the next request is told so
+    (-32600 "not initialized", not the SDK's -32602); a proper initialize then opens the session."""
+    with raw_stdio(tmp_path / "data", tmp_path / "stderr.log") as conn:
+        refused = conn.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+        assert "error" in refused, refused
+        early = conn.call({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        check(early, types.INVALID_REQUEST, 2)
+        assert "not initialized" in early["error"]["message"]
+        assert conn.initialize()["result"]["serverInfo"]["name"] == "memserver"
+        assert conn.call({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})["result"]["tools"]
+
+
 def test_the_2026_era_needs_no_initialize(tmp_path: Path) -> None:
     """A connection that opens with a 2026-07-28 request (the `_meta` envelope, server/discover) is served
     without a handshake: the not-initialized answer is for handshake-era connections only."""
@@ -174,6 +202,16 @@ def test_http_answers_a_bad_body_with_400_and_the_json_rpc_error(
     assert status == (200 if name == "an unknown method" else 400)
     check(answers[0], code, request_id)
     assert http.call({**PING, "id": "after"})["result"] == {}
+
+
+@pytest.mark.parametrize("request_id", READABLE_IDS, ids=READABLE_NAMES)
+def test_http_answers_any_readable_id_as_sent(http: RawHttp, request_id: Any) -> None:
+    """The same over HTTP: a ping, a tool call and an error carry the huge id exactly as it was sent."""
+    assert http.call({**PING, "id": request_id}) == {"jsonrpc": "2.0", "id": request_id, "result": {}}
+    listed = http.call({"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
+    assert listed["id"] == request_id and listed["result"]["tools"]
+    _, answers, _ = http.post(encode({**PING, "id": request_id, "method": "memory/steal"}))
+    assert answers[0]["id"] == request_id and answers[0]["error"]["code"] == types.METHOD_NOT_FOUND
 
 
 def test_http_answers_a_body_too_large_and_a_batch(http: RawHttp) -> None:

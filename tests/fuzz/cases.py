@@ -60,8 +60,19 @@ class CaseMaker:
         self.known_ids: list[str] = []
 
     def next_id(self) -> Any:
+        """A fresh id: mostly small integers and short strings, sometimes ones beyond 64 bits (either sign) or a
+        10,000-character string (JSON-RPC allows any; each must be answered with that id)."""
         self.n += 1
-        return self.n if self.rng.random() < 0.7 else f"req-{self.n}"
+        roll = self.rng.random()
+        if roll < 0.6:
+            return self.n
+        if roll < 0.85:
+            return f"req-{self.n}"
+        if roll < 0.9:
+            return 2**70 + self.n
+        if roll < 0.95:
+            return -(10**30) - self.n
+        return f"{'L' * 10_000}-{self.n}"
 
     # --- one case of any kind -------------------------------------------------------------------------------------
 
@@ -253,7 +264,10 @@ class CaseMaker:
             ("id float", encode({**ping, "id": 1.5}), [None]),
             ("id bool", encode({**ping, "id": True}), [None]),
             ("id null", encode({**ping, "id": None}), [None]),
-            ("id huge", encode({**ping, "id": "i" * 5000}), [None]),
+            ("id long string", encode({**ping, "id": f"{'i' * 10_000}{rid}"}), [f"{'i' * 10_000}{rid}"]),
+            ("id beyond 64 bits", encode({**ping, "id": 2**70 + self.n}), [2**70 + self.n]),
+            ("id below -10**30", encode({**ping, "id": -(10**30) - self.n}), [-(10**30) - self.n]),
+            ("id of 5000 digits", b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}', [None]),
             ("method number", encode({**ping, "method": 5}), [rid]),
             ("method empty", encode({**ping, "method": ""}), [rid]),
             ("method huge", encode({**ping, "method": "m" * 5000}), [rid]),

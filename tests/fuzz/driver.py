@@ -126,7 +126,9 @@ class Checker:
                 problems = list(self.validators[case.tool].iter_errors(result.get("structuredContent")))
                 if problems:
                     self.findings.add(case, f"structuredContent breaks the output schema: {problems[0].message[:200]}")
-        if (error is not None or (isinstance(result, dict) and result.get("isError"))) and _echoes(text, case.large):
+        beyond_id = json.dumps({k: v for k, v in answer.items() if k != "id"}, ensure_ascii=False)  # the id is echoed
+        failed = error is not None or (isinstance(result, dict) and result.get("isError"))
+        if failed and _echoes(beyond_id, case.large):
             self.findings.add(case, "the error repeats 1 KB of the input")
         if isinstance(result, dict) and result.get("isError"):
             message = " ".join(block.get("text", "") for block in result.get("content", []))

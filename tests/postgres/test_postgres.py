@@ -77,6 +77,34 @@ def test_row_level_security_hides_other_tenants_even_from_sql_without_a_tenant_c
         assert [m.content for m in b.list_recent()] == ["Bob's locker code is 1234."]
 
 
+def test_row_level_security_hides_other_tenants_in_every_tenant_bearing_table(url: str) -> None:
+    """Every table with a tenant column (read from the schema, so a new table is covered): as memserver_app,
+    another tenant's rows never come back, even when the statement asks for them by name."""
+    with PostgresBackend(url, "rls2/a", FakeEmbedder()) as a:
+        a.add("Alice keeps the spare key under the blue pot.", tags=["home"], speaker="Alice")
+    with psycopg.connect(url, autocommit=True) as owner:
+        tables = [
+            r[0]
+            for r in owner.execute(
+                "SELECT c.table_name FROM information_schema.columns c JOIN information_schema.tables t "
+                "USING (table_schema, table_name) WHERE c.table_schema = 'memserver' AND c.column_name = 'tenant' "
+                "AND t.table_type = 'BASE TABLE' ORDER BY 1"
+            )
+        ]
+    assert {"memories", "postings", "memory_tags"} <= set(tables), tables
+    with psycopg.connect(url, autocommit=True, options="-c role=memserver_app") as conn:
+
+        def rows_of_a(table: str, as_tenant: str) -> int:
+            with conn.transaction():
+                conn.execute("SELECT set_config('memserver.tenant', %s, true)", [as_tenant])
+                found = conn.execute(f"SELECT count(*) FROM memserver.{table} WHERE tenant = 'rls2/a'").fetchone()
+                return int(found[0]) if found else 0
+
+        seen_by_a = {table: rows_of_a(table, "rls2/a") for table in tables}
+        assert all(seen_by_a[t] > 0 for t in ("memories", "postings", "memory_tags")), seen_by_a
+        assert {table: rows_of_a(table, "rls2/b") for table in tables} == dict.fromkeys(tables, 0)
+
+
 # --- schema -----------------------------------------------------------------------------------------------------
 
 
