@@ -114,6 +114,7 @@ def test_plain_loopback_http_needs_no_token(tmp_path: Path, portal: BlockingPort
             "recall",
             "list_recent",
             "forget",
+            "mark",
             "forget_matching",
             "browse_memories",
         ]

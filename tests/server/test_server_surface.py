@@ -640,6 +640,7 @@ def test_every_memserver_logger_is_forwarded_or_deliberately_not() -> None:
             "memserver.transports.limits",
             "memserver.transports.sse",
             "memserver.transports.bearer",
+            "memserver.transports.oauth",
             "memserver.cli.command",
             "memserver.cli.demo",
         }
