@@ -253,7 +253,9 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: sync_playwright runs an event loop on this thread while it is open, and under
+# pytest-xdist a worker goes on to other files (anyio tests, asyncio.run) after a browser module.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     from playwright.sync_api import sync_playwright
 
@@ -261,9 +263,9 @@ def playwright() -> Iterator[Playwright]:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
-    """One headless Chromium for the whole session; each test gets a fresh context (no shared cookies)."""
+    """One headless Chromium per test module; each test gets a fresh context (no shared cookies)."""
     from playwright.sync_api import expect
 
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
