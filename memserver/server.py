@@ -15,8 +15,9 @@ confirm before it forgets anything (elicitation: an `elicitation/create` request
 handshake era, an `input_required` answer in 2026-07-28).
 
 Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
-is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching, answering structuredContent;
-and apps.py's browse_memories, answering text and linking the in-chat browser, a ui:// page: MCP Apps);
+is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, mark, forget_matching, consolidate, answering
+structuredContent; and apps.py's browse_memories, answering text and linking the in-chat browser, a ui:// page:
+MCP Apps);
 `memserver serve --tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory,
 answering plain text), whose work knows the connection a call comes from. With --chat-condense, a chat recall
 asks the client's model to condense its block (`_condensed`: sampling/createMessage, a request from the server to
@@ -67,7 +68,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from memserver import __version__
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
-from memserver.features import apps, chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
+from memserver.features import (
+    apps,
+    chat,
+    client_log,
+    completions,
+    consolidating,
+    forgetting,
+    prompts,
+    resources,
+    tool_work,
+    tools,
+)
 from memserver.features.subscriptions import Subscriptions, TooManySubscriptionsError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
@@ -202,6 +214,8 @@ async def call_tool(
             if isinstance(asked, types.InputRequiredResult):
                 return asked
             payload: Payload = asked
+        elif tool is tools.CONSOLIDATE:
+            payload = await consolidate(ctx, args)
         else:
             store = await _store(ctx)
             answer = _nowait(ctx, tool.name, store, args, timing)
@@ -276,6 +290,43 @@ async def forget_matching(
     forget = partial(store.delete_many, selection.ids, namespace=args.get("namespace"))
     forgotten = await anyio.to_thread.run_sync(forget)  # one write, exactly the ids the question counted
     return forgetting.outcome("forgotten", selection.count, forgotten)
+
+
+async def consolidate(ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+    """consolidate: the proposals, each applied on the person's yes (features/consolidating.py). Handshake era
+    only: elicitation/create per proposal, and sampling/createMessage for a merged text when the client offers it.
+    In 2026-07-28 (no server requests) and for a client without elicitation, the proposals come back unapplied
+    unless `apply` names the ones the user approved."""
+    store = await _store(ctx)
+    capabilities = ctx.session.client_capabilities
+    legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.session.can_send_request
+
+    async def ask(form: types.ElicitRequestFormParams) -> types.ElicitResult | None:
+        with anyio.move_on_after(forgetting.CONFIRM_SECONDS):
+            try:
+                return await ctx.session.elicit_form(form.message, form.requested_schema, ctx.request_id)
+            except MCPError as exc:  # the client said elicitation, then failed to ask: taken as no answer
+                logger.warning("asking the user about a consolidation failed: %s", exc.error.message[:200])
+        return None
+
+    async def sample(system: str, text: str) -> str | None:
+        try:
+            with anyio.fail_after(consolidating.MERGE_SECONDS), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+                answer = await ctx.session.create_message(
+                    [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+                    max_tokens=400,
+                    system_prompt=system,
+                    related_request_id=ctx.request_id,
+                )
+        except Exception as exc:  # refused, failed, too slow: the longest member's text stands
+            logger.warning("asking the client for a merged text failed: %s", type(exc).__name__)
+            return None
+        return consolidating.merged_text(answer)
+
+    can_ask = legacy and forgetting.can_ask(capabilities)
+    can_sample = legacy and capabilities is not None and capabilities.sampling is not None
+    return await consolidating.run(store, args, ask if can_ask else None, sample if can_sample else None)
 
 
 async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
