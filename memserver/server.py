@@ -215,7 +215,10 @@ async def call_tool(
                 return asked
             payload: Payload = asked
         elif tool is tools.CONSOLIDATE:
-            payload = await consolidate(ctx, args)
+            proposed = await consolidate(ctx, params, args)
+            if isinstance(proposed, types.InputRequiredResult):
+                return proposed
+            payload = proposed
         else:
             store = await _store(ctx)
             answer = _nowait(ctx, tool.name, store, args, timing)
@@ -292,16 +295,35 @@ async def forget_matching(
     return forgetting.outcome("forgotten", selection.count, forgotten)
 
 
-async def consolidate(ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
-    """consolidate: the proposals, each applied on the person's yes (features/consolidating.py). Handshake era
-    only: elicitation/create per proposal, and sampling/createMessage for a merged text when the client offers it.
-    In 2026-07-28 (no server requests) and for a client without elicitation, the proposals come back unapplied
-    unless `apply` names the ones the user approved."""
+async def consolidate(
+    ctx: Context, params: types.CallToolRequestParams, args: dict[str, Any]
+) -> dict[str, Any] | types.InputRequiredResult:
+    """consolidate: the proposals, each applied on the person's yes (features/consolidating.py).
+
+    Handshake era: elicitation/create per proposal, and sampling/createMessage for a merged text when the client
+    offers it. 2026-07-28: the questions in one input_required result, the answers in the second call (no
+    sampling: deprecated there, the longest member's text stands). A client without elicitation gets the
+    proposals unapplied, unless `apply` names the ones the user approved.
+    """
     store = await _store(ctx)
     capabilities = ctx.session.client_capabilities
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and forgetting.can_ask(capabilities):
+        answers = consolidating.answered(params.request_state, params.input_responses)
+        if answers is None:  # the first round (or a stale one): ask about the proposals found now
+            forms, state = await anyio.to_thread.run_sync(consolidating.questions, store, args)
+            if not forms:
+                return consolidating.outcome("nothing_to_do", [], 0, 0)
+            asks: dict[str, types.InputRequest] = {pid: types.ElicitRequest(params=f) for pid, f in forms.items()}
+            return types.InputRequiredResult(input_requests=asks, request_state=state)
+        given = answers
+
+        async def answer(proposal_id: str, form: types.ElicitRequestFormParams) -> types.ElicitResult | None:
+            return given.get(proposal_id)
+
+        return await consolidating.run(store, {**args, "apply": sorted(given)}, answer, None)
     legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.session.can_send_request
 
-    async def ask(form: types.ElicitRequestFormParams) -> types.ElicitResult | None:
+    async def ask(proposal_id: str, form: types.ElicitRequestFormParams) -> types.ElicitResult | None:
         with anyio.move_on_after(forgetting.CONFIRM_SECONDS):
             try:
                 return await ctx.session.elicit_form(form.message, form.requested_schema, ctx.request_id)

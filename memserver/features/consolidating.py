@@ -13,7 +13,9 @@ server.py does the asking; this module builds the questions and the payloads, an
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -121,7 +123,8 @@ def outcome(status: str, items: list[dict[str, Any]], applied: int, found: int) 
     return result
 
 
-Ask = Callable[[types.ElicitRequestFormParams], Awaitable[types.ElicitResult | None]]  # None: no answer in time
+# (proposal id, its question) -> the person's answer; None: no answer (in time)
+Ask = Callable[[str, types.ElicitRequestFormParams], Awaitable[types.ElicitResult | None]]
 Sample = Callable[[str, str], Awaitable[str | None]]  # (system, text) -> the merged text, or None
 
 
@@ -145,7 +148,7 @@ async def run(store: MemoryBackend, args: dict[str, Any], ask: Ask | None, sampl
             content = await sample(*await anyio.to_thread.run_sync(merge_request, store, proposal))
         state = "applied"
         if ask is not None:
-            answer = await ask(await anyio.to_thread.run_sync(question, store, proposal, content))
+            answer = await ask(proposal.id, await anyio.to_thread.run_sync(question, store, proposal, content))
             if answer is None or not confirmed(answer):
                 state = "unanswered" if answer is None else forgetting.refusal(answer)
         if state == "applied":
@@ -164,3 +167,32 @@ async def run(store: MemoryBackend, args: dict[str, Any], ask: Ask | None, sampl
     items += [await anyio.to_thread.run_sync(shown, store, p, "not_asked") for p in rest]
     status = "applied" if applied else "declined" if said_no else "proposed"
     return outcome(status, items, applied, len(found) if not wanted else len(items))
+
+
+# --- 2026-07-28: no server requests; the questions go out in an input_required result and the answers come back
+
+
+def questions(store: MemoryBackend, args: dict[str, Any]) -> tuple[dict[str, types.ElicitRequestFormParams], str]:
+    """The first round: one question per proposal asked about (as `run` picks them), keyed by proposal id, and the
+    requestState (the ids asked about and when; untrusted, it only says whether an answer is fresh)."""
+    found = scan(store, args.get("namespace"))
+    wanted = args.get("apply")
+    chosen = [p for p in found if p.id in wanted] if wanted else found[:MAX_ASKED]
+    forms = {p.id: question(store, p, None) for p in chosen}
+    return forms, json.dumps({"v": 1, "asked": time.time(), "ids": sorted(forms)})
+
+
+def answered(request_state: str | None, responses: Mapping[str, Any] | None) -> dict[str, types.ElicitResult] | None:
+    """The second round's answers, by proposal id, when the state is ours and fresh (asked at most
+    forgetting.CONFIRM_SECONDS ago) and each answer is to a question it names; None: ask (again)."""
+    try:
+        value = json.loads(request_state or "")
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("v") != 1 or not isinstance(value.get("ids"), list):
+        return None
+    asked = value.get("asked")
+    if not isinstance(asked, float) or not 0 <= time.time() - asked <= forgetting.CONFIRM_SECONDS:
+        return None
+    answers = {k: v for k, v in (responses or {}).items() if k in value["ids"] and isinstance(v, types.ElicitResult)}
+    return answers or None

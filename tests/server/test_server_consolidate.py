@@ -1,8 +1,8 @@
 """The consolidate tool: proposals (merge near-duplicates, archive a stale statement) applied only on the person's
-yes, asked through MCP elicitation one proposal at a time; a merged text from the client's model when it offers
-sampling; a client that cannot ask gets the proposals and applies the ones the user approved by id. In process,
-over the SDK's Client with its elicitation and sampling callbacks; the store is a real MemoryStore with the fake
-embedder."""
+yes, asked through MCP elicitation one proposal at a time (2026-07-28: all in one input_required round trip); a
+merged text from the client's model when it offers sampling; a client that cannot ask gets the proposals and applies
+the ones the user approved by id. In process, over the SDK's Client with its elicitation and sampling callbacks; the
+store is a real MemoryStore with the fake embedder."""
 
 from __future__ import annotations
 
@@ -62,23 +62,26 @@ def records(store: Opener) -> list[dict[str, Any]]:
 
 
 class Person:
-    """The human behind the elicitation callback: answers each question in turn from `answers` (True: tick)."""
+    """The human behind the elicitation callback: answers a merge question with `merge` and an archive question
+    with `archive` (True: tick the box; a str: that action), and records each question, in the order asked."""
 
-    def __init__(self, *answers: bool | str) -> None:
-        self.answers = list(answers)
+    def __init__(self, merge: bool | str, archive: bool | str) -> None:
+        self.merge, self.archive = merge, archive
         self.questions: list[types.ElicitRequestFormParams] = []
 
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         assert isinstance(params, types.ElicitRequestFormParams)
         self.questions.append(params)
-        answer = self.answers.pop(0)
+        answer = self.merge if params.message.startswith("Merge") else self.archive
         if isinstance(answer, str):
             return types.ElicitResult(action=answer)  # type: ignore[arg-type]
         return types.ElicitResult(action="accept", content={"apply": answer})
 
 
-async def call(store: Opener, arguments: dict[str, Any], **callbacks: Any) -> types.CallToolResult:
-    async with Client(build_server(lambda user: store()), mode="legacy", **callbacks) as client:
+async def call(
+    store: Opener, arguments: dict[str, Any], mode: str = "legacy", **callbacks: Any
+) -> types.CallToolResult:
+    async with Client(build_server(lambda user: store()), mode=mode, **callbacks) as client:
         with anyio.fail_after(TIMEOUT):
             return await client.call_tool("consolidate", arguments)
 
@@ -92,9 +95,10 @@ def merged_by(text: str, asked: list[types.CreateMessageRequestParams]) -> Calla
 
 
 @pytest.mark.anyio
-async def test_each_proposal_is_asked_about_and_only_a_yes_applies_it(store: Opener) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+async def test_each_proposal_is_asked_about_and_only_a_yes_applies_it(store: Opener, mode: str) -> None:
     person = Person(False, True)
-    result = await call(store, {}, elicitation_callback=person)
+    result = await call(store, {}, mode, elicitation_callback=person)
     assert not result.is_error
     payload = result.structured_content
     assert payload is not None and payload["status"] == "applied" and payload["applied"] == 1
@@ -102,7 +106,7 @@ async def test_each_proposal_is_asked_about_and_only_a_yes_applies_it(store: Ope
         ("merge", "declined"),
         ("archive", "applied"),
     ]
-    merge, stale = person.questions
+    merge, stale = sorted(person.questions, key=lambda q: not q.message.startswith("Merge"))
     assert merge.message.startswith("Merge 2 near-duplicate memories into one?") and TOMATOES in merge.message
     assert stale.message.splitlines()[:3] == [
         "Archive a stale statement of Ana?",
