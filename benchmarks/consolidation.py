@@ -11,6 +11,7 @@ and STALE_SCORE).
 
     uv run python -m benchmarks.consolidation          # full sweep, writes benchmarks/results/consolidation.json
     uv run python -m benchmarks.consolidation --quick  # smoke test: the fake embedder, a coarse sweep
+    uv run python -m benchmarks.consolidation --scale 20000  # scan time of both proposals on N made memories
 """
 
 from __future__ import annotations
@@ -122,11 +123,54 @@ def _table(title: str, result: dict[str, Any], sweep: str, best: str, held: str)
     )
 
 
+def scale(n: int) -> dict[str, Any]:
+    """Seconds of each scan on `n` memories of random words (the fake embedder: the time is the scan's, not the
+    model's), all of one speaker (the worst case of the stale scan: every pair is a candidate) and of 40 speakers."""
+    import random
+    import time
+
+    from tests.support.fakes import FakeEmbedder
+
+    rng = random.Random(24)
+    words = [f"w{i}" for i in range(3000)]
+    rows = []
+    for speakers in (1, 40):
+        with tempfile.TemporaryDirectory() as folder:
+            store = MemoryStore(Path(folder), "scale", embedder=FakeEmbedder())
+            store.add_many(
+                [
+                    {
+                        "content": " ".join(rng.sample(words, 8)),
+                        "speaker": f"s{i % speakers}",
+                        "occurred_at": f"2025-{1 + i % 12:02d}-01",
+                    }
+                    for i in range(n)
+                ]
+            )
+            row: dict[str, Any] = {"memories": n, "speakers": speakers}
+            for name, scan in (("merges", consolidation.propose_merges), ("stale", consolidation.propose_stale)):
+                started = time.perf_counter()
+                scan(store)
+                row[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
+            rows.append(row)
+            store.close()
+    return {"rows": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: the fake embedder, a coarse sweep")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--scale", type=int, metavar="N", help="time both scans on N made memories instead")
     args = parser.parse_args()
+    if args.scale:
+        timed = scale(args.scale)
+        print("| memories | speakers | merge scan s | stale scan s |\n|---|---|---|---|")
+        for row in timed["rows"]:
+            print(f"| {row['memories']:,} | {row['speakers']} | {row['merges_seconds']} | {row['stale_seconds']} |")
+        out = RESULTS.with_name("consolidation_scale.json") if args.output == RESULTS else args.output
+        out.write_text(json.dumps(timed, indent=1) + "\n")
+        return
     result = run(args.quick)
     _table("Duplicate pairs (propose_merges, cosine threshold)", result, "sweep", "chosen_on_dev", "heldout_at_chosen")
     _table(

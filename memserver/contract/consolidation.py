@@ -35,6 +35,9 @@ MIN_WORD_OVERLAP = 0.3
 # Stale statements: the score (cosine + cue bonus + frame share) at or above which the older of a pair is stale.
 STALE_SCORE = 0.40
 UPDATE_CUE_BONUS = 0.1
+# A pair is scored when one of the two is among the other's STALE_CANDIDATES nearest statements of that speaker:
+# one speaker (the user) may have said thousands of things, and an update is close to what it updates.
+STALE_CANDIDATES = 10
 FRAME_WEIGHT = 0.2
 UPDATE_CUES = frozenset(
     {"now", "switched", "moved", "changed", "instead", "since", "these", "days", "anymore", "longer", "new"}
@@ -172,23 +175,49 @@ def _current(store: MemoryBackend, namespace: str | None) -> list[dict[str, Any]
 
 
 def _close_pairs(
-    records: list[dict[str, Any]], floor: float, progress: Progress | None
+    records: list[dict[str, Any]],
+    floor: float,
+    progress: Progress | None,
+    by_speaker: bool = False,
+    nearest: int | None = None,
 ) -> Iterator[tuple[int, int, float]]:
-    """(i, j, cosine) for i < j of one namespace with cosine >= floor, a block of rows at a time."""
+    """(i, j, cosine) for i < j of one namespace and one speaker (or none; `by_speaker`: the records without one
+    are left out) with cosine >= floor, a block of rows at a time, filtered in numpy (only the pairs that pass reach
+    Python); with `nearest`, only the pairs where one is among the other's `nearest` best."""
     import numpy as np  # here, not at the top: the server imports the contract on its start-up path
 
     n = len(records)
     if n == 0:
         return
     vectors = np.asarray([r["vector"] for r in records], dtype=np.float32).reshape(n, -1)
-    spaces = np.asarray([r.get("namespace", "default") for r in records])
+    keys = [(r.get("namespace", "default"), _speaker(r)) for r in records]
+    codes = np.unique(np.asarray([f"{a}\0{b}" for a, b in keys]), return_inverse=True)[1].ravel()
+    if by_speaker:
+        codes = np.where([bool(b) for _, b in keys], codes, -1 - np.arange(n))  # no speaker: a group of one
+    columns = np.arange(n)
+    seen: set[tuple[int, int]] = set()
     for start in range(0, n, _ROWS):
         block = vectors[start : start + _ROWS] @ vectors.T  # stored vectors are unit length
-        rows, cols = np.nonzero(block >= floor)
-        for r, j in zip(rows.tolist(), cols.tolist(), strict=True):
-            i = start + r
-            if j > i and spaces[i] == spaces[j]:
-                yield i, j, float(block[r, j])
+        rows = np.arange(start, min(n, start + _ROWS))
+        keep = (block >= floor) & (codes[rows, None] == codes[None, :])
+        if nearest is None:
+            keep &= columns[None, :] > rows[:, None]
+        else:
+            keep &= columns[None, :] != rows[:, None]
+            if n > nearest:  # a row's best `nearest` that pass (a row of fewer keeps those)
+                scores = np.where(keep, block, -np.inf)
+                best = np.argpartition(-scores, nearest - 1, axis=1)[:, :nearest]
+                chosen = np.zeros_like(keep)
+                np.put_along_axis(chosen, best, True, axis=1)
+                keep &= chosen
+        for r, j in zip(*np.nonzero(keep), strict=True):
+            i, other = start + int(r), int(j)
+            if nearest is not None:
+                i, other = min(i, other), max(i, other)
+                if (i, other) in seen:
+                    continue
+                seen.add((i, other))
+            yield i, other, float(block[r, j])
         if progress is not None:
             progress(min(n, start + _ROWS), n)
 
@@ -263,10 +292,8 @@ def propose_stale(
     current = _current(store, namespace)
     floor = threshold - UPDATE_CUE_BONUS - FRAME_WEIGHT
     best: dict[int, tuple[float, int, dict[str, Any]]] = {}
-    for i, j, cosine in _close_pairs(current, floor, progress):
+    for i, j, cosine in _close_pairs(current, floor, progress, by_speaker=True, nearest=STALE_CANDIDATES):
         a, b = current[i], current[j]
-        if not _speaker(a) or _speaker(a) != _speaker(b):
-            continue
         if _when(a) == _when(b) or _is_duplicate(a, b, cosine, DUPLICATE_COSINE) is not None:
             continue
         if _when(a) > _when(b):
