@@ -332,19 +332,7 @@ async def consolidate(
         return None
 
     async def sample(system: str, text: str) -> str | None:
-        try:
-            with anyio.fail_after(consolidating.MERGE_SECONDS), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-                answer = await ctx.session.create_message(
-                    [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
-                    max_tokens=400,
-                    system_prompt=system,
-                    related_request_id=ctx.request_id,
-                )
-        except Exception as exc:  # refused, failed, too slow: the longest member's text stands
-            logger.warning("asking the client for a merged text failed: %s", type(exc).__name__)
-            return None
-        return consolidating.merged_text(answer)
+        return consolidating.merged_text(await _sampled(ctx, system, text, 400, consolidating.MERGE_SECONDS))
 
     can_ask = legacy and forgetting.can_ask(capabilities)
     can_sample = legacy and capabilities is not None and capabilities.sampling is not None
@@ -558,24 +546,30 @@ async def _condensed(ctx: Context, block: chat.ContextBlock) -> str:
     if capabilities is None or capabilities.sampling is None or not ctx.session.can_send_request:
         return block.text
     system, text = block.sampling_request()
-    try:
-        with anyio.fail_after(CONDENSE_SECONDS), warnings.catch_warnings():
-            # Sampling is deprecated as of 2026-07-28 (SEP-2577); handshake-era clients still offer it.
-            warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-            answer = await ctx.session.create_message(
-                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
-                max_tokens=max(64, block.budget // 3),  # ~4 characters a token, with room
-                system_prompt=system,
-                related_request_id=ctx.request_id,  # over HTTP: on this call's response stream
-            )
-    except Exception as exc:  # MCPError, a timeout, a malformed answer: the extractive block stands
-        logger.warning("condensing the chat context through sampling failed: %s", type(exc).__name__)
-        return block.text
-    condensed = answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
+    condensed = await _sampled(ctx, system, text, max(64, block.budget // 3), CONDENSE_SECONDS)  # ~4 chars a token
     if not condensed or len(condensed) > block.budget:
         logger.warning("the client's condensed chat context was empty or over the budget; sending the extractive one")
         return block.text
     return condensed
+
+
+async def _sampled(ctx: Context, system: str, text: str, max_tokens: int, seconds: float) -> str:
+    """sampling/createMessage tied to this request: the client model's text answer, stripped; "" when it refuses,
+    fails, takes longer than `seconds` or answers no text (logged). The caller checked the sampling capability."""
+    try:
+        with anyio.fail_after(seconds), warnings.catch_warnings():
+            # Sampling is deprecated as of 2026-07-28 (SEP-2577); handshake-era clients still offer it.
+            warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+            answer = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+                max_tokens=max_tokens,
+                system_prompt=system,
+                related_request_id=ctx.request_id,  # over HTTP: on this call's response stream
+            )
+    except Exception as exc:  # MCPError, a timeout, a malformed answer
+        logger.warning("asking the client's model (sampling) failed: %s", type(exc).__name__)
+        return ""
+    return answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
 
 
 @contextmanager

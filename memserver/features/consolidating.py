@@ -75,9 +75,8 @@ def merge_request(store: MemoryBackend, proposal: consolidation.MergeProposal) -
     return MERGE_SYSTEM, "\n".join(lines)
 
 
-def merged_text(answer: types.CreateMessageResult) -> str | None:
-    """The sampled text, or None when it is not usable (not text, empty, too long)."""
-    text = answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
+def merged_text(text: str) -> str | None:
+    """The sampled text, or None when it is not usable (empty, too long): the longest member's text stands."""
     return text if text and len(text) <= MAX_CONTENT_CHARS else None
 
 

@@ -158,3 +158,17 @@ async def test_bad_arguments_and_an_empty_store_say_so(tmp_path: Path) -> None:
     assert result.structured_content is not None and result.structured_content["status"] == "nothing_to_do"
     result = await call(empty, {"apply": ["not-an-id"]})
     assert result.is_error and "apply" in result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_failed_or_empty_sampling_leaves_the_longest_text(store: Opener) -> None:
+    async def refuse(context: Any, params: types.CreateMessageRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=-1, message="the user refused")
+
+    for sampling in (refuse, merged_by("   ", [])):
+        person = Person("decline", "decline")
+        result = await call(store, {}, elicitation_callback=person, sampling_callback=sampling)
+        payload = result.structured_content
+        assert payload is not None and payload["status"] == "declined" and payload["applied"] == 0
+        assert payload["proposals"][0]["content"] == TOMATOES_AGAIN  # the longer member's
+    assert len(current(store)) == 5
