@@ -91,6 +91,16 @@ def _with_contents(store: MemoryBackend, proposal: Proposal) -> list[str]:
     return lines
 
 
+def _applied(store: MemoryBackend, proposal: Proposal) -> list[str] | str:
+    """--yes --json: the ids written, or why not (an earlier proposal took one of its memories)."""
+    from memserver.contract import consolidation
+
+    try:
+        return [m.id for m in consolidation.apply(store, proposal)]
+    except MemserverError as exc:
+        return f"not applied: {exc}"
+
+
 def _ask() -> str:
     print("apply? [y/n/q] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline()
@@ -112,7 +122,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
         if args.json:
             out: dict[str, Any] = {"proposals": [p.to_dict() for p in proposals]}
             if args.yes:
-                out["applied"] = {p.id: [m.id for m in consolidation.apply(store, p)] for p in proposals}
+                out["applied"] = {p.id: _applied(store, p) for p in proposals}
             print(json.dumps(out, indent=2, ensure_ascii=False))
             return 0
         if not proposals:
