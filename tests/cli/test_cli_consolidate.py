@@ -94,3 +94,13 @@ def test_yes_applies_all_and_json_says_what_was_written(
     ]
     out, _ = run(capsys, "consolidate", "--dry-run")
     assert out.strip() == "nothing to consolidate"
+
+
+def test_a_terminal_sees_the_scans_progress(
+    store_with_proposals: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    err = Terminal()
+    monkeypatch.setattr("sys.stderr", err)
+    assert main(["consolidate", "--dry-run"]) == 0
+    drawn = err.getvalue()
+    assert "looking for duplicates [" in drawn and "looking for stale statements [" in drawn and "5/5" in drawn

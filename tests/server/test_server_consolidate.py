@@ -135,14 +135,15 @@ async def test_with_sampling_the_clients_merged_text_is_proposed_and_applied(sto
 
 
 @pytest.mark.anyio
-async def test_without_elicitation_it_proposes_and_applies_only_the_ids_passed_back(store: Opener) -> None:
-    result = await call(store, {})
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+async def test_without_elicitation_it_proposes_and_applies_only_the_ids_passed_back(store: Opener, mode: str) -> None:
+    result = await call(store, {}, mode)
     payload = result.structured_content
     assert payload is not None and payload["status"] == "proposed" and payload["applied"] == 0
     assert "apply" in payload["note"] and len(current(store)) == 5
     stale = next(p for p in payload["proposals"] if p["action"] == "archive")
     assert [m["content"] for m in stale["memories"]] == ["I live in Oslo.", "I live in Lisbon now."]
-    result = await call(store, {"apply": [stale["id"], "0123456789ab"]})
+    result = await call(store, {"apply": [stale["id"], "0123456789ab"]}, mode)
     payload = result.structured_content
     assert payload is not None and payload["status"] == "applied" and payload["applied"] == 1
     assert [p["outcome"] for p in payload["proposals"]] == ["applied", "not_found"]
