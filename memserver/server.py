@@ -15,8 +15,9 @@ confirm before it forgets anything (elicitation: an `elicitation/create` request
 handshake era, an `input_required` answer in 2026-07-28).
 
 Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
-is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching, answering structuredContent;
-and apps.py's browse_memories, answering text and linking the in-chat browser, a ui:// page: MCP Apps);
+is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, mark, forget_matching, consolidate, answering
+structuredContent; and apps.py's browse_memories, answering text and linking the in-chat browser, a ui:// page:
+MCP Apps);
 `memserver serve --tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory,
 answering plain text), whose work knows the connection a call comes from. With --chat-condense, a chat recall
 asks the client's model to condense its block (`_condensed`: sampling/createMessage, a request from the server to
@@ -67,7 +68,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from memserver import __version__
 from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
-from memserver.features import apps, chat, client_log, completions, forgetting, prompts, resources, tool_work, tools
+from memserver.features import (
+    apps,
+    chat,
+    client_log,
+    completions,
+    consolidating,
+    forgetting,
+    prompts,
+    resources,
+    tool_work,
+    tools,
+)
 from memserver.features.subscriptions import Subscriptions, TooManySubscriptionsError
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
@@ -202,6 +214,11 @@ async def call_tool(
             if isinstance(asked, types.InputRequiredResult):
                 return asked
             payload: Payload = asked
+        elif tool is tools.CONSOLIDATE:
+            proposed = await consolidate(ctx, params, args)
+            if isinstance(proposed, types.InputRequiredResult):
+                return proposed
+            payload = proposed
         else:
             store = await _store(ctx)
             answer = _nowait(ctx, tool.name, store, args, timing)
@@ -276,6 +293,50 @@ async def forget_matching(
     forget = partial(store.delete_many, selection.ids, namespace=args.get("namespace"))
     forgotten = await anyio.to_thread.run_sync(forget)  # one write, exactly the ids the question counted
     return forgetting.outcome("forgotten", selection.count, forgotten)
+
+
+async def consolidate(
+    ctx: Context, params: types.CallToolRequestParams, args: dict[str, Any]
+) -> dict[str, Any] | types.InputRequiredResult:
+    """consolidate: the proposals, each applied on the person's yes (features/consolidating.py).
+
+    Handshake era: elicitation/create per proposal, and sampling/createMessage for a merged text when the client
+    offers it. 2026-07-28: the questions in one input_required result, the answers in the second call (no
+    sampling: deprecated there, the longest member's text stands). A client without elicitation gets the
+    proposals unapplied, unless `apply` names the ones the user approved.
+    """
+    store = await _store(ctx)
+    capabilities = ctx.session.client_capabilities
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and forgetting.can_ask(capabilities):
+        answers = consolidating.answered(params.request_state, params.input_responses)
+        if answers is None:  # the first round (or a stale one): ask about the proposals found now
+            forms, state = await anyio.to_thread.run_sync(consolidating.questions, store, args)
+            if not forms:
+                return consolidating.outcome("nothing_to_do", [], 0, 0)
+            asks: dict[str, types.InputRequest] = {pid: types.ElicitRequest(params=f) for pid, f in forms.items()}
+            return types.InputRequiredResult(input_requests=asks, request_state=state)
+        given = answers
+
+        async def answer(proposal_id: str, form: types.ElicitRequestFormParams) -> types.ElicitResult | None:
+            return given.get(proposal_id)
+
+        return await consolidating.run(store, {**args, "apply": sorted(given)}, answer, None)
+    legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.session.can_send_request
+
+    async def ask(proposal_id: str, form: types.ElicitRequestFormParams) -> types.ElicitResult | None:
+        with anyio.move_on_after(forgetting.CONFIRM_SECONDS):
+            try:
+                return await ctx.session.elicit_form(form.message, form.requested_schema, ctx.request_id)
+            except MCPError as exc:  # the client said elicitation, then failed to ask: taken as no answer
+                logger.warning("asking the user about a consolidation failed: %s", exc.error.message[:200])
+        return None
+
+    async def sample(system: str, text: str) -> str | None:
+        return consolidating.merged_text(await _sampled(ctx, system, text, 400, consolidating.MERGE_SECONDS))
+
+    can_ask = legacy and forgetting.can_ask(capabilities)
+    can_sample = legacy and capabilities is not None and capabilities.sampling is not None
+    return await consolidating.run(store, args, ask if can_ask else None, sample if can_sample else None)
 
 
 async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
@@ -485,24 +546,30 @@ async def _condensed(ctx: Context, block: chat.ContextBlock) -> str:
     if capabilities is None or capabilities.sampling is None or not ctx.session.can_send_request:
         return block.text
     system, text = block.sampling_request()
-    try:
-        with anyio.fail_after(CONDENSE_SECONDS), warnings.catch_warnings():
-            # Sampling is deprecated as of 2026-07-28 (SEP-2577); handshake-era clients still offer it.
-            warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-            answer = await ctx.session.create_message(
-                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
-                max_tokens=max(64, block.budget // 3),  # ~4 characters a token, with room
-                system_prompt=system,
-                related_request_id=ctx.request_id,  # over HTTP: on this call's response stream
-            )
-    except Exception as exc:  # MCPError, a timeout, a malformed answer: the extractive block stands
-        logger.warning("condensing the chat context through sampling failed: %s", type(exc).__name__)
-        return block.text
-    condensed = answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
+    condensed = await _sampled(ctx, system, text, max(64, block.budget // 3), CONDENSE_SECONDS)  # ~4 chars a token
     if not condensed or len(condensed) > block.budget:
         logger.warning("the client's condensed chat context was empty or over the budget; sending the extractive one")
         return block.text
     return condensed
+
+
+async def _sampled(ctx: Context, system: str, text: str, max_tokens: int, seconds: float) -> str:
+    """sampling/createMessage tied to this request: the client model's text answer, stripped; "" when it refuses,
+    fails, takes longer than `seconds` or answers no text (logged). The caller checked the sampling capability."""
+    try:
+        with anyio.fail_after(seconds), warnings.catch_warnings():
+            # Sampling is deprecated as of 2026-07-28 (SEP-2577); handshake-era clients still offer it.
+            warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+            answer = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+                max_tokens=max_tokens,
+                system_prompt=system,
+                related_request_id=ctx.request_id,  # over HTTP: on this call's response stream
+            )
+    except Exception as exc:  # MCPError, a timeout, a malformed answer
+        logger.warning("asking the client's model (sampling) failed: %s", type(exc).__name__)
+        return ""
+    return answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
 
 
 @contextmanager

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from memserver import __version__
-from memserver.cli import admin, care, editing, listing, memories, recall, serve, wording
+from memserver.cli import admin, care, consolidate, editing, listing, memories, recall, serve, wording
 from memserver.cli.demo import cmd_demo
 from memserver.cli.options import DATABASE_HELP, add_store_options
 from memserver.cli.ui import add_ui_command
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # -- tending a store over the years: doctor, overview, backup, restore (care.py)
     care.add_commands(store_command)
+    consolidate.add_command(store_command)
     add_ui_command(commands)
 
     db = commands.add_parser(

@@ -8,7 +8,7 @@ append-only with the same line format. The cost: the memory's id moves to the ne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memserver.contract import inputs
 from memserver.errors import InvalidInputError
@@ -33,8 +33,12 @@ def set_flag(store: MemoryBackend, memory_id: str, flag: str, value: bool, names
         )
     if getattr(m, flag) == on:
         return m
-    fields = {"kind": m.kind, "due": m.due, "done": m.done, "pinned": m.pinned, "archived": m.archived, flag: on}
-    item = {
+    return store.add_many([version_item(m, **{flag: on})])[0]
+
+
+def version_item(m: Memory, **changes: Any) -> dict[str, Any]:
+    """An add_many item: a new version of `m` (it `replaces` m) with `changes` (fields of the item)."""
+    item: dict[str, Any] = {
         "content": m.content,
         "tags": list(m.tags),
         "source": m.source,
@@ -44,6 +48,11 @@ def set_flag(store: MemoryBackend, memory_id: str, flag: str, value: bool, names
         "session": m.session or None,
         "namespace": m.namespace,
         "replaces": m.id,
-        **fields,
+        "kind": m.kind,
+        "due": m.due,
+        "done": m.done,
+        "pinned": m.pinned,
+        "archived": m.archived,
     }
-    return store.add_many([item])[0]
+    item.update(changes)
+    return item

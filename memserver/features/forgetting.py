@@ -77,25 +77,24 @@ def question(selection: Selection, args: Mapping[str, Any]) -> types.ElicitReque
             text = " ".join(memory.content.split())
             shown = text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"
             lines.append(f"- ({memory.occurred_at[:10]}) {shown}")
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            CONFIRM_FIELD: {
-                "type": "boolean",
-                "title": "Forget them" if selection.count != 1 else "Forget it",
-                "description": f"Tick to delete {they.lower()}; leave unticked, decline or cancel to keep "
-                f"{they.lower()}.",
-                "default": False,
-            }
-        },
-        "required": [CONFIRM_FIELD],
-    }
+    title = "Forget them" if selection.count != 1 else "Forget it"
+    schema = tick_box(
+        CONFIRM_FIELD,
+        title,
+        f"Tick to delete {they.lower()}; leave unticked, decline or cancel to keep {they.lower()}.",
+    )
     return types.ElicitRequestFormParams(message="\n".join(lines), requested_schema=schema)
 
 
-def confirmed(answer: types.ElicitResult) -> bool:
-    """Only an explicit yes: the form accepted with the box ticked (true, not a truthy string)."""
-    return answer.action == "accept" and (answer.content or {}).get(CONFIRM_FIELD) is True
+def tick_box(name: str, title: str, description: str) -> dict[str, Any]:
+    """An elicitation schema of one required boolean, unticked by default: the shape of every yes asked for."""
+    field = {"type": "boolean", "title": title, "description": description, "default": False}
+    return {"type": "object", "properties": {name: field}, "required": [name]}
+
+
+def confirmed(answer: types.ElicitResult, name: str = CONFIRM_FIELD) -> bool:
+    """Only an explicit yes: the form accepted with the box `name` ticked (true, not a truthy string)."""
+    return answer.action == "accept" and (answer.content or {}).get(name) is True
 
 
 def refusal(answer: types.ElicitResult) -> str:

@@ -337,6 +337,27 @@ RESULTS: dict[str, dict[str, Any]] = {
         },
         "required": ["status", "matched", "forgotten", "note"],
     },
+    "consolidate": {
+        "type": "object",
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["applied", "proposed", "declined", "nothing_to_do"],
+                "description": "applied: the user confirmed some; proposed: nothing applied, the user was not "
+                "asked (pass the ids they approve as apply); declined: the user said no to each.",
+            },
+            "proposals": {
+                "type": "array",
+                "maxItems": 20,
+                "description": "Each with its id, action (merge, archive), memories, merged content, evidence and "
+                "outcome (applied, declined, cancelled, proposed, not_asked, failed).",
+            },
+            "applied": {"type": "integer", "description": "How many proposals were applied."},
+            "more": {"type": "integer", "description": "Proposals found beyond those listed."},
+            "note": {"type": "string", "description": "The outcome in one sentence."},
+        },
+        "required": ["status", "proposals", "applied", "note"],
+    },
 }
 
 
@@ -458,6 +479,20 @@ CHECKED: dict[str, dict[str, Any]] = {
         "minProperties": 1,
         "additionalProperties": False,
     },
+    "consolidate": {
+        "type": "object",
+        "properties": {
+            "namespace": _NAMESPACE,
+            "apply": {
+                "type": "array",
+                "items": {"type": "string", "pattern": "^[0-9a-f]{12}(?![\\s\\S])"},
+                "minItems": 1,
+                "maxItems": 20,
+                "description": "Proposal ids the user approved",
+            },
+        },
+        "additionalProperties": False,
+    },
 }
 
 
@@ -560,7 +595,26 @@ FORGET_MATCHING = types.Tool(
     ),
 )
 
-TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET, MARK, FORGET_MATCHING)
+# consolidate (issue 24): proposes, and applies a proposal only on the user's yes (elicited), or when a client that
+# cannot ask passes the ids the user approved.
+CONSOLIDATE = types.Tool(
+    name="consolidate",
+    title="Consolidate memories",
+    description=(
+        "Find near-duplicates to merge and stale statements to archive (history kept). The user confirms each; "
+        "if the client cannot ask, show the proposals and pass the approved ids as apply."
+    ),
+    input_schema=advertised(CHECKED["consolidate"]),
+    output_schema=outline(RESULTS["consolidate"]),
+    annotations=types.ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=False,  # new versions only: merged members and stale statements are archived, not deleted
+        idempotent_hint=False,
+        open_world_hint=False,
+    ),
+)
+
+TOOLS: tuple[types.Tool, ...] = (REMEMBER, RECALL, LIST_RECENT, FORGET, MARK, FORGET_MATCHING, CONSOLIDATE)
 TOOLS_BY_NAME: dict[str, types.Tool] = {tool.name: tool for tool in TOOLS}
 
 

@@ -23,7 +23,7 @@ from memserver.contract import inputs, versions
 from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError, MemserverError
 from memserver.features import forgetting
-from memserver.ui import security, views
+from memserver.ui import consolidate, security, views
 from memserver.ui.census import Censuses
 from memserver.ui.markup import Child, Markup, breakable, el, text
 from memserver.ui.plot import timeline_plot
@@ -112,6 +112,7 @@ class Browser:
             Route("/export.jsonl", page(self.export)),
             Route("/import", page(self.import_), methods=["POST"]),
             Route("/stats", page(self.stats_page)),
+            Route("/consolidate", page(functools.partial(consolidate.page, self)), methods=["GET", "POST"]),
             Route("/events", page(self.events)),
             Route("/signin", self.signin, methods=["GET", "POST"]),
             Route("/signout", page(self.signout), methods=["POST"]),

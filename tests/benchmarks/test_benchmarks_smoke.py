@@ -263,7 +263,8 @@ def test_compaction_quick(tmp_path):
 
 
 def test_consolidation_benchmark_quick(tmp_path: Path) -> None:
-    """benchmarks/consolidation.py --quick sweeps the threshold on both halves and writes the JSON result."""
+    """benchmarks/consolidation.py --quick sweeps both thresholds (duplicates, stale statements) on both halves and
+    writes the JSON result."""
     output = tmp_path / "consolidation.json"
     run = subprocess.run(
         [sys.executable, "-m", "benchmarks.consolidation", "--quick", "--output", str(output)],
@@ -277,3 +278,6 @@ def test_consolidation_benchmark_quick(tmp_path: Path) -> None:
     result = json.loads(output.read_text())
     assert result["memories"] > 300 and len(result["sweep"]["dev"]) == len(result["sweep"]["heldout"]) > 1
     assert 0 <= result["heldout_at_chosen"]["precision"] <= 1
+    assert "Stale statements" in run.stdout and result["stale_statements"]["dev"] > 20
+    assert len(result["stale_sweep"]["dev"]) == len(result["stale_sweep"]["heldout"]) > 1
+    assert 0 <= result["stale_heldout_at_chosen"]["recall"] <= 1

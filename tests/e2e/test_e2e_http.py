@@ -116,6 +116,7 @@ def test_plain_loopback_http_needs_no_token(tmp_path: Path, portal: BlockingPort
             "forget",
             "mark",
             "forget_matching",
+            "consolidate",
             "browse_memories",
         ]
         assert live.call_tool("remember", {"content": "HTTP without tokens works."}).structured_content["id"]

@@ -148,7 +148,7 @@ def test_a_request_before_initialize_is_told_so(tmp_path: Path) -> None:
         check(early, types.INVALID_REQUEST, 9)
         assert "not initialized" in early["error"]["message"]
         assert conn.initialize()["result"]["serverInfo"]["name"] == "memserver"
-        assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == 7
+        assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == 8
 
 
 def test_an_initialize_answered_with_an_error_does_not_initialize(tmp_path: Path) -> None:

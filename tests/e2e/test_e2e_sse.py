@@ -25,7 +25,16 @@ from tests.e2e.test_e2e_messages import META
 from tests.e2e.test_e2e_progress import release
 from tests.e2e.test_e2e_surface import CAPABILITIES, check_ts
 
-MEMORY_TOOLS = ["remember", "recall", "list_recent", "forget", "mark", "forget_matching", "browse_memories"]
+MEMORY_TOOLS = [
+    "remember",
+    "recall",
+    "list_recent",
+    "forget",
+    "mark",
+    "forget_matching",
+    "consolidate",
+    "browse_memories",
+]
 
 ALICE = "sse-alice-token-0123456789"
 BOB = "sse-bob-token-0123456789ab"
@@ -203,7 +212,7 @@ def test_a_request_before_initialize_and_a_2026_client_are_told_what_to_do(serve
             assert answer["error"]["code"] == types.INVALID_REQUEST
             assert "not initialized" in answer["error"]["message"] and "uses /mcp" in answer["error"]["message"]
         assert early.initialize()["result"]["protocolVersion"] == "2025-11-25"
-        assert len(early.call({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})["result"]["tools"]) == 7
+        assert len(early.call({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})["result"]["tools"]) == 8
 
 
 # --- limits ----------------------------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def test_tools_list_schemas_are_valid_draft_2020_12(live: Live) -> None:
     """The five memory tools, each with an inputSchema and an outputSchema that are valid JSON Schema 2020-12, and
     browse_memories (the in-chat browser: an inputSchema, a text answer)."""
     listed = live.list_tools().tools
-    names = ["browse_memories", "forget", "forget_matching", "list_recent", "mark", "recall", "remember"]
+    names = ["browse_memories", "consolidate", "forget", "forget_matching", "list_recent", "mark", "recall", "remember"]
     assert sorted(t.name for t in listed) == names
     for tool in listed:
         Draft202012Validator.check_schema(tool.input_schema)

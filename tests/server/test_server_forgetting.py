@@ -359,7 +359,16 @@ async def test_tools_list_shows_forget_unchanged_and_forget_matching_as_destruct
     store = data()
     async with Client(build_server(lambda user: store), mode="legacy") as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert list(listed) == ["remember", "recall", "list_recent", "forget", "mark", "forget_matching", "browse_memories"]
+    assert list(listed) == [
+        "remember",
+        "recall",
+        "list_recent",
+        "forget",
+        "mark",
+        "forget_matching",
+        "consolidate",
+        "browse_memories",
+    ]
     assert listed["forget"].input_schema["required"] == ["memory_id"]
     bulk = listed["forget_matching"].annotations
     assert bulk is not None and (bulk.destructive_hint, bulk.idempotent_hint, bulk.read_only_hint) == (

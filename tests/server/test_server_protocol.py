@@ -141,8 +141,9 @@ def text_of(result: types.CallToolResult) -> str:
 
 @pytest.mark.anyio
 async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client) -> None:
-    """tools/list returns remember, recall, list_recent, forget and forget_matching, each with Draft 2020-12 input
-    and output schemas, then browse_memories (the in-chat browser, which answers text: test_apps.py)."""
+    """tools/list returns remember, recall, list_recent, forget, mark, forget_matching and consolidate, each with
+    Draft 2020-12 input and output schemas, then browse_memories (the in-chat browser, which answers text:
+    test_apps.py)."""
     with anyio.fail_after(TIMEOUT):
         listed = (await client.list_tools()).tools
     assert [tool.name for tool in listed] == [*(tool.name for tool in tools.TOOLS), "browse_memories"]
@@ -153,6 +154,7 @@ async def test_tools_list_advertises_the_tools_with_valid_schemas(client: Client
         "forget",
         "mark",
         "forget_matching",
+        "consolidate",
     ]
     for tool in listed[: len(tools.TOOLS)]:
         assert tool.description and tool.title
