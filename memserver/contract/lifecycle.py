@@ -1,4 +1,5 @@
-"""pin / archive / mark_done for any engine: a new version of the memory (`replaces`) with one flag changed.
+"""pin / archive / mark_done for any engine: a new version of the memory (`replaces`) with one flag changed; and
+`pinned`, a namespace's pinned memories (what recall-context and the chat recall() show first).
 
 Why new versions and not flags changed in place: history and `as_of` then answer for the flags exactly as they do
 for content (the old state is a stored version), both engines need no new kind of write, and the journal stays
@@ -8,6 +9,8 @@ append-only with the same line format. The cost: the memory's id moves to the ne
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from memserver.contract import inputs
@@ -17,6 +20,12 @@ if TYPE_CHECKING:
     from memserver.contract.backend import Memory, MemoryBackend
 
 FLAGS = ("pinned", "archived", "done")
+MAX_PINNED = 50  # pinned memories read per namespace at most (newest first): "always know this" is a short list
+
+# pinned() scans a namespace (the contract has no pinned filter); the answer is kept per store and namespace until
+# the store's revision() changes, so a prompt or a chat recall() pays the scan once per change, not per call.
+_pinned_cache: weakref.WeakKeyDictionary[object, dict[str, tuple[str, list[Memory]]]] = weakref.WeakKeyDictionary()
+_pinned_lock = threading.Lock()
 
 
 def set_flag(store: MemoryBackend, memory_id: str, flag: str, value: bool, namespace: str | None) -> Memory | None:
@@ -56,3 +65,26 @@ def version_item(m: Memory, **changes: Any) -> dict[str, Any]:
     }
     item.update(changes)
     return item
+
+
+def pinned(store: MemoryBackend, namespace: str | None = None) -> list[Memory]:
+    """The current, unarchived pinned memories of `namespace` (default: "default"), newest first, at most
+    MAX_PINNED: what "always know this" puts first in recall-context and the chat recall()."""
+    space = inputs.check_namespace(namespace)
+    revision = store.revision()
+    with _pinned_lock:
+        held = _pinned_cache.get(store, {}).get(space)
+    if held is not None and held[0] == revision:
+        return list(held[1])
+    found: list[Memory] = []
+    cursor: str | None = None
+    while True:
+        page = store.list_page(inputs.MAX_LIMIT, namespace=space, cursor=cursor)
+        found += [m for m in page.memories if m.pinned]
+        if page.next_cursor is None or len(found) >= MAX_PINNED:
+            break
+        cursor = page.next_cursor
+    found = found[:MAX_PINNED]
+    with _pinned_lock:
+        _pinned_cache.setdefault(store, {})[space] = (revision, found)
+    return list(found)

@@ -1,9 +1,9 @@
 """A namespace summarised in a few hundred tokens (memory://overview, `memserver overview`): how many memories, the
-most used tags, memories by month and by speaker, and what changed this week, instead of a dump of every memory.
+most used tags, memories by kind, month and speaker, the pinned memories (id and first words), and what changed
+this week, instead of a dump of every memory.
 
-Read through the storage contract only (tag_counts, sessions and one pass of list_page), so it is the same on every
-engine. Kinds and pinned memories (issue 24, items 1 and 2) take their places in `overview` and `render` when the
-contract has them: `by_kind` beside `tags`, `pinned` before `this_week`.
+Read through the storage contract only (tag_counts, sessions and one pass of list_page with the archived ones, which
+are counted apart and nowhere else), so it is the same on every engine.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ TOP = 10  # tags and speakers listed
 MONTHS = 12  # months listed, newest first
 NEWEST = 5  # memories of this week quoted
 QUOTE_CHARS = 80
+PINNED = 10  # pinned memories quoted, newest first
+PINNED_CHARS = 60
 WEEK = timedelta(days=7)
 
 
@@ -30,13 +32,21 @@ def overview(store: MemoryBackend, namespace: str | None = None, *, now: datetim
     since = inputs.stored_time((now or datetime.now(timezone.utc)) - WEEK)
     months: Counter[str] = Counter()
     speakers: Counter[str] = Counter()
-    count = added = updates = 0
+    kinds: Counter[str] = Counter()
+    count = added = updates = archived = 0
     newest: list[dict[str, Any]] = []
+    pinned: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
-        page = store.list_page(inputs.MAX_LIMIT, namespace=space, cursor=cursor)
+        page = store.list_page(inputs.MAX_LIMIT, namespace=space, cursor=cursor, include_archived=True)
         for memory in page.memories:
+            if memory.archived:
+                archived += 1
+                continue
             count += 1
+            kinds[memory.kind] += 1
+            if memory.pinned:
+                pinned.append(_quote(memory.to_dict(), PINNED_CHARS, brief=True))
             months[memory.occurred_at[:7]] += 1
             speakers[memory.speaker or "(none)"] += 1
             if memory.created_at >= since:
@@ -56,7 +66,10 @@ def overview(store: MemoryBackend, namespace: str | None = None, *, now: datetim
         "tags_total": len(tags),
         "months": dict(sorted(months.items(), reverse=True)[:MONTHS]),
         "speakers": dict(sorted(speakers.items(), key=lambda item: (-item[1], item[0]))[:TOP]),  # ties by name
-        # "by_kind" and "pinned" go here once memories have kinds and pins (issue 24, items 1 and 2).
+        "by_kind": dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0]))),
+        "archived": archived,
+        "pinned": pinned[:PINNED],  # newest first (by occurred_at, list_page's order)
+        "pinned_total": len(pinned),
         "this_week": {
             "since": since,
             "added": added,
@@ -66,9 +79,14 @@ def overview(store: MemoryBackend, namespace: str | None = None, *, now: datetim
     }
 
 
-def _quote(memory: dict[str, Any]) -> dict[str, Any]:
+def _quote(memory: dict[str, Any], chars: int = QUOTE_CHARS, *, brief: bool = False) -> dict[str, Any]:
+    """id, created_at and replaces when set, and the content's first `chars` characters; `brief`: id and the first
+    words only."""
     text = " ".join(memory["content"].split())
-    short = text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
+    short = text if len(text) <= chars else text[: chars - 1] + "…"
+    if brief:  # the first words: cut at a space where there is one
+        words = short if len(text) <= chars else (text[:chars].rsplit(" ", 1)[0] or text[: chars - 1]) + "…"
+        return {"id": memory["id"], "content": words}
     out = {"id": memory["id"], "created_at": memory["created_at"], "content": short}
     return out | ({"replaces": memory["replaces"]} if memory.get("replaces") else {})
 
@@ -83,8 +101,15 @@ def render(summary: dict[str, Any]) -> str:
     lines = [
         f"namespace {summary['namespace']}: {summary['count']} memories, {summary['sessions']} sessions",
         f"tags ({summary['tags_total']}): {counts(summary['tags'])}",
+        f"by kind: {counts(summary['by_kind'])}"
+        + (f" (and {summary['archived']} archived)" if summary["archived"] else ""),
         f"by month: {counts(summary['months'])}",
         f"by speaker: {counts(summary['speakers'])}",
+    ]
+    if summary["pinned_total"]:
+        lines.append(f"pinned ({summary['pinned_total']}):")
+        lines += [f"  {m['id'][:8]}  {m['content']}" for m in summary["pinned"]]
+    lines += [
         f"this week (since {week['since'][:10]}): {week['added']} added, {week['updates']} of them updates",
     ]
     lines += [f"  {m['id'][:8]}  {m['created_at'][:10]}  {m['content']}" for m in week["newest"]]

@@ -14,6 +14,8 @@ so that assistant chatter never outranks them there; a user's message that state
 (FIRST_PERSON, below) is tagged `profile` as well. recall() and search_in_memory read both namespaces.
 
 What `recall()` returns, within `budget` characters, built in this order:
+  (p) always know this: the pinned memories of both namespaces (lifecycle.pinned), newest first, shown whole; they
+      take up to PINNED_SHARE of the budget first, and the sections below share what is left;
   (a) this conversation: the most recent turns of the current session, from this server's own record of the
       connection (the store keeps one copy of an exact repeat such as "yes", which would otherwise vanish);
   (c) about the user: memories tagged `profile` (of both namespaces), newest first: for a chat message, only its
@@ -23,9 +25,10 @@ What `recall()` returns, within `budget` characters, built in this order:
       tools.WEAK_MATCH_SCORE, best first, without memories of the current session or already shown whole in (a) or
       (c) (a message of which (c) showed only its first-person sentences may be shown whole here).
 Each section first takes up to its share of the budget (SHARES: (a) 35%, (c) 25%, (b) 40%); what a section leaves
-unused goes to the others, in the order (b), (a), (c). A line is cut at `line_cap` characters with an ellipsis.
-The block lists (c), (b), (a), (a) oldest first; every line is `- [YYYY-MM-DD HH:MM] Speaker: text` (UTC). With
-nothing to show it is "none", which CleverChatty reads as no memory.
+unused goes to the others, in the order (b), (a), (c), (p). A line is cut at `line_cap` characters with an
+ellipsis. No section repeats a memory (p) showed. The block lists (p), (c), (b), (a), (a) oldest first; every
+line is `- [YYYY-MM-DD HH:MM] Speaker: text` (UTC). With nothing to show it is "none", which CleverChatty reads as
+no memory.
 
 Knows the storage contract only. The tools' work is blocking (store calls); the server runs it in worker threads.
 """
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from memserver.contract import inputs
+from memserver.contract import inputs, lifecycle
 from memserver.errors import InvalidInputError
 from memserver.features import tools
 
@@ -62,7 +65,8 @@ CHAT_NAMESPACE = "chat"  # where the turns go unless --chat-namespace says other
 PROFILE_TAG = "profile"
 SOURCE = "chat"
 SHARES = {"recent": 0.35, "profile": 0.25, "relevant": 0.40}
-REFILL_ORDER = ("relevant", "recent", "profile")  # who gets what a section leaves unused
+REFILL_ORDER = ("relevant", "recent", "profile", "pinned")  # who gets what a section leaves unused
+PINNED_SHARE = 0.5  # the pinned memories' part of the budget at most, taken before the others
 RELEVANT_CANDIDATES = 20  # hits searched for (b); fewer are shown
 PROFILE_CANDIDATES = 100  # profile memories looked at for (c), newest first
 SEARCH_LIMIT = 5  # results of search_in_memory
@@ -365,6 +369,8 @@ class ChatMemory:
         listed = [store.list_recent(PROFILE_CANDIDATES, tags=[PROFILE_TAG], namespace=space) for space in spaces]
         profile = sorted((m for memories in listed for m in memories), key=lambda m: m.occurred_at, reverse=True)
         profile = profile[:PROFILE_CANDIDATES]
+        pins = [m for space in spaces for m in lifecycle.pinned(store, space)]
+        pins.sort(key=lambda m: m.occurred_at, reverse=True)
         relevant: list[Memory] = []
         if query:
             hits = self._search(store, query[: inputs.MAX_QUERY_CHARS], RELEVANT_CANDIDATES)
@@ -373,7 +379,7 @@ class ChatMemory:
                 for hit in hits
                 if hit.score >= tools.WEAK_MATCH_SCORE and not (session_id and hit.memory.session == session_id)
             ]
-        text = assemble(turns, profile, relevant, self.options)
+        text = assemble(turns, profile, relevant, self.options, pins)
         if self.options.condense and text != NONE:
             return ContextBlock(text, self.options.budget)
         return text
@@ -405,6 +411,7 @@ class ChatMemory:
 
 NONE = "none"
 HEADER = "What memserver remembers (times UTC):"
+PINNED_HEADING = "Always keep in mind (pinned):"
 HEADINGS = {
     "profile": "About the user:",
     "relevant": "From earlier conversations, about the latest message:",
@@ -429,30 +436,17 @@ class _Section:
     next: int = 0
 
 
-def assemble(turns: Sequence[Turn], profile: Sequence[Memory], relevant: Sequence[Memory], options: ChatOptions) -> str:
-    """The recall() block from its three sources, within `options.budget` characters (see the module docstring)."""
+def assemble(
+    turns: Sequence[Turn],
+    profile: Sequence[Memory],
+    relevant: Sequence[Memory],
+    options: ChatOptions,
+    pinned: Sequence[Memory] = (),
+) -> str:
+    """The recall() block from its sources, within `options.budget` characters (see the module docstring)."""
     cap = options.line_cap
     room = options.budget - len(HEADER) - 1
-    recent = _Section(
-        "recent",
-        [
-            _Line(t.memory_id, f"- [{_when(t.occurred_at)}] {t.speaker}: {' '.join(t.text.split())}", t.occurred_at)
-            for t in reversed(turns)
-        ],
-        int(room * SHARES["recent"]),
-    )
-    facts = []
-    for memory in profile:
-        sentences = " ".join(first_person_sentences(memory.content)) if memory.source == SOURCE else ""
-        whole = not sentences or sentences == " ".join(memory.content.split())
-        facts.append(_Line(memory.id, "- " + label(memory, options, sentences or None), memory.occurred_at, whole))
-    about = _Section("profile", facts, int(room * SHARES["profile"]))
-    earlier = _Section(
-        "relevant",
-        [_Line(m.id, "- " + label(m, options), m.occurred_at) for m in relevant],
-        int(room * SHARES["relevant"]),
-    )
-    sections = {s.name: s for s in (recent, about, earlier)}
+    pins = _Section("pinned", [_Line(m.id, "- " + label(m, options), m.occurred_at) for m in pinned], 0)
     shown: set[str] = set()  # memories shown whole
     extracted: set[str] = set()  # profile memories shown as their first-person sentences
     used = 0
@@ -466,7 +460,7 @@ def assemble(turns: Sequence[Turn], profile: Sequence[Memory], relevant: Sequenc
             if candidate.memory_id in shown or (not candidate.whole and candidate.memory_id in extracted):
                 section.next += 1  # shown already (an extract does not stop the whole memory being shown)
                 continue
-            heading = 0 if section.taken else len(HEADINGS[section.name]) + 2  # blank line + heading
+            heading = 0 if section.taken else len(_heading(section.name)) + 2  # blank line + heading
             line = _cut(candidate.text, cap)
             free = min(limit - spent, room - used) - heading - 1
             if free < len(line):
@@ -479,6 +473,29 @@ def assemble(turns: Sequence[Turn], profile: Sequence[Memory], relevant: Sequenc
             spent += heading + len(line) + 1
             used += heading + len(line) + 1
 
+    fill(pins, int(room * PINNED_SHARE))  # first: "always know this"
+    left = room - used
+    recent = _Section(
+        "recent",
+        [
+            _Line(t.memory_id, f"- [{_when(t.occurred_at)}] {t.speaker}: {' '.join(t.text.split())}", t.occurred_at)
+            for t in reversed(turns)
+        ],
+        int(left * SHARES["recent"]),
+    )
+    facts = []
+    for memory in profile:
+        sentences = " ".join(first_person_sentences(memory.content)) if memory.source == SOURCE else ""
+        whole = not sentences or sentences == " ".join(memory.content.split())
+        facts.append(_Line(memory.id, "- " + label(memory, options, sentences or None), memory.occurred_at, whole))
+    about = _Section("profile", facts, int(left * SHARES["profile"]))
+    earlier = _Section(
+        "relevant",
+        [_Line(m.id, "- " + label(m, options), m.occurred_at) for m in relevant],
+        int(left * SHARES["relevant"]),
+    )
+    sections = {s.name: s for s in (pins, recent, about, earlier)}
+
     for section in (recent, about, earlier):  # first pass: each within its share, in dedup order
         fill(section, section.share)
     for name in REFILL_ORDER:  # second pass: what is left, to whoever still has something to show
@@ -487,11 +504,15 @@ def assemble(turns: Sequence[Turn], profile: Sequence[Memory], relevant: Sequenc
     if not any(s.taken for s in sections.values()):
         return NONE
     lines = [HEADER]
-    for section in (about, earlier, recent):
+    for section in (pins, about, earlier, recent):
         if section.taken:
             taken = sorted(section.taken, key=lambda line: line.occurred_at) if section is recent else section.taken
-            lines += ["", HEADINGS[section.name], *(line.text for line in taken)]
+            lines += ["", _heading(section.name), *(line.text for line in taken)]
     return "\n".join(lines)
+
+
+def _heading(section: str) -> str:
+    return PINNED_HEADING if section == "pinned" else HEADINGS[section]
 
 
 def label(memory: Memory, options: ChatOptions, text: str | None = None) -> str:

@@ -6,6 +6,8 @@
     ref/prompt   recall-context             topic      matching tags, then words of the recent memories (never
                                                        a stopword: every topic offered matches by its words)
     ref/prompt   recall-context             namespace  namespaces, as above
+    ref/prompt   recall-context             kind       the kinds (inputs.KINDS) starting with the prefix, in their
+                                                       order (no resource template of ours takes a kind)
     ref/prompt   remember-session           focus      matching tags
 
 Prefixes match case-insensitively. The spec allows at most 100 values per answer; `total` and `hasMore` say how
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import mcp_types as types
 
+from memserver.contract import inputs
 from memserver.errors import InvalidInputError
 from memserver.features import prompts, resources
 
@@ -57,8 +60,8 @@ class UnknownCompletionError(LookupError):
 
 @dataclass(frozen=True)
 class Target:
-    """What is being completed: `kind` is "tag", "memory-id", "topic", "focus" or "namespace"; `namespace` is the
-    one already chosen in the request's context (None: the default)."""
+    """What is being completed: `kind` is "tag", "memory-id", "topic", "focus", "namespace" or "kind";
+    `namespace` is the one already chosen in the request's context (None: the default)."""
 
     kind: str
     namespace: str | None = None
@@ -146,6 +149,10 @@ def _namespaces(store: MemoryBackend, prefix: str, namespace: str | None) -> typ
     return _bounded(sorted((n for n in counts if n.casefold().startswith(prefix)), key=lambda n: (-counts[n], n)))
 
 
+def _kinds(store: MemoryBackend, prefix: str, namespace: str | None) -> types.Completion:
+    return _bounded([kind for kind in inputs.KINDS if kind.startswith(prefix)])
+
+
 def _words(text: str, prefix: str) -> Iterable[str]:
     for match in _WORD.finditer(text):
         word = match.group().casefold()
@@ -175,4 +182,5 @@ _SUGGESTERS: dict[str, Callable[[MemoryBackend, str, str | None], types.Completi
     "topic": _topics,
     "memory-id": _memory_ids,
     "namespace": _namespaces,
+    "kind": _kinds,
 }

@@ -1,10 +1,15 @@
 """The two prompts as MCP `Prompt` constants, their argument checks, and the messages `prompts/get` returns.
 
-    recall-context    topic (required)  a user message holding the memories most relevant to the topic (hybrid
-                      namespace         search, best first, each with the day it happened, the day it was stored when
-                                        another, and its tags), ready to paste into a conversation; only those in
-                                        the range of relevant text (WEAK_MATCH_SCORE), bounded to RECALL_LIMIT
-                                        memories and MAX_PROMPT_CHARS; from `namespace` if given (else the default)
+    recall-context    topic (required)  a user message holding the namespace's pinned memories ("always know
+                      namespace         this", newest first), then the memories most relevant to the topic (hybrid
+                      kind              search, best first, not repeating a pinned one), each with the day it
+                                        happened, the day it was stored when another, its kind when not a note, and
+                                        its tags, ready to paste into a conversation; of the hits only those in the
+                                        range of relevant text (WEAK_MATCH_SCORE; none of them but the pinned when
+                                        none is, else the best few under a warning); pinned and hits together bounded
+                                        to RECALL_LIMIT memories and MAX_PROMPT_CHARS (many pins leave less room for
+                                        hits); from `namespace` if given (else the default); with `kind`, only
+                                        memories of that kind (pinned ones too)
     remember-session  focus (optional)  asks the model to pick out the facts of this conversation worth keeping
                                         and store each with `remember`, reusing the tags already in use
 
@@ -19,11 +24,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from memserver.contract import inputs
+from memserver.contract import inputs, lifecycle
 from memserver.features import tools
 
 if TYPE_CHECKING:
@@ -40,9 +45,9 @@ RECALL_CONTEXT = types.Prompt(
     name="recall-context",
     title="Recall context",
     description=(
-        "A message holding the memories most relevant to a topic (searched by words and meaning, best first, "
-        f"each with the day it happened and its tags; at most {RECALL_LIMIT}), to start or steer a conversation "
-        "with what was remembered before."
+        "A message holding the pinned memories, then those most relevant to a topic (searched by words and "
+        f"meaning, best first, each with the day it happened and its tags; at most {RECALL_LIMIT} in all), to "
+        "start or steer a conversation with what was remembered before."
     ),
     arguments=[
         types.PromptArgument(
@@ -54,6 +59,11 @@ RECALL_CONTEXT = types.Prompt(
             name="namespace",
             description="Optional: whose or which memories, e.g. 'user:alice' or 'project-x' (default: the default "
             "namespace).",
+            required=False,
+        ),
+        types.PromptArgument(
+            name="kind",
+            description=f"Optional: only memories of this kind ({', '.join(inputs.KINDS)}), e.g. 'task'.",
             required=False,
         ),
     ],
@@ -130,31 +140,39 @@ def check_arguments(prompt: types.Prompt, arguments: Mapping[str, str] | None) -
 def render(store: MemoryBackend, prompt: types.Prompt, arguments: Mapping[str, str]) -> types.GetPromptResult:
     """The prompts/get result for checked `arguments` (blocking: call it from a worker thread)."""
     if prompt.name == RECALL_CONTEXT.name:
-        return _recall_context(store, arguments["topic"], arguments.get("namespace"))
+        return _recall_context(store, arguments["topic"], arguments.get("namespace"), arguments.get("kind"))
     return _remember_session(store, arguments.get("focus"))
 
 
-def _recall_context(store: MemoryBackend, topic: str, namespace: str | None) -> types.GetPromptResult:
-    if namespace is None:
-        hits = store.search(topic, limit=RECALL_LIMIT, mode="hybrid")
-    else:  # (an InvalidInputError for a namespace that cannot be one: the server answers -32602)
-        hits = store.search(topic, limit=RECALL_LIMIT, mode="hybrid", namespace=namespace)
-    where = f" (namespace {namespace})" if namespace else ""
-    if not hits:
+def _recall_context(store: MemoryBackend, topic: str, namespace: str | None, kind: str | None) -> types.GetPromptResult:
+    # (an InvalidInputError for a namespace or kind that cannot be one: the server answers -32602)
+    kinds = list(inputs.check_kinds(kind)) or None
+    pins = [m for m in lifecycle.pinned(store, namespace) if kinds is None or m.kind in kinds]
+    given: dict[str, Any] = {"namespace": namespace} if namespace is not None else {}
+    given |= {"kinds": kinds} if kinds else {}  # (only what was given: the call reads as before without them)
+    hits = store.search(topic, limit=RECALL_LIMIT, mode="hybrid", **given)
+    where = (f" (namespace {namespace})" if namespace else "") + (f" (only {kind} memories)" if kind else "")
+    if not hits and not pins:
         text = f'My long-term memory (memserver) has nothing about "{topic}"{where}.'
         return _user_message(f"No memories about {topic!r}", text)
-    lines = [f'What my long-term memory (memserver) holds about "{topic}"{where}, most relevant first:', ""]
-    best = max(hit.score for hit in hits)
-    if best < tools.WEAK_MATCH_SCORE:
+    first = "the pinned ones (always keep these in mind) first, then the most relevant" if pins else ""
+    first = first or "most relevant first"
+    lines = [f'What my long-term memory (memserver) holds about "{topic}"{where}, {first}:', ""]
+    best = max((hit.score for hit in hits), default=1.0)
+    if best < tools.WEAK_MATCH_SCORE and pins:  # the pinned ones are the answer; unrelated hits would be noise
+        hits = []
+    elif best < tools.WEAK_MATCH_SCORE:
         lines[1:1] = [f"None of these is a strong match for the topic (best score {best:.2f}); they may be unrelated."]
         hits = hits[:WEAK_LIMIT]
     else:  # unrelated memories are noise in a conversation: only those in the range of relevant text, and those
         # the topic names by a tag (the search ranks them first, whatever their words)
         hits = [hit for hit in hits if hit.score >= tools.WEAK_MATCH_SCORE or _names_a_tag(topic, hit.memory.tags)]
+    pinned_ids = {m.id for m in pins}
+    memories = [*pins, *(hit.memory for hit in hits if hit.memory.id not in pinned_ids)][:RECALL_LIMIT]
     used = sum(len(line) + 1 for line in lines)
     shown = 0
-    for hit in hits:
-        line = f"{shown + 1}. {_memory_line(hit.memory)}"
+    for memory in memories:
+        line = f"{shown + 1}. {_memory_line(memory)}"
         if used + len(line) + 1 > MAX_PROMPT_CHARS - 200:  # keep room for the closing line
             break
         lines.append(line)
@@ -172,14 +190,24 @@ def _names_a_tag(topic: str, tags: Sequence[str]) -> bool:
 
 
 def _memory_line(memory: Memory) -> str:
-    """One memory as a line: (date; tags) content, the content cut at MAX_MEMORY_CHARS. The date is when it
-    happened (occurred_at), with the day it was stored when that is another day: an imported or backdated memory
-    must not read as today's."""
+    """One memory as a line: (date; pinned, kind; tags) content, the content cut at MAX_MEMORY_CHARS. The date is
+    when it happened (occurred_at), with the day it was stored when that is another day: an imported or backdated
+    memory must not read as today's."""
     content = " ".join(memory.content.split())
     if len(content) > MAX_MEMORY_CHARS:
         content = content[: MAX_MEMORY_CHARS - 1].rstrip() + "…"
-    label = date_label(memory) + (f"; tags: {', '.join(memory.tags)}" if memory.tags else "")
+    label = date_label(memory) + (f"; {kind_label(memory)}" if kind_label(memory) else "")
+    label += f"; tags: {', '.join(memory.tags)}" if memory.tags else ""
     return f"({label}) {content}"
+
+
+def kind_label(memory: Memory) -> str:
+    """'pinned, task, due 2026-12-20, done': what a memory is, "" for an unpinned note."""
+    parts = ["pinned"] if memory.pinned else []
+    parts += [memory.kind] if memory.kind != "note" else []
+    parts += [f"due {memory.due}"] if memory.due else []
+    parts += ["done"] if memory.done else []
+    return ", ".join(parts)
 
 
 def date_label(memory: Memory) -> str:

@@ -23,7 +23,7 @@ from memserver.contract import inputs, versions
 from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError, MemserverError
 from memserver.features import forgetting
-from memserver.ui import consolidate, security, views
+from memserver.ui import consolidate, marks, security, views
 from memserver.ui.census import Censuses
 from memserver.ui.markup import Child, Markup, breakable, el, text
 from memserver.ui.plot import timeline_plot
@@ -107,6 +107,7 @@ class Browser:
             Route("/memory/{memory_id}/edit", page(self.edit), methods=["POST"]),
             Route("/memory/{memory_id}/tags", page(self.retag), methods=["POST"]),
             Route("/memory/{memory_id}/forget", page(self.forget), methods=["GET", "POST"]),
+            Route("/memory/{memory_id}/mark", page(functools.partial(marks.mark, self)), methods=["POST"]),
             Route("/bulk", page(self.bulk), methods=["GET", "POST"]),
             Route("/transfer", page(self.transfer_page)),
             Route("/export.jsonl", page(self.export)),
@@ -224,9 +225,12 @@ class Browser:
         memories: list[Memory] = []
         next_link = None
         heading = "Every memory, newest first"
-        filters = {k: q[k] for k in ("namespace", "tags", "session", "speaker", "role") if q.get(k)}
+        filters = {k: q[k] for k in ("namespace", "tags", "session", "speaker", "role", "kind") if q.get(k)}
+        filters |= {"include_archived": "1"} if q.get("include_archived") else {}
         try:
             tags = split_tags(q.get("tags", ""))
+            kinds = list(inputs.check_kinds(q.get("kind") or None)) or None
+            archived = bool(q.get("include_archived"))
             if q.get("month"):
                 month, offset = q["month"], _int(q.get("offset"), "offset")
                 since, until = month_bounds(month)
@@ -238,6 +242,8 @@ class Browser:
                     role=q.get("role") or None,
                     since=since,
                     until=until,
+                    kinds=kinds,
+                    include_archived=archived,
                 )
                 selection = await _in_thread(lambda: store.select(chosen))
                 ids = selection.ids[offset : offset + PAGE]
@@ -256,6 +262,8 @@ class Browser:
                         speaker=q.get("speaker") or None,
                         role=q.get("role") or None,
                         cursor=q.get("cursor") or None,
+                        kinds=kinds,
+                        include_archived=archived,
                     )
                 )
                 memories = page.memories
@@ -318,6 +326,7 @@ class Browser:
         listing = el(
             "section",
             el("h1", heading),
+            views.kind_form(q),
             el("p", "Filtered by ", views.joined(active), " · ", el("a", "clear", href="/ui/browse"), class_="muted")
             if active
             else None,
@@ -424,6 +433,7 @@ class Browser:
             el(
                 "section",
                 el("h2", "Change"),
+                marks.buttons(memory, visit.csrf),
                 el("div", edit, retag, class_="two"),
                 el("h2", "Forget"),
                 forget,
@@ -862,6 +872,8 @@ def search_args(q: Mapping[str, str]) -> dict[str, Any]:
         "session": q.get("session", "").strip() or None,
         "namespace": q.get("namespace", "").strip() or None,
         "as_of": q.get("as_of", "").strip() or None,
+        "kinds": list(inputs.check_kinds(q.get("kind", "").strip() or None)) or None,
+        "include_archived": bool(q.get("include_archived")),
     }
 
 

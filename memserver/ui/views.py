@@ -131,6 +131,26 @@ def select(label: str, name: str, options: Sequence[tuple[str, str]], value: str
 
 
 ROLE_OPTIONS = [("", "any"), *((role, role) for role in inputs.ROLES)]
+KIND_OPTIONS = [("", "any"), *((kind, kind) for kind in inputs.KINDS)]
+
+
+def kind_fields(q: Mapping[str, str]) -> list[Markup]:
+    """The kind filter and the include-archived toggle (Search and Browse)."""
+    ident = "f-include_archived"
+    toggle = el(
+        "div",
+        el(
+            "input",
+            type="checkbox",
+            id=ident,
+            name="include_archived",
+            value="1",
+            checked=bool(q.get("include_archived")),
+        ),
+        el("label", "Include archived", for_=ident),
+        class_="field check",
+    )
+    return [select("Kind", "kind", KIND_OPTIONS, q.get("kind", "")), toggle]
 
 
 def filter_fields(q: Mapping[str, str], *, before: bool = False) -> list[Markup]:
@@ -147,6 +167,25 @@ def filter_fields(q: Mapping[str, str], *, before: bool = False) -> list[Markup]
     if before:
         fields.append(field("Before", "before", q.get("before", ""), hint="stored before this time"))
     return fields
+
+
+def kind_form(q: Mapping[str, str]) -> Markup:
+    """Browse's kind filter and include-archived toggle, keeping the page's other filters."""
+    kept = [
+        el("input", type="hidden", name=k, value=q[k])
+        for k in ("namespace", "tags", "session", "speaker", "role", "month")
+        if q.get(k)
+    ]
+    return el(
+        "form",
+        kept,
+        *kind_fields(q),
+        el("button", "Show", type="submit"),
+        method="get",
+        action="/ui/browse",
+        class_="kinds",
+        aria_label="Kind and archive",
+    )
 
 
 def search_form(q: Mapping[str, str]) -> Markup:
@@ -166,6 +205,7 @@ def search_form(q: Mapping[str, str]) -> Markup:
             el(
                 "div",
                 *filter_fields(q),
+                *kind_fields(q),
                 field("As of", "as_of", q.get("as_of", ""), hint="answer as the memories stood then"),
                 field(
                     "Minimum score", "min_score", q.get("min_score", ""), kind="number", step="0.01", min="-1", max="1"
@@ -189,9 +229,23 @@ def shown_time(stamp: str, *, seconds: bool = False) -> str:
     return stamp[: 19 if seconds else 16].replace("T", " ") + " UTC"
 
 
+def lifecycle_badges(memory: Memory) -> list[Markup]:
+    """What it is: its kind (a note shows none), a task's due date and done, pinned, archived."""
+    badges = [el("span", memory.kind, class_="kind", data_kind=memory.kind)] if memory.kind != "note" else []
+    if memory.due:
+        badges.append(el("span", "due ", el("time", memory.due, datetime=memory.due), class_="due"))
+    badges += [
+        el("span", flag, class_=f"badge {flag}") for flag in ("done", "pinned", "archived") if getattr(memory, flag)
+    ]
+    return badges
+
+
 def meta_line(memory: Memory) -> Markup:
-    """When, who, where: the line under a memory on lists."""
-    bits: list[Child] = [el("time", shown_time(memory.occurred_at), datetime=memory.occurred_at)]
+    """When, who, where, what kind: the line under a memory on lists."""
+    bits: list[Child] = [
+        *lifecycle_badges(memory),
+        el("time", shown_time(memory.occurred_at), datetime=memory.occurred_at),
+    ]
     if memory.speaker:
         bits.append(el("span", text(memory.speaker), class_="speaker"))
     if memory.role:
@@ -306,6 +360,9 @@ def fields_list(memory: Memory) -> Markup:
         ("occurred at", el("time", shown_time(memory.occurred_at, seconds=True), datetime=memory.occurred_at)),
         ("stored at", el("time", shown_time(memory.created_at, seconds=True), datetime=memory.created_at)),
         ("namespace", text(memory.namespace)),
+        ("kind", memory.kind),
+        ("due", el("time", memory.due, datetime=memory.due) if memory.due else "none"),
+        ("state", ", ".join(f for f in ("done", "pinned", "archived") if getattr(memory, f)) or "open"),
         ("tags", [el("span", text(tag), class_="tag") for tag in memory.tags] or "none"),
         ("source", text(memory.source) if memory.source else "none"),
         ("speaker", text(memory.speaker) if memory.speaker else "none"),

@@ -64,10 +64,17 @@ def test_overview_and_doctor(data_dir: Path, capsys: pytest.CaptureFixture[str],
     out, _ = run(capsys, "overview")
     assert out.splitlines()[0] == "namespace default: 4 memories, 2 sessions"
     assert "by speaker: Claude 2, user 2" in out and "by month: 2025-04 2, 2025-03 2" in out
+    assert "by kind: note 4\n" in out and "pinned" not in out
+    stored, _ = run(capsys, "remember", "Ask Lena before changing the boiler settings", "--kind", "instruction")
+    memory_id = stored.split()[1]
+    pinned, _ = run(capsys, "pin", memory_id)
+    out, _ = run(capsys, "overview")
+    assert "by kind: note 4, instruction 1\n" in out
+    assert f"pinned (1):\n  {pinned.split()[1][:8]}  Ask Lena before changing the boiler settings\n" in out
     out, _ = run(capsys, "doctor")
     lines = out.splitlines()
     assert lines[-1] == "status: ok" and any(line.startswith("ok    model") for line in lines)
-    assert any(line.startswith("ok    index       4 current memories") for line in lines)
+    assert any(line.startswith("ok    index       5 current memories") for line in lines)
     # vectors that are not the model's: the model check fails, with advice, and doctor exits 1
     items = reference.reference_items()
     wrong = [{**item, "embedding": list(reversed(item["embedding"]))} for item in items]

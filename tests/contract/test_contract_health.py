@@ -83,6 +83,27 @@ def test_overview_counts_a_namespace_and_this_weeks_changes(store: Backend) -> N
     assert overview(store, "work")["count"] == 1
 
 
+def test_overview_counts_kinds_and_quotes_the_pinned_memories(store: Backend) -> None:
+    _fill(store)
+    task = store.add("Renew the boiler insurance before the winter comes round again", kind="task", due="2025-11-01")
+    store.add("Sam prefers tea", kind="preference")
+    gone = store.add("An old decision nobody follows", kind="decision")
+    assert store.archive(gone.id) is not None
+    pinned = store.pin(task.id)
+    assert pinned is not None
+    summary = overview(store)
+    assert summary["by_kind"] == {"note": 3, "preference": 1, "task": 1} and summary["archived"] == 1
+    assert summary["count"] == 5  # the archived one is counted apart, nowhere else
+    assert summary["pinned"] == [
+        {"id": pinned.id, "content": "Renew the boiler insurance before the winter comes round…"}
+    ]
+    assert summary["pinned_total"] == 1
+    text = render(summary)
+    assert "by kind: note 3, preference 1, task 1 (and 1 archived)" in text
+    assert f"pinned (1):\n  {pinned.id[:8]}  Renew the boiler" in text and len(text.split()) < 300
+    assert overview(store, "work")["pinned"] == []
+
+
 def test_an_import_from_claude_stores_each_message_once(store: Backend) -> None:
     path = IMPORTS / "claude_conversations.json"
     summary = import_file(store, "claude", path)

@@ -53,3 +53,10 @@ async def test_health_and_overview_are_listed_and_read(store: MemoryStore) -> No
         assert overview["months"] == {"2025-05": 1} and overview["this_week"]["added"] == 1
         work = await read(client, "memory://overview?namespace=work")
         assert work["namespace"] == "work" and work["tags"] == {"ops": 1}
+        task = store.add("Book the chimney sweep", kind="task", namespace="work")
+        pin = store.pin(task.id, namespace="work")
+        assert pin is not None
+        work = await read(client, "memory://overview?namespace=work")
+        assert work["by_kind"] == {"note": 1, "task": 1} and work["pinned"] == [
+            {"id": pin.id, "content": "Book the chimney sweep"}
+        ]

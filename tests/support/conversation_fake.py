@@ -70,6 +70,10 @@ class ConversationFake:
             self.memories[new.replaces] = replace(self.memories[new.replaces], replaced_by=memory.id)
         return memory
 
+    def revision(self) -> str:
+        """Changes with every write (the contract's watch token): the stored ids and who replaced whom."""
+        return str(hash(tuple((m.id, m.replaced_by) for m in self.memories.values())))
+
     def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
         mid = inputs.check_id(memory_id)
         found = self.memories.get(mid)
