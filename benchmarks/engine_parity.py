@@ -102,9 +102,8 @@ def conversations(url: str, embedder: Any, cache: Path, quick: bool) -> dict[str
             C.log(f"conversations: {name} on {engine}")
             fields = V.probe_fields(embedder, MemoryStore)
             data = V.evaluate_set(name, convs, embedder, cache, ["hybrid", "hybrid+fields"], fields, cls)
-            out[name][engine] = {
-                variant: {"all": v["overall"], **v["by_type"]} for variant, v in data["variants"].items() if v["available"]
-            }
+            variants = {k: v for k, v in data["variants"].items() if v["available"]}
+            out[name][engine] = {k: {"all": v["overall"], **v["by_type"]} for k, v in variants.items()}
     return out
 
 
