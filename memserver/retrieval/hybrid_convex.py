@@ -24,6 +24,7 @@ piece is worth: benchmarks/README.md, "Retrieval II".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -31,6 +32,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from memserver.retrieval.terms import normalise
 from memserver.retrieval.timewords import Window, is_when, time_windows
 
 __all__ = [
@@ -50,6 +52,8 @@ __all__ = [
     "explain_row",
     "fuse",
     "fused",
+    "named_speakers",
+    "speaker_matcher",
     "top_rows",
     "window_mask",
 ]
@@ -77,6 +81,29 @@ class QueryAnalysis:
     @classmethod
     def of(cls, query: str, speakers: list[str], today: date) -> QueryAnalysis:
         return cls(speakers, is_when(query), time_windows(query, today))
+
+
+def speaker_matcher(names: Sequence[str]) -> tuple[re.Pattern[str] | None, dict[str, list[int]]]:
+    """(a case-insensitive whole-name pattern over `names`, casefolded name -> its positions in `names`), names
+    that are stopwords or shorter than 2 letters left out ("Will", "May" would fire on words); position 0 is "no
+    speaker" and is never matched."""
+    codes: dict[str, list[int]] = {}
+    for code, name in enumerate(names):
+        if code and len(name) >= 2 and normalise(name.encode("utf-8", "replace")) is not None:
+            codes.setdefault(name.casefold(), []).append(code)
+    if not codes:
+        return None, codes
+    alternation = "|".join(re.escape(n) for n in sorted(codes, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternation})(?!\w)", re.IGNORECASE), codes
+
+
+def named_speakers(query: str, names: Sequence[str]) -> list[str]:
+    """Those of `names` (distinct speakers) that `query` names by their whole name, any case."""
+    pattern, codes = speaker_matcher(["", *names])
+    if pattern is None:
+        return []
+    found = dict.fromkeys(m.group(0).casefold() for m in pattern.finditer(query))
+    return [names[c - 1] for name in found for c in codes[name]]
 
 
 class RowSource(Protocol):
