@@ -130,5 +130,6 @@ def _why(
 
 def _matched(terms: list[str], memory: Memory) -> list[str]:
     """The query terms a memory is indexed under, itself or by a variant (as the local store's explain says)."""
-    held = set(tokenize(f"{memory.content} {date_text(memory.occurred_at)} {tag_text(list(memory.tags))}"))
+    text = f"{memory.content} {date_text(memory.occurred_at)} {tag_text(list(memory.tags))} {memory.speaker}"
+    held = set(tokenize(text))
     return [t for t in terms if t in held or not held.isdisjoint(variants(t))]

@@ -257,7 +257,7 @@ def fused(
         base = _union(vrows, keys)
         rows = _union(base, source.admitted(_present(source.neighbours(base)[1])))
         prev, nxt = source.neighbours(rows)
-        followers = _present(source.neighbours(vrows)[1])
+        followers = np.unique(_present(source.neighbours(vrows)[1]))  # sorted: _lookup's keys
         eligible = _lookup(vrows, vrows, rows)[1] | _lookup(followers, followers, rows)[1]
     # Every row's sides, its neighbours' parts included.
     cos = _cosines(source, rows, vrows, vcos)
