@@ -2,8 +2,8 @@
 and the as_of path, which ranks exactly over the memories that stood then.
 
 Each returns (vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25 score of the keyword ranking);
-backend.py fuses them with retrieval/hybrid_rrf.hybrid_order (PostgreSQL's fusion: the local store's is
-retrieval/hybrid_convex) and cuts them as the local store does (min_score, limit).
+backend.py cuts one of them as the local store does (min_score, limit), or, for hybrid, hands them with their session
+context (`Context`) to hybrid.py, which ranks them with the local store's retrieval/hybrid_convex.fused.
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ tag filters at 100k memories taken with a scratch script that is not in the repo
 ~100k memories the threshold sits at its floor, EXACT_MIN.
 
 The keyword ranking (terms.BM25_SCORES) is restricted to the same candidates, and both rankings come back in one
-result with each row's content and cosine, so fusion (retrieval/hybrid_rrf.hybrid_order, PostgreSQL's own: the local
-store fuses with retrieval/hybrid_convex) and the scores need nothing more from the database.
+result with each row's content and cosine; for hybrid search the same statement also brings the turns that follow
+them and every session neighbour (`context`), so fusion (retrieval/hybrid_convex.fused, the local store's, through
+hybrid.py) and the scores need nothing more from the database.
 """
 
 from __future__ import annotations
