@@ -227,10 +227,11 @@ def search_sql(
 
 
 # A turn's previous / next turn in its session and namespace (any state: one that is not current counts as none,
-# as in the local store), by memories_session (migration 5). Alias m is the turn.
+# as in the local store), by memories_session (migration 5: its predicate spelt out, so the planner need not prove
+# it). Alias m is the turn.
 _PREV = (
     "SELECT p.seq FROM memserver.memories p WHERE p.tenant = m.tenant AND p.namespace = m.namespace "
-    "AND p.session = m.session AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
+    "AND p.session = m.session AND p.session IS NOT NULL AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
 )
 _NEXT = _PREV.replace("p.seq < m.seq ORDER BY p.seq DESC", "p.seq > m.seq ORDER BY p.seq")
 # Where context rows hold what, after search_sql's columns: the turn's previous and next turn, whether it passes
