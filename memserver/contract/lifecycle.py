@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memserver.contract import inputs
 from memserver.errors import InvalidInputError
@@ -42,8 +42,14 @@ def set_flag(store: MemoryBackend, memory_id: str, flag: str, value: bool, names
         )
     if getattr(m, flag) == on:
         return m
-    fields = {"kind": m.kind, "due": m.due, "done": m.done, "pinned": m.pinned, "archived": m.archived, flag: on}
-    item = {
+    item = new_version(m, **{flag: on})
+    return store.add_many([item])[0]
+
+
+def new_version(m: Memory, **changes: Any) -> dict[str, Any]:
+    """The add_many item that stores a new version of `m` (`replaces` it) with `changes` (content, tags, a flag)
+    and every other field kept, the lifecycle ones too: what a pin, an archive or an edit in the browser stores."""
+    item: dict[str, Any] = {
         "content": m.content,
         "tags": list(m.tags),
         "source": m.source,
@@ -53,9 +59,9 @@ def set_flag(store: MemoryBackend, memory_id: str, flag: str, value: bool, names
         "session": m.session or None,
         "namespace": m.namespace,
         "replaces": m.id,
-        **fields,
+        **{f: getattr(m, f) for f in inputs.LIFECYCLE_FIELDS},
     }
-    return store.add_many([item])[0]
+    return item | changes
 
 
 def pinned(store: MemoryBackend, namespace: str | None = None) -> list[Memory]:
