@@ -6,7 +6,8 @@
 The fixture is a few months of one person's memories (family, work, health, travel, home; conversations with
 speakers, roles and sessions; an edited memory with its history), stored with the real model in a temporary data
 directory. `memserver ui` serves it and headless Chromium (the distribution's, driven by Playwright, as in
-tests/ui/) takes each page at 1280×900, the Search page at phone width (390×844) and Browse in dark mode.
+tests/ui/) takes each page at 1280×900 (a pinned task's page scrolled to its Pin / Archive / Done buttons), the
+Search page at phone width (390×844) and Browse in dark mode.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 
-def memory(day: str, content: str, *tags: str, **fields: str) -> dict[str, Any]:
+def memory(day: str, content: str, *tags: str, **fields: Any) -> dict[str, Any]:
     """One import record that happened (and was stored) on `day`."""
     return {"content": content, "tags": list(tags), "occurred_at": day, "created_at": f"{day}T09:00:00Z", **fields}
 
@@ -49,9 +50,17 @@ FIXTURE: list[dict[str, Any]] = [
     memory("2026-06-05", "Mum's birthday is on the 12th of September; she likes orchids.", "family", "dates"),
     memory("2026-06-11", "The team ships the mobile app on the first Monday of every month.", "work"),
     memory("2026-06-18", "Jonas leads the payments project; weekly sync on Thursdays at 10:00.", "work", "people"),
-    memory("2026-06-24", "I prefer aisle seats on long flights and never check a bag.", "travel", "preferences"),
+    memory(
+        "2026-06-24",
+        "I prefer aisle seats on long flights and never check a bag.",
+        "travel",
+        "preferences",
+        kind="preference",
+    ),
     memory("2026-07-01", "Dr. Costa moved my dentist appointment to the 14th at 9:30.", "health", speaker="Dr. Costa"),
-    memory("2026-07-03", "Allergic to penicillin: tell every new doctor.", "health", "important"),
+    memory(
+        "2026-07-03", "Allergic to penicillin: tell every new doctor.", "health", "important", kind="fact", pinned=True
+    ),
     memory("2026-07-09", "The bike's rear tyre is a 700x28c; the spare tube is in the hall cupboard.", "home"),
     memory("2026-07-15", "Book club is reading 'The Remains of the Day' for August.", "reading"),
     memory("2026-07-22", "Flight to Lisbon on 9 August, TP 1347, seat 21C.", "travel"),
@@ -77,11 +86,13 @@ FIXTURE: list[dict[str, Any]] = [
     memory("2026-09-21", "The Wi-Fi router's admin page is at 192.168.1.1; the password is on its back.", "home"),
     memory("2026-09-29", "Jonas prefers written updates over meetings.", "work", "people"),
     memory("2026-10-06", "The payments project launched on 5 October.", "work"),
-    memory("2026-10-12", "Next dentist check-up in April 2027.", "health"),
+    memory("2026-10-12", "Next dentist check-up in April 2027.", "health", kind="event"),
     memory("2026-10-18", "Favourite restaurant in Porto: Casa Guedes, the roast pork sandwich.", "travel", "food"),
     memory("2026-10-25", "Christmas at Ana's this year; bring the board games.", "family", "plans"),
-    memory("2026-11-01", "Started 'Klara and the Sun' for the book club.", "reading"),
-    memory("2026-11-07", "The boiler service is due every November.", "home", "dates"),
+    memory("2026-11-01", "Started 'Klara and the Sun' for the book club.", "reading", archived=True),
+    memory(
+        "2026-11-07", "Book the boiler service for November.", "home", "dates", kind="task", due="2026-11-30", done=True
+    ),
     *chat(
         "2026-11-15",
         "chat-2026-11-15",
@@ -89,7 +100,15 @@ FIXTURE: list[dict[str, Any]] = [
         ("Assistant", "assistant", "Ana likes hiking and coffee; suggested a thermos and a trail guide of Gerês."),
     ),
     memory("2026-11-20", "Tutor sessions moved to Sunday afternoons.", "learning"),
-    memory("2026-11-24", "Winter tyres go on the car in the first week of December.", "car", "dates"),
+    memory(
+        "2026-11-24",
+        "Put the winter tyres on the car in the first week of December.",
+        "car",
+        "dates",
+        kind="task",
+        due="2026-12-07",
+        pinned=True,
+    ),
 ]
 EDITED = ("Running plan: 5 km on Tuesdays and Thursdays, a long run on Saturdays.",
           "Running plan: 8 km on Tuesdays and Thursdays, a 15 km long run on Saturdays, since November.")  # fmt: skip
@@ -156,6 +175,10 @@ def shoot(url: str, edited: str, out: Path) -> list[Path]:
         save(desk, "browse.png")
         desk.goto(url + f"memory/{edited}")
         save(desk, "memory.png")
+        desk.goto(url + "browse?kind=task")  # a pinned task: its badges, and the Pin / Archive / Done buttons
+        desk.get_by_role("link", name="Put the winter tyres on the car in the first week of December.").click()
+        desk.locator("#marks").scroll_into_view_if_needed()
+        save(desk, "memory-task.png")
         desk.goto(url + "bulk")
         desk.get_by_label("Tags", exact=True).fill("work")
         desk.get_by_role("button", name="Preview", exact=True).click()

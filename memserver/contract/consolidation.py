@@ -369,7 +369,7 @@ def apply(store: MemoryBackend, proposal: Proposal, content: str | None = None) 
     """
     if isinstance(proposal, StaleProposal):
         _live(store, proposal.newer, proposal.namespace)
-        return store.add_many([lifecycle.version_item(_live(store, proposal.stale, proposal.namespace), archived=True)])
+        return store.add_many([lifecycle.new_version(_live(store, proposal.stale, proposal.namespace), archived=True)])
     text = (proposal.content if content is None else content).strip()
     if not text:
         raise InvalidInputError("content: the merged text is empty")
@@ -378,7 +378,7 @@ def apply(store: MemoryBackend, proposal: Proposal, content: str | None = None) 
     target = next((m for m in members if m.content == text), members[-1])
     tags = list(dict.fromkeys(t for m in members for t in m.tags))
     newest = members[-1]
-    merged = lifecycle.version_item(
+    merged = lifecycle.new_version(
         target,
         content=text,
         tags=tags,
@@ -387,7 +387,7 @@ def apply(store: MemoryBackend, proposal: Proposal, content: str | None = None) 
         kind=newest.kind,
         pinned=any(m.pinned for m in members),
     )
-    others = [lifecycle.version_item(m, archived=True) for m in members if m.id != target.id]
+    others = [lifecycle.new_version(m, archived=True) for m in members if m.id != target.id]
     return store.add_many([merged, *others])
 
 

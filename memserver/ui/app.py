@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from memserver.contract import inputs, versions
+from memserver.contract import inputs, lifecycle, versions
 from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError, MemserverError
 from memserver.features import forgetting
@@ -451,19 +451,9 @@ class Browser:
         old = memory
         try:
             new_tags = split_tags(tags) if tags is not None else list(old.tags)
-            new = await _in_thread(
-                lambda: store.add(
-                    content if content is not None else old.content,
-                    new_tags,
-                    old.source,
-                    occurred_at=old.occurred_at,
-                    speaker=old.speaker or None,
-                    role=old.role or None,
-                    session=old.session or None,
-                    namespace=old.namespace,
-                    replaces=old.id,
-                )
-            )
+            text_now = content if content is not None else old.content
+            item = lifecycle.new_version(old, content=text_now, tags=new_tags)  # a pinned task stays one
+            new = await _in_thread(lambda: store.add_many([item])[0])
         except InvalidInputError as exc:
             return await self.memory_page(request, visit, error=str(exc), status=400)
         if new.duplicate:

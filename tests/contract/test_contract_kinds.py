@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memserver.contract import lifecycle
 from memserver.contract.backend import KINDS, MemoryFilter
 from memserver.errors import InvalidInputError
 from tests.contract.harness import Backend, BackendUnderTest
@@ -116,3 +117,31 @@ def test_old_records_read_as_unpinned_notes(store: Backend) -> None:
         False,
     )
     assert [m.id for m in store.list_recent(10, kinds=["note"])] == [UNKNOWN]
+
+
+def test_pinned_memories_are_found_and_kept_up_to_date(store: Backend) -> None:
+    """lifecycle.pinned: this process's pins and archives show at once; after other writes the kept pins are
+    checked (a forgotten one drops out, an edited one follows its new version); a pin it did not see (an import)
+    shows once RESCAN_SECONDS have passed."""
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    a = store.pin(store.add("Always answer in metric units").id)
+    b = store.pin(store.add("The user is vegetarian").id)
+    c = store.pin(store.add("The dog is called Pixel").id)
+    store.add("Not pinned")
+    assert a is not None and b is not None and c is not None
+    assert {m.id for m in lifecycle.pinned(store, clock=clock)} == {a.id, b.id, c.id}
+    archived = store.archive(b.id)  # this process's change: a fresh scan
+    assert archived is not None and archived.pinned
+    assert {m.id for m in lifecycle.pinned(store, clock=clock)} == {a.id, c.id}
+    store.import_([{"content": "Pinned by an import", "pinned": True}])  # unseen until the next scan
+    assert store.delete(a.id)
+    edited = store.add_many([lifecycle.new_version(c, content="The dog is called Pixel; she is four")])[0]
+    assert edited.pinned and [m.id for m in lifecycle.pinned(store, clock=clock)] == [edited.id]
+    now[0] += lifecycle.RESCAN_SECONDS
+    found = [m.content for m in lifecycle.pinned(store, clock=clock)]
+    assert sorted(found) == ["Pinned by an import", "The dog is called Pixel; she is four"]
+    assert lifecycle.pinned(store, "elsewhere") == []

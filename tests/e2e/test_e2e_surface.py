@@ -88,7 +88,11 @@ def test_capabilities_show_exactly_what_is_served(live: Live) -> None:
 def test_prompts_list_shows_both_prompts_and_their_arguments(live: Live) -> None:
     listed = {p.name: p for p in live.list_prompts().prompts}
     assert list(listed) == ["recall-context", "remember-session"]
-    assert [(a.name, a.required) for a in listed["recall-context"].arguments] == [("topic", True), ("namespace", False)]
+    assert [(a.name, a.required) for a in listed["recall-context"].arguments] == [
+        ("topic", True),
+        ("namespace", False),
+        ("kind", False),
+    ]
     assert [(a.name, a.required) for a in listed["remember-session"].arguments] == [("focus", False)]
     assert all(p.title and p.description for p in listed.values())
 

@@ -14,9 +14,9 @@ from tests.ui.conftest import Server, tagged
 ID = r"[0-9a-f]{32}"
 
 
-def click_to_new_version(page: Page, name: str, old: str) -> str:
-    """Press the memory page's button `name` and wait for the new version's page; its id."""
-    page.locator("#marks").get_by_role("button", name=name, exact=True).click()
+def click_to_new_version(page: Page, name: str, old: str, *, within: str = "#marks") -> str:
+    """Press the memory page's button `name` (in `within`) and wait for the new version's page; its id."""
+    page.locator(within).get_by_role("button", name=name, exact=True).click()
     page.wait_for_url(re.compile(f"/ui/memory/(?!{old}){ID}$"))
     return page.url.rsplit("/", 1)[-1]
 
@@ -84,3 +84,15 @@ def test_browse_filters_by_kind(ui: Server, store: MemoryBackend, page: Page) ->
     expect(page.locator("#memories li.memory")).to_have_count(1)
     expect(page.locator("#memories li.memory")).to_have_attribute("data-id", person.id)
     expect(page.locator("#memories li.memory .kind")).to_have_text("person")
+
+
+def test_an_edit_keeps_the_kind_and_the_pin(ui: Server, store: MemoryBackend, page: Page) -> None:
+    task = store.add("Call the plumber about the tap", ["kinds-edit"], kind="task", due="2027-03-01")
+    pinned = store.pin(task.id)
+    assert pinned is not None
+    page.goto(ui.page(f"memory/{pinned.id}"))
+    page.get_by_label("Content", exact=True).fill("Call the plumber about the kitchen tap")
+    edited = click_to_new_version(page, "Save as new version", pinned.id, within="#change")
+    expect(page.locator("#fields")).to_contain_text("pinned")
+    now = store.get(edited)
+    assert now is not None and (now.kind, now.due, now.pinned, now.replaces) == ("task", "2027-03-01", True, pinned.id)
