@@ -148,7 +148,12 @@ def scale(n: int) -> dict[str, Any]:
                 ]
             )
             row: dict[str, Any] = {"memories": n, "speakers": speakers}
-            for name, scan in (("merges", consolidation.propose_merges), ("stale", consolidation.propose_stale)):
+            scans = (
+                ("merges", consolidation.propose_merges),
+                ("stale", consolidation.propose_stale),
+                ("both", consolidation.propose),
+            )
+            for name, scan in scans:
                 started = time.perf_counter()
                 scan(store)
                 row[f"{name}_seconds"] = round(time.perf_counter() - started, 2)
@@ -165,9 +170,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.scale:
         timed = scale(args.scale)
-        print("| memories | speakers | merge scan s | stale scan s |\n|---|---|---|---|")
+        print(
+            "| memories | speakers | merge scan s | stale scan s | both (propose, one pass) s |\n|---|---|---|---|---|"
+        )
         for row in timed["rows"]:
-            print(f"| {row['memories']:,} | {row['speakers']} | {row['merges_seconds']} | {row['stale_seconds']} |")
+            print(
+                f"| {row['memories']:,} | {row['speakers']} | {row['merges_seconds']} | {row['stale_seconds']} "
+                f"| {row['both_seconds']} |"
+            )
         out = RESULTS.with_name("consolidation_scale.json") if args.output == RESULTS else args.output
         out.write_text(json.dumps(timed, indent=1) + "\n")
         return

@@ -38,24 +38,20 @@ def add_command(store_command: StoreCommand) -> None:
 
 
 def _scan(store: MemoryBackend, namespace: str | None) -> list[Proposal]:
-    """Both scans, each with a progress bar on stderr when it is a terminal."""
+    """Both kinds of proposal in one pass, with a progress bar on stderr when it is a terminal."""
     from memserver.contract import consolidation
     from memserver.importers.run import Progress
 
-    found: list[Proposal] = []
-    for label, scan in (
-        ("looking for duplicates", consolidation.propose_merges),
-        ("looking for stale statements", consolidation.propose_stale),
-    ):
-        bar = Progress(label, 1)
+    bar = Progress("looking for duplicates and stale statements", 1)
 
-        def advance(done: int, total: int, bar: Progress = bar) -> None:
-            bar.total = max(total, 1)
-            bar.advance(done - bar.done)
+    def advance(done: int, total: int) -> None:
+        bar.total = max(total, 1)
+        bar.advance(done - bar.done)
 
-        found.extend(scan(store, namespace=namespace, progress=advance))
+    try:
+        return consolidation.propose(store, namespace=namespace, progress=advance)
+    finally:
         bar.close()
-    return found
 
 
 def describe(proposal: Proposal) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,52 +174,62 @@ def _current(store: MemoryBackend, namespace: str | None) -> list[dict[str, Any]
     ]
 
 
-def _close_pairs(
-    records: list[dict[str, Any]],
-    floor: float,
-    progress: Progress | None,
-    by_speaker: bool = False,
-    nearest: int | None = None,
-) -> Iterator[tuple[int, int, float]]:
-    """(i, j, cosine) for i < j of one namespace and one speaker (or none; `by_speaker`: the records without one
-    are left out) with cosine >= floor, a block of rows at a time, filtered in numpy (only the pairs that pass reach
-    Python); with `nearest`, only the pairs where one is among the other's `nearest` best."""
+@dataclass(frozen=True)
+class _Pairs:
+    """What one kind of proposal looks at: pairs of one namespace and one speaker (or none; `speaker_required`:
+    the memories without one are left out) with cosine >= `floor`; with `nearest`, only the pairs where one is among
+    the other's `nearest` best."""
+
+    floor: float
+    speaker_required: bool = False
+    nearest: int | None = None
+
+
+def _scan(
+    records: list[dict[str, Any]], wanted: Sequence[_Pairs], progress: Progress | None
+) -> list[list[tuple[int, int, float]]]:
+    """(i, j, cosine), i < j, for each of `wanted`, in one pass over the cosine matrix (256 rows at a time, filtered
+    in numpy: only the pairs that pass reach Python)."""
     import numpy as np  # here, not at the top: the server imports the contract on its start-up path
 
     n = len(records)
+    found: list[list[tuple[int, int, float]]] = [[] for _ in wanted]
     if n == 0:
-        return
+        return found
     vectors = np.asarray([r["vector"] for r in records], dtype=np.float32).reshape(n, -1)
-    keys = [(r.get("namespace", "default"), _speaker(r)) for r in records]
-    codes = np.unique(np.asarray([f"{a}\0{b}" for a, b in keys]), return_inverse=True)[1].ravel()
-    if by_speaker:
-        codes = np.where([bool(b) for _, b in keys], codes, -1 - np.arange(n))  # no speaker: a group of one
+    speakers = [_speaker(r) for r in records]
+    groups = [f"{r.get('namespace', 'default')}\0{who}" for r, who in zip(records, speakers, strict=True)]
+    codes = np.unique(np.asarray(groups), return_inverse=True)[1].ravel()
+    alone = -1 - np.arange(n)  # a group of one: never paired
+    group_of = [
+        np.where([bool(who) for who in speakers], codes, alone) if w.speaker_required else codes for w in wanted
+    ]
+    seen: list[set[tuple[int, int]]] = [set() for _ in wanted]
     columns = np.arange(n)
-    seen: set[tuple[int, int]] = set()
     for start in range(0, n, _ROWS):
         block = vectors[start : start + _ROWS] @ vectors.T  # stored vectors are unit length
         rows = np.arange(start, min(n, start + _ROWS))
-        keep = (block >= floor) & (codes[rows, None] == codes[None, :])
-        if nearest is None:
-            keep &= columns[None, :] > rows[:, None]
-        else:
-            keep &= columns[None, :] != rows[:, None]
-            if n > nearest:  # a row's best `nearest` that pass (a row of fewer keeps those)
-                scores = np.where(keep, block, -np.inf)
-                best = np.argpartition(-scores, nearest - 1, axis=1)[:, :nearest]
-                chosen = np.zeros_like(keep)
-                np.put_along_axis(chosen, best, True, axis=1)
-                keep &= chosen
-        for r, j in zip(*np.nonzero(keep), strict=True):
-            i, other = start + int(r), int(j)
-            if nearest is not None:
-                i, other = min(i, other), max(i, other)
-                if (i, other) in seen:
-                    continue
-                seen.add((i, other))
-            yield i, other, float(block[r, j])
+        for k, want in enumerate(wanted):
+            keep = (block >= want.floor) & (group_of[k][rows, None] == group_of[k][None, :])
+            if want.nearest is None:
+                keep &= columns[None, :] > rows[:, None]
+            else:
+                keep &= columns[None, :] != rows[:, None]
+                if n > want.nearest:  # a row's best `nearest` that pass (a row of fewer keeps those)
+                    best = np.argpartition(-np.where(keep, block, -np.inf), want.nearest - 1, axis=1)
+                    chosen = np.zeros_like(keep)
+                    np.put_along_axis(chosen, best[:, : want.nearest], True, axis=1)
+                    keep &= chosen
+            for r, j in zip(*np.nonzero(keep), strict=True):
+                lo, hi = sorted((start + int(r), int(j)))
+                if want.nearest is not None:  # (lo, hi) may come from both rows
+                    if (lo, hi) in seen[k]:
+                        continue
+                    seen[k].add((lo, hi))
+                found[k].append((lo, hi, float(block[r, j])))
         if progress is not None:
             progress(min(n, start + _ROWS), n)
+    return found
 
 
 def propose_merges(
@@ -232,11 +242,16 @@ def propose_merges(
     """Near-duplicate clusters among the current, unarchived memories of each namespace (single linkage over pairs
     that pass both the cosine threshold and the word overlap); the merged text is the longest member's."""
     current = _current(store, namespace)
-    return _merges(current, _close_pairs(current, threshold, progress), threshold)
+    (pairs,) = _scan(current, [_Pairs(threshold)], progress)
+    return _merges(current, pairs, threshold)
+
+
+def _stale_pairs(threshold: float) -> _Pairs:
+    return _Pairs(threshold - UPDATE_CUE_BONUS - FRAME_WEIGHT, speaker_required=True, nearest=STALE_CANDIDATES)
 
 
 def _merges(
-    current: list[dict[str, Any]], pairs: Iterator[tuple[int, int, float]], threshold: float
+    current: list[dict[str, Any]], pairs: list[tuple[int, int, float]], threshold: float
 ) -> list[MergeProposal]:
     parent = list(range(len(current)))
 
@@ -290,9 +305,13 @@ def propose_stale(
     """Likely stale statements among the current, unarchived memories with a speaker: for each older statement,
     the best-scoring later one of the same speaker and namespace (see the module docstring)."""
     current = _current(store, namespace)
-    floor = threshold - UPDATE_CUE_BONUS - FRAME_WEIGHT
+    (pairs,) = _scan(current, [_stale_pairs(threshold)], progress)
+    return _stale(current, pairs, threshold)
+
+
+def _stale(current: list[dict[str, Any]], pairs: list[tuple[int, int, float]], threshold: float) -> list[StaleProposal]:
     best: dict[int, tuple[float, int, dict[str, Any]]] = {}
-    for i, j, cosine in _close_pairs(current, floor, progress, by_speaker=True, nearest=STALE_CANDIDATES):
+    for i, j, cosine in pairs:
         a, b = current[i], current[j]
         if _when(a) == _when(b) or _is_duplicate(a, b, cosine, DUPLICATE_COSINE) is not None:
             continue
@@ -342,9 +361,11 @@ def propose_stale(
 
 
 def propose(store: MemoryBackend, *, namespace: str | None = None, progress: Progress | None = None) -> list[Proposal]:
-    """Every proposal, merges first (one scan for each kind; `progress` sees both)."""
-    merges: list[Proposal] = list(propose_merges(store, namespace=namespace, progress=progress))
-    return merges + list(propose_stale(store, namespace=namespace, progress=progress))
+    """Every proposal, merges first, from one read of the store and one pass over the cosines."""
+    current = _current(store, namespace)
+    merges, stale = _scan(current, [_Pairs(DUPLICATE_COSINE), _stale_pairs(STALE_SCORE)], progress)
+    found: list[Proposal] = list(_merges(current, merges, DUPLICATE_COSINE))
+    return found + list(_stale(current, stale, STALE_SCORE))
 
 
 def _live(store: MemoryBackend, memory_id: str, namespace: str) -> Memory:

@@ -103,4 +103,4 @@ def test_a_terminal_sees_the_scans_progress(
     monkeypatch.setattr("sys.stderr", err)
     assert main(["consolidate", "--dry-run"]) == 0
     drawn = err.getvalue()
-    assert "looking for duplicates [" in drawn and "looking for stale statements [" in drawn and "5/5" in drawn
+    assert "looking for duplicates and stale statements [" in drawn and "5/5" in drawn
