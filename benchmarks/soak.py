@@ -4,6 +4,7 @@
     uv run python -m benchmarks.soak --http                         # HTTP: 64 sessions opening/closing, 30 min
     uv run python -m benchmarks.soak --minutes 2 --interval 5       # shorter
     uv run python -m benchmarks.soak --quick                        # smoke run: 3 processes, 8 s, 1 s samples
+    uv run python -m benchmarks.soak --refit benchmarks/results/soak.json --warmup 600   # slopes after 10 min
 
 Local: `--procs` worker processes share one store, each paced to `--rate` operations per second (the machine is
 shared: the soak measures growth, not throughput). Each interleaves remember (add), recall (hybrid search), list
@@ -551,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-timeout", type=float, default=10.0, help="HTTP: the server's session idle expiry")
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 processes (or 6 sessions), 8 s")
     parser.add_argument("--out")
+    parser.add_argument("--refit", metavar="JSON", help="only: the slopes of a result file again, with --warmup")
     parser.add_argument("--dir", help="folder for the store (default: a temporary one)")
     parser.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
     parser.add_argument("--reader", action="store_true", help=argparse.SUPPRESS)
@@ -558,6 +560,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acks", help=argparse.SUPPRESS)
     parser.add_argument("--end", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.refit:
+        result = json.loads(Path(args.refit).read_text())
+        warmup = args.warmup if args.warmup is not None else result["warmup_s"]
+        result["slopes_per_hour"] = slopes(result["samples"], warmup)
+        print(f"slopes after {warmup} s of warm-up")
+        print_result(result)
+        return 0
     if args.rate is None:
         args.rate = 0.5 if args.http else 5.0
     if args.worker >= 0:
