@@ -247,7 +247,8 @@ def reader(args: argparse.Namespace) -> int:
     rng = random.Random(99)
     store = MemoryStore(args.path, COLLECTION, embedder=HashEmbedder())
     acks = Acks(Path(args.acks))
-    checks = lost = returned = 0
+    checks = returned = 0
+    suspects: list[str] = []
     examples: list[str] = []
     print("ready", flush=True)
     pace = Pacer(args.rate)
@@ -262,8 +263,7 @@ def reader(args: argparse.Namespace) -> int:
             if store.get(mid) is None:
                 acks.read()  # forgotten since? (an ack written after this round began)
                 if mid not in acks.forgotten and store.get(mid) is None:
-                    lost += 1
-                    examples.append(f"acknowledged {mid} missing")
+                    suspects.append(mid)  # lost, unless its owner's forget was in flight (settled at the end)
         for mid in new_f:
             checks += 1
             if store.get(mid) is not None:
@@ -275,7 +275,8 @@ def reader(args: argparse.Namespace) -> int:
         returned += len(back)
         examples.extend(f"forgotten {mid} returned by recall" for mid in back)
     store.close()
-    print(json.dumps({"checks": checks, "lost": lost, "forgotten_returned": returned, "examples": examples[:5]}))
+    report = {"checks": checks, "suspects": suspects, "forgotten_returned": returned, "examples": examples[:5]}
+    print(json.dumps(report))
     return 0
 
 
@@ -349,6 +350,9 @@ def run_local(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         for op, n in out["ops"].items():
             ops[op] = ops.get(op, 0) + n
     check = outs[-1]
+    # A memory the reader missed is lost unless its owner forgot it: the owner acks a forget after the store
+    # returned, so the reader can miss a memory whose forget is acknowledged a moment later.
+    lost_during = [m for m in check["suspects"] if m not in final.forgotten]
     return {
         "mode": "local",
         "procs": args.procs,
@@ -360,7 +364,9 @@ def run_local(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         "acknowledged_adds": len(final.added),
         "acknowledged_forgets": len(final.forgotten),
         "count_after": count,
-        "lost": len(lost) + check["lost"],
+        "lost": len(lost) + len(lost_during),
+        "lost_during": lost_during[:5],
+        "missed_while_being_forgotten": len(check["suspects"]) - len(lost_during),
         "forgotten_returned": len(back) + check["forgotten_returned"],
         "lost_at_end": lost[:5],
         "returned_at_end": back[:5],
