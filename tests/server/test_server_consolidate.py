@@ -136,18 +136,32 @@ async def test_with_sampling_the_clients_merged_text_is_proposed_and_applied(sto
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
-async def test_without_elicitation_it_proposes_and_applies_only_the_ids_passed_back(store: Opener, mode: str) -> None:
-    result = await call(store, {}, mode)
+async def test_without_elicitation_it_only_proposes_and_never_samples_or_applies(store: Opener, mode: str) -> None:
+    asked: list[types.CreateMessageRequestParams] = []
+    result = await call(store, {}, mode, sampling_callback=merged_by(MERGED, asked))
     payload = result.structured_content
     assert payload is not None and payload["status"] == "proposed" and payload["applied"] == 0
-    assert "apply" in payload["note"] and len(current(store)) == 5
+    assert "memserver consolidate" in payload["note"] and "/ui/consolidate" in payload["note"]
+    assert asked == [] and len(current(store)) == 5  # no text sampled that nobody would see
     stale = next(p for p in payload["proposals"] if p["action"] == "archive")
+    assert stale["namespace"] == "default"
     assert [m["content"] for m in stale["memories"]] == ["I live in Oslo.", "I live in Lisbon now."]
-    result = await call(store, {"apply": [stale["id"], "0123456789ab"]}, mode)
-    payload = result.structured_content
-    assert payload is not None and payload["status"] == "applied" and payload["applied"] == 1
-    assert [p["outcome"] for p in payload["proposals"]] == ["applied", "not_found"]
-    assert "I live in Oslo." not in current(store) and len(current(store)) == 4
+    result = await call(store, {"apply": [stale["id"]]}, mode, sampling_callback=merged_by(MERGED, asked))
+    assert result.is_error and asked == [] and len(current(store)) == 5  # no way around the yes
+
+
+@pytest.mark.anyio
+async def test_without_a_namespace_only_the_default_one_is_scanned(store: Opener) -> None:
+    other = store()
+    other.add("I live in Oslo.", speaker="Bo", occurred_at="2025-02-01", namespace="work")
+    other.add("I live in Lisbon now.", speaker="Bo", occurred_at="2025-07-01", namespace="work")
+    other.close()
+    payload = (await call(store, {})).structured_content
+    assert payload is not None and {p["namespace"] for p in payload["proposals"]} == {"default"}
+    payload = (await call(store, {"namespace": "work"})).structured_content
+    assert payload is not None and [(p["namespace"], p["action"]) for p in payload["proposals"]] == [
+        ("work", "archive")
+    ]
 
 
 @pytest.mark.anyio
