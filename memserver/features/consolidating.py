@@ -16,6 +16,7 @@ server.py does the asking; this module builds the questions and the payloads, an
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -28,6 +29,8 @@ from memserver.contract.backend import MemoryBackend
 from memserver.contract.inputs import DEFAULT_NAMESPACE, MAX_CONTENT_CHARS
 from memserver.errors import InvalidInputError
 from memserver.features import forgetting
+
+logger = logging.getLogger(__name__)
 
 MAX_ASKED = 10  # proposals asked about (or applied) in one call; the rest are counted in "more"
 MAX_SHOWN = 20  # proposals listed in a result
@@ -149,12 +152,17 @@ async def run(
         return outcome("proposed", items, 0, len(found))
     chosen = [p for p in found if p.id in only] if only else found[:MAX_ASKED]
     picked = {p.id for p in chosen}
-    items, applied, said_no = [], 0, False
+    items, applied, said_no, asked = [], 0, False, set()
     for proposal in chosen:
         content = None
         if sample is not None and isinstance(proposal, consolidation.MergeProposal):  # it is asked about next
             content = await sample(*await anyio.to_thread.run_sync(merge_request, store, proposal))
-        answer = await ask(proposal.id, await anyio.to_thread.run_sync(question, store, proposal, content))
+        form = await anyio.to_thread.run_sync(question, store, proposal, content)
+        try:
+            answer = await ask(proposal.id, form)
+        except Exception as exc:  # whatever the client's answer raised: no answer, and the partial outcome stands
+            logger.warning("asking the user about a consolidation failed: %s", type(exc).__name__)
+            answer = None
         state = "applied"
         if answer is None or not confirmed(answer):
             state = "unanswered" if answer is None else forgetting.refusal(answer)
@@ -166,11 +174,12 @@ async def run(
                 state = f"failed: {exc}"
         said_no = said_no or state in ("declined", "cancelled")
         items.append(await anyio.to_thread.run_sync(shown, store, proposal, state, content))
+        asked.add(proposal.id)
         if state == "unanswered":
             break  # the person has gone: ask nothing more
     gone = sorted(set(only) - picked)  # answered, but no longer proposed: a member changed between scan and yes
     items += [{"id": pid, "outcome": "failed: its memories changed since the question: propose again"} for pid in gone]
-    rest = [p for p in found if p.id not in picked and not only][: max(0, MAX_SHOWN - len(items))]
+    rest = [p for p in found if p.id not in asked and (p.id in picked or not only)][: max(0, MAX_SHOWN - len(items))]
     items += [await anyio.to_thread.run_sync(shown, store, p, "not_asked") for p in rest]
     status = "applied" if applied else "declined" if said_no else "proposed"
     return outcome(status, items, applied, len(found) if not only else len(items))

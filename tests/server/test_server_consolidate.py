@@ -187,3 +187,15 @@ async def test_a_failed_or_empty_sampling_leaves_the_longest_text(store: Opener)
         assert payload is not None and payload["status"] == "declined" and payload["applied"] == 0
         assert payload["proposals"][0]["content"] == TOMATOES_AGAIN  # the longer member's
     assert len(current(store)) == 5
+
+
+@pytest.mark.anyio
+async def test_an_answer_that_raises_counts_as_unanswered_and_the_rest_is_not_asked(store: Opener) -> None:
+    async def broken(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise RuntimeError("the client fell over")
+
+    result = await call(store, {}, elicitation_callback=broken)
+    payload = result.structured_content
+    assert not result.is_error and payload is not None and payload["applied"] == 0
+    assert [p["outcome"] for p in payload["proposals"]] == ["unanswered", "not_asked"]
+    assert len(current(store)) == 5
