@@ -6,6 +6,7 @@ store is a real MemoryStore with the fake embedder."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,28 @@ async def test_an_answer_that_raises_counts_as_unanswered_and_the_rest_is_not_as
     assert not result.is_error and payload is not None and payload["applied"] == 0
     assert [p["outcome"] for p in payload["proposals"]] == ["unanswered", "not_asked"]
     assert len(current(store)) == 5
+
+
+@pytest.mark.anyio
+async def test_2026_07_28_a_forged_or_stale_state_asks_again_and_a_changed_memory_fails(store: Opener) -> None:
+    async with Client(build_server(lambda user: store()), mode="auto", elicitation_callback=Person(True, True)) as c:
+        with anyio.fail_after(TIMEOUT):
+            first = await c.session.call_tool("consolidate", {}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult) and first.input_requests
+            yes = {pid: types.ElicitResult(action="accept", content={"apply": True}) for pid in first.input_requests}
+            state = f'{{"v": 1, "asked": 1.0, "ids": {json.dumps(sorted(yes))}}}'  # asked long ago
+            for forged in (None, "not json", state):
+                reply = await c.session.call_tool(
+                    "consolidate", {}, input_responses=yes, request_state=forged, allow_input_required=True
+                )
+                assert isinstance(reply, types.InputRequiredResult), reply
+            assert len(current(store)) == 5  # nothing applied
+            oslo = next(r for r in records(store) if r["content"] == "I live in Oslo.")
+            gone = await c.call_tool("forget", {"memory_id": oslo["id"]})  # between the question and the yes
+            assert not gone.is_error, gone
+            done = await c.session.call_tool(
+                "consolidate", {}, input_responses=yes, request_state=first.request_state, allow_input_required=True
+            )
+    assert isinstance(done, types.CallToolResult) and done.structured_content is not None
+    outcomes = sorted(p["outcome"].split(":")[0] for p in done.structured_content["proposals"])
+    assert outcomes == ["applied", "failed"]
