@@ -58,3 +58,19 @@ def test_a_proposal_gone_by_the_click_applies_nothing(ui: Server, store: MemoryB
     store.archive(first.id, namespace=NS + "-gone")  # meanwhile, elsewhere
     page.get_by_role("button", name="Apply: merge").click()
     expect(page.locator("#done")).to_contain_text("nothing was applied")
+
+
+def test_a_post_without_the_csrf_token_is_refused(ui: Server, store: MemoryBackend, page: Page) -> None:
+    ns = NS + "-csrf"
+    store.add("I live in Oslo.", namespace=ns, speaker="Ana", occurred_at="2025-02-01")
+    store.add("I live in Lisbon now.", namespace=ns, speaker="Ana", occurred_at="2025-07-01")
+    page.goto(ui.page(f"consolidate?namespace={ns}"))
+    proposal = page.locator("input[name=proposal]").first.get_attribute("value") or ""
+    origin = ui.page("").rsplit("/ui/", 1)[0]
+    reply = page.request.post(
+        ui.page("consolidate"), form={"proposal": proposal, "namespace": ns}, headers={"origin": origin}
+    )
+    assert reply.status == 403 and "CSRF" in reply.text()
+    assert "I live in Oslo." in sorted(
+        r["content"] for r in store.export(namespace=ns) if not r.get("archived") and not r.get("replaced_by")
+    )
