@@ -53,6 +53,7 @@ async def page(browser: Browser, request: Request, visit: Visit) -> Response:
         ),
         el("p", text(q["done"]), class_="notice", id="done", role="status") if q.get("done") else None,
         views.error_box(error),
+        el("p", f"Namespace: {namespace}" if namespace else "Every namespace", class_="muted", id="namespace"),
         el("p", f"{len(proposals)} proposal{'s' if len(proposals) != 1 else ''}", class_="muted", id="count"),
         el("ol", items, id="proposals", class_="list") if items else None,
         el("p", "Nothing to consolidate.", class_="muted", id="nothing") if not proposals and not error else None,

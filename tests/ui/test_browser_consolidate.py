@@ -29,6 +29,7 @@ def test_apply_archives_the_stale_statement_then_merges_the_duplicates(
     store.add("I live in Lisbon now.", namespace=NS, speaker="Ana", occurred_at="2025-07-01")
     page.goto(ui.page(f"consolidate?namespace={NS}"))
     expect(page.locator("#count")).to_have_text("2 proposals")
+    expect(page.locator("#namespace")).to_have_text(f"Namespace: {NS}")
     proposals = page.locator("#proposals > li")
     expect(proposals.nth(0)).to_contain_text("Merge 2 near-duplicates")
     expect(proposals.nth(0)).to_contain_text("shared words:")
