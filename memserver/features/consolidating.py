@@ -41,7 +41,8 @@ MERGE_SYSTEM = (
     "fact the memories state, and nothing else."
 )
 NOTES = {
-    "applied": "Applied {applied} of {count} proposals the user confirmed (history keeps every earlier version).",
+    "applied": "Applied {applied} of the {confirmed} proposals the user confirmed (history keeps every earlier "
+    "version).",
     "declined": "The user said no to each: nothing was changed ({count} proposals).",
     "proposed": "Nothing was applied (this client cannot ask the user): show these {count} proposals; to apply "
     "them, run `memserver consolidate` in a terminal or open /ui/consolidate in the browser.",
@@ -122,11 +123,12 @@ def confirmed(answer: types.ElicitResult) -> bool:
 
 def outcome(status: str, items: list[dict[str, Any]], applied: int, found: int) -> dict[str, Any]:
     """The tool's structured result (tools.CONSOLIDATE's output schema)."""
+    confirmed_count = sum(1 for i in items if i["outcome"] == "applied" or i["outcome"].startswith("failed"))
     result: dict[str, Any] = {
         "status": status,
         "proposals": items[:MAX_SHOWN],
         "applied": applied,
-        "note": NOTES[status].format(applied=applied, count=len(items)),
+        "note": NOTES[status].format(applied=applied, count=len(items), confirmed=confirmed_count),
     }
     if found > len(result["proposals"]):
         result["more"] = found - len(result["proposals"])

@@ -126,6 +126,7 @@ async def test_with_sampling_the_clients_merged_text_is_proposed_and_applied(sto
     payload = result.structured_content
     assert payload is not None and payload["proposals"][0]["content"] == MERGED
     assert [p["outcome"] for p in payload["proposals"]] == ["applied", "cancelled"]
+    assert payload["note"].startswith("Applied 1 of the 1 proposals the user confirmed")
     (request,) = asked  # one merge, one sampling request, listing its memories
     assert TOMATOES in request.messages[0].content.text  # type: ignore[union-attr]
     assert f"Into: {MERGED}" in person.questions[0].message
