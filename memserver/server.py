@@ -303,7 +303,7 @@ async def consolidate(
     Handshake era: elicitation/create per proposal, and sampling/createMessage for a merged text when the client
     offers it. 2026-07-28: the questions in one input_required result, the answers in the second call (no
     sampling: deprecated there, the longest member's text stands). A client without elicitation gets the
-    proposals unapplied, unless `apply` names the ones the user approved.
+    proposals only: nothing is applied without an elicited yes (the CLI and the browser apply them).
     """
     store = await _store(ctx)
     capabilities = ctx.session.client_capabilities
@@ -320,7 +320,7 @@ async def consolidate(
         async def answer(proposal_id: str, form: types.ElicitRequestFormParams) -> types.ElicitResult | None:
             return given.get(proposal_id)
 
-        return await consolidating.run(store, {**args, "apply": sorted(given)}, answer, None)
+        return await consolidating.run(store, args, answer, None, only=sorted(given))
     legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.session.can_send_request
 
     async def ask(proposal_id: str, form: types.ElicitRequestFormParams) -> types.ElicitResult | None:

@@ -31,7 +31,11 @@ def add_command(store_command: StoreCommand) -> None:
         "propose merging near-duplicates and archiving stale statements, and apply each one you confirm",
         "memserver consolidate --namespace work --dry-run",
     )
-    cmd.add_argument("--namespace", help="only this namespace (default: every namespace)")
+    cmd.add_argument(
+        "--namespace",
+        help="only this namespace (default: every namespace, deliberately: the store's owner tends it all; the "
+        "consolidate tool scans the default namespace only)",
+    )
     cmd.add_argument("--dry-run", action="store_true", help="list the proposals, apply nothing")
     cmd.add_argument("--yes", action="store_true", help="apply every proposal without asking")
     cmd.add_argument("--json", action="store_true", help="print the proposals as JSON (with --yes: what was written)")

@@ -154,8 +154,9 @@ def _terms(text: str) -> set[str]:
 
 def _is_duplicate(a: dict[str, Any], b: dict[str, Any], score: float, threshold: float) -> set[str] | None:
     """The shared words when the pair passes the merge rule, else None. Duplicates have one speaker (or none):
-    "I live in Oslo" said by two people is two facts, and a merged memory keeps one speaker."""
-    if score < threshold or _speaker(a) != _speaker(b):
+    "I live in Oslo" said by two people is two facts, and a merged memory keeps one speaker; and one kind (a done
+    task is no duplicate of a note)."""
+    if score < threshold or _speaker(a) != _speaker(b) or (a.get("kind") or "note") != (b.get("kind") or "note"):
         return None
     wa, wb = _words(a["content"]), _words(b["content"])
     shared = wa & wb
@@ -399,15 +400,15 @@ def apply(store: MemoryBackend, proposal: Proposal, content: str | None = None) 
     target = next((m for m in members if m.content == text), members[-1])
     tags = list(dict.fromkeys(t for m in members for t in m.tags))
     newest = members[-1]
-    merged = lifecycle.new_version(
-        target,
-        content=text,
-        tags=tags,
-        source=newest.source,
-        occurred_at=newest.occurred_at,
-        kind=newest.kind,
-        pinned=any(m.pinned for m in members),
-    )
+    fields = lifecycle.new_version(newest)  # every non-content field from the newest member, consistently
+    merged = {
+        **fields,
+        "content": text,
+        "tags": tags,
+        "replaces": target.id,
+        "pinned": any(m.pinned for m in members),
+        "archived": False,
+    }
     others = [lifecycle.new_version(m, archived=True) for m in members if m.id != target.id]
     return store.add_many([merged, *others])
 

@@ -344,13 +344,13 @@ RESULTS: dict[str, dict[str, Any]] = {
                 "type": "string",
                 "enum": ["applied", "proposed", "declined", "nothing_to_do"],
                 "description": "applied: the user confirmed some; proposed: nothing applied, the user was not "
-                "asked (pass the ids they approve as apply); declined: the user said no to each.",
+                "asked (apply with `memserver consolidate` or /ui/consolidate); declined: the user said no to each.",
             },
             "proposals": {
                 "type": "array",
                 "maxItems": 20,
-                "description": "Each with its id, action (merge, archive), memories, merged content, evidence and "
-                "outcome (applied, declined, cancelled, proposed, not_asked, failed).",
+                "description": "Each with its id, action (merge, archive), namespace, memories, merged content, "
+                "evidence and outcome (applied, declined, cancelled, proposed, not_asked, failed).",
             },
             "applied": {"type": "integer", "description": "How many proposals were applied."},
             "more": {"type": "integer", "description": "Proposals found beyond those listed."},
@@ -483,13 +483,6 @@ CHECKED: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "namespace": _NAMESPACE,
-            "apply": {
-                "type": "array",
-                "items": {"type": "string", "pattern": "^[0-9a-f]{12}(?![\\s\\S])"},
-                "minItems": 1,
-                "maxItems": 20,
-                "description": "Proposal ids the user approved",
-            },
         },
         "additionalProperties": False,
     },
@@ -595,14 +588,13 @@ FORGET_MATCHING = types.Tool(
     ),
 )
 
-# consolidate (issue 24): proposes, and applies a proposal only on the user's yes (elicited), or when a client that
-# cannot ask passes the ids the user approved.
+# consolidate (issue 24): proposes, and applies a proposal only on the user's yes (elicited); a client that cannot
+# ask gets the proposals only (the CLI and the browser apply them).
 CONSOLIDATE = types.Tool(
     name="consolidate",
     title="Consolidate memories",
     description=(
-        "Find near-duplicates to merge and stale statements to archive (history kept). The user confirms each; "
-        "if the client cannot ask, show the proposals and pass the approved ids as apply."
+        "Find near-duplicates to merge and stale statements to archive (history kept). The user confirms each."
     ),
     input_schema=advertised(CHECKED["consolidate"]),
     output_schema=outline(RESULTS["consolidate"]),

@@ -183,6 +183,20 @@ class Browser:
         )
         return HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
 
+    # Public for the pages of other modules (ui/consolidate.py): the same checks and the same page frame.
+
+    async def checked_form(self, request: Request, visit: Visit | None) -> dict[str, str]:
+        """A POST's fields once its origin and CSRF token are checked (Refused 403 otherwise)."""
+        return await self._form(request, visit)
+
+    async def store_for(self, visit: Visit) -> MemoryBackend:
+        """The visitor's store (Refused 503 while it is not open)."""
+        return await self._store(visit)
+
+    def render(self, visit: Visit, title: str, body: Child, *, current: str, name: str, status: int = 200) -> Response:
+        """A whole HTML page (views.page) for this visit, not cached."""
+        return self._html(visit, title, body, current=current, name=name, status=status)
+
     # --- Search ------------------------------------------------------------------------------------------------
 
     def _query(self, request: Request) -> dict[str, str]:

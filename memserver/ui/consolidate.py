@@ -28,9 +28,9 @@ async def page(browser: Browser, request: Request, visit: Visit) -> Response:
     """GET: the proposals; POST (proposal, namespace): apply that one, then back here with what was done."""
     from starlette.responses import RedirectResponse
 
-    store = await browser._store(visit)
+    store = await browser.store_for(visit)
     if request.method == "POST":
-        fields = await browser._form(request, visit)
+        fields = await browser.checked_form(request, visit)
         namespace = fields.get("namespace") or None
         outcome = await anyio.to_thread.run_sync(_apply, store, fields.get("proposal", ""), namespace)
         return RedirectResponse(views.url("/consolidate", namespace=namespace, done=outcome), status_code=303)
@@ -53,11 +53,12 @@ async def page(browser: Browser, request: Request, visit: Visit) -> Response:
         ),
         el("p", text(q["done"]), class_="notice", id="done", role="status") if q.get("done") else None,
         views.error_box(error),
+        el("p", f"Namespace: {namespace}" if namespace else "Every namespace", class_="muted", id="namespace"),
         el("p", f"{len(proposals)} proposal{'s' if len(proposals) != 1 else ''}", class_="muted", id="count"),
         el("ol", items, id="proposals", class_="list") if items else None,
         el("p", "Nothing to consolidate.", class_="muted", id="nothing") if not proposals and not error else None,
     ]
-    return browser._html(visit, "Consolidate", body, current="/ui/consolidate", name="consolidate", status=status)
+    return browser.render(visit, "Consolidate", body, current="/ui/consolidate", name="consolidate", status=status)
 
 
 def _apply(store: MemoryBackend, proposal_id: str, namespace: str | None) -> str:

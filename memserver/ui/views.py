@@ -16,6 +16,7 @@ NAV = [
     ("Search", "/ui/"),
     ("Browse", "/ui/browse"),
     ("Bulk forget", "/ui/bulk"),
+    ("Consolidate", "/ui/consolidate"),
     ("Import / export", "/ui/transfer"),
     ("Stats", "/ui/stats"),
 ]

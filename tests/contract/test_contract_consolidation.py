@@ -105,3 +105,17 @@ def test_a_merge_with_the_longest_text_replaces_that_member(backend: BackendUnde
     assert sorted(m.replaces for m in others) == sorted((ids[0], ids[2]))
     with pytest.raises(InvalidInputError, match="empty"):
         consolidation.apply(store, proposal, content="  ")
+
+
+def test_a_task_is_no_duplicate_of_a_note_and_a_merge_takes_the_newest_members_fields(
+    backend: BackendUnderTest,
+) -> None:
+    store = backend.store
+    store.add(TOMATOES, kind="task")
+    store.add(TOMATOES_AGAIN)  # a note
+    assert propose_merges(store) == []  # a task and a note never merge
+    store.add(TOMATOES_THIRD, kind="task", source="garden.md", speaker="Ana", occurred_at="2026-01-01")
+    older = store.add(TOMATOES + " soon", kind="task", source="old.md", speaker="Ana", occurred_at="2025-01-01")
+    (proposal,) = [p for p in propose_merges(store) if older.id in p.ids]
+    (merged, *_) = consolidation.apply(store, proposal)
+    assert (merged.source, merged.occurred_at[:10], merged.kind) == ("garden.md", "2026-01-01", "task")

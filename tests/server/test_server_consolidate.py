@@ -6,6 +6,7 @@ store is a real MemoryStore with the fake embedder."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,7 @@ async def test_with_sampling_the_clients_merged_text_is_proposed_and_applied(sto
     payload = result.structured_content
     assert payload is not None and payload["proposals"][0]["content"] == MERGED
     assert [p["outcome"] for p in payload["proposals"]] == ["applied", "cancelled"]
+    assert payload["note"].startswith("Applied 1 of the 1 proposals the user confirmed")
     (request,) = asked  # one merge, one sampling request, listing its memories
     assert TOMATOES in request.messages[0].content.text  # type: ignore[union-attr]
     assert f"Into: {MERGED}" in person.questions[0].message
@@ -136,18 +138,32 @@ async def test_with_sampling_the_clients_merged_text_is_proposed_and_applied(sto
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
-async def test_without_elicitation_it_proposes_and_applies_only_the_ids_passed_back(store: Opener, mode: str) -> None:
-    result = await call(store, {}, mode)
+async def test_without_elicitation_it_only_proposes_and_never_samples_or_applies(store: Opener, mode: str) -> None:
+    asked: list[types.CreateMessageRequestParams] = []
+    result = await call(store, {}, mode, sampling_callback=merged_by(MERGED, asked))
     payload = result.structured_content
     assert payload is not None and payload["status"] == "proposed" and payload["applied"] == 0
-    assert "apply" in payload["note"] and len(current(store)) == 5
+    assert "memserver consolidate" in payload["note"] and "/ui/consolidate" in payload["note"]
+    assert asked == [] and len(current(store)) == 5  # no text sampled that nobody would see
     stale = next(p for p in payload["proposals"] if p["action"] == "archive")
+    assert stale["namespace"] == "default"
     assert [m["content"] for m in stale["memories"]] == ["I live in Oslo.", "I live in Lisbon now."]
-    result = await call(store, {"apply": [stale["id"], "0123456789ab"]}, mode)
-    payload = result.structured_content
-    assert payload is not None and payload["status"] == "applied" and payload["applied"] == 1
-    assert [p["outcome"] for p in payload["proposals"]] == ["applied", "not_found"]
-    assert "I live in Oslo." not in current(store) and len(current(store)) == 4
+    result = await call(store, {"apply": [stale["id"]]}, mode, sampling_callback=merged_by(MERGED, asked))
+    assert result.is_error and asked == [] and len(current(store)) == 5  # no way around the yes
+
+
+@pytest.mark.anyio
+async def test_without_a_namespace_only_the_default_one_is_scanned(store: Opener) -> None:
+    other = store()
+    other.add("I live in Oslo.", speaker="Bo", occurred_at="2025-02-01", namespace="work")
+    other.add("I live in Lisbon now.", speaker="Bo", occurred_at="2025-07-01", namespace="work")
+    other.close()
+    payload = (await call(store, {})).structured_content
+    assert payload is not None and {p["namespace"] for p in payload["proposals"]} == {"default"}
+    payload = (await call(store, {"namespace": "work"})).structured_content
+    assert payload is not None and [(p["namespace"], p["action"]) for p in payload["proposals"]] == [
+        ("work", "archive")
+    ]
 
 
 @pytest.mark.anyio
@@ -173,3 +189,40 @@ async def test_a_failed_or_empty_sampling_leaves_the_longest_text(store: Opener)
         assert payload is not None and payload["status"] == "declined" and payload["applied"] == 0
         assert payload["proposals"][0]["content"] == TOMATOES_AGAIN  # the longer member's
     assert len(current(store)) == 5
+
+
+@pytest.mark.anyio
+async def test_an_answer_that_raises_counts_as_unanswered_and_the_rest_is_not_asked(store: Opener) -> None:
+    async def broken(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise RuntimeError("the client fell over")
+
+    result = await call(store, {}, elicitation_callback=broken)
+    payload = result.structured_content
+    assert not result.is_error and payload is not None and payload["applied"] == 0
+    assert [p["outcome"] for p in payload["proposals"]] == ["unanswered", "not_asked"]
+    assert len(current(store)) == 5
+
+
+@pytest.mark.anyio
+async def test_2026_07_28_a_forged_or_stale_state_asks_again_and_a_changed_memory_fails(store: Opener) -> None:
+    async with Client(build_server(lambda user: store()), mode="auto", elicitation_callback=Person(True, True)) as c:
+        with anyio.fail_after(TIMEOUT):
+            first = await c.session.call_tool("consolidate", {}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult) and first.input_requests
+            yes = {pid: types.ElicitResult(action="accept", content={"apply": True}) for pid in first.input_requests}
+            state = f'{{"v": 1, "asked": 1.0, "ids": {json.dumps(sorted(yes))}}}'  # asked long ago
+            for forged in (None, "not json", state):
+                reply = await c.session.call_tool(
+                    "consolidate", {}, input_responses=yes, request_state=forged, allow_input_required=True
+                )
+                assert isinstance(reply, types.InputRequiredResult), reply
+            assert len(current(store)) == 5  # nothing applied
+            oslo = next(r for r in records(store) if r["content"] == "I live in Oslo.")
+            gone = await c.call_tool("forget", {"memory_id": oslo["id"]})  # between the question and the yes
+            assert not gone.is_error, gone
+            done = await c.session.call_tool(
+                "consolidate", {}, input_responses=yes, request_state=first.request_state, allow_input_required=True
+            )
+    assert isinstance(done, types.CallToolResult) and done.structured_content is not None
+    outcomes = sorted(p["outcome"].split(":")[0] for p in done.structured_content["proposals"])
+    assert outcomes == ["applied", "failed"]

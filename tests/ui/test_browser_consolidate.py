@@ -29,6 +29,7 @@ def test_apply_archives_the_stale_statement_then_merges_the_duplicates(
     store.add("I live in Lisbon now.", namespace=NS, speaker="Ana", occurred_at="2025-07-01")
     page.goto(ui.page(f"consolidate?namespace={NS}"))
     expect(page.locator("#count")).to_have_text("2 proposals")
+    expect(page.locator("#namespace")).to_have_text(f"Namespace: {NS}")
     proposals = page.locator("#proposals > li")
     expect(proposals.nth(0)).to_contain_text("Merge 2 near-duplicates")
     expect(proposals.nth(0)).to_contain_text("shared words:")
@@ -58,3 +59,19 @@ def test_a_proposal_gone_by_the_click_applies_nothing(ui: Server, store: MemoryB
     store.archive(first.id, namespace=NS + "-gone")  # meanwhile, elsewhere
     page.get_by_role("button", name="Apply: merge").click()
     expect(page.locator("#done")).to_contain_text("nothing was applied")
+
+
+def test_a_post_without_the_csrf_token_is_refused(ui: Server, store: MemoryBackend, page: Page) -> None:
+    ns = NS + "-csrf"
+    store.add("I live in Oslo.", namespace=ns, speaker="Ana", occurred_at="2025-02-01")
+    store.add("I live in Lisbon now.", namespace=ns, speaker="Ana", occurred_at="2025-07-01")
+    page.goto(ui.page(f"consolidate?namespace={ns}"))
+    proposal = page.locator("input[name=proposal]").first.get_attribute("value") or ""
+    origin = ui.page("").rsplit("/ui/", 1)[0]
+    reply = page.request.post(
+        ui.page("consolidate"), form={"proposal": proposal, "namespace": ns}, headers={"origin": origin}
+    )
+    assert reply.status == 403 and "CSRF" in reply.text()
+    assert "I live in Oslo." in sorted(
+        r["content"] for r in store.export(namespace=ns) if not r.get("archived") and not r.get("replaced_by")
+    )

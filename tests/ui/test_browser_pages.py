@@ -15,7 +15,7 @@ from memserver.contract.backend import MemoryBackend
 from tests.ui.conftest import Server
 
 PAGES = ["", "browse", "bulk", "transfer", "stats"]
-NAV = ["Search", "Browse", "Bulk forget", "Import / export", "Stats"]
+NAV = ["Search", "Browse", "Bulk forget", "Consolidate", "Import / export", "Stats"]
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
