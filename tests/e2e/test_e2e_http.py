@@ -14,6 +14,7 @@ from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.servers import SERVE, HttpServer, http_server, http_session, server_env
+from tests.support.surface import MEMORY_TOOLS
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdef"
@@ -109,16 +110,7 @@ def test_users_are_isolated(server: HttpServer, portal: BlockingPortal) -> None:
 def test_plain_loopback_http_needs_no_token(tmp_path: Path, portal: BlockingPortal) -> None:
     """Without tokens, the default loopback server serves MCP and still refuses foreign origins; /sse is off."""
     with http_server(tmp_path) as running, http_session(portal, running.url) as live:
-        assert [t.name for t in live.list_tools().tools] == [
-            "remember",
-            "recall",
-            "list_recent",
-            "forget",
-            "mark",
-            "forget_matching",
-            "consolidate",
-            "browse_memories",
-        ]
+        assert [t.name for t in live.list_tools().tools] == MEMORY_TOOLS
         assert live.call_tool("remember", {"content": "HTTP without tokens works."}).structured_content["id"]
         assert post(running.url, token=None, Origin="http://evil.example").status_code == 403
         with httpx2.Client(timeout=30) as http:  # the legacy SSE endpoint is off unless asked for, and says so

@@ -17,6 +17,7 @@ import pytest
 from tests.e2e.gated_server import release
 from tests.e2e.raw import INITIALIZE, PROTOCOL, RawHttp, RawStdio, encode, raw_stdio
 from tests.e2e.servers import GATED, SERVE, HttpServer, http_server, server_env
+from tests.support.surface import MEMORY_TOOLS
 
 PING = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
 SURROGATE = b'{"jsonrpc":"2.0","id":1443,"method":"tools/call","params":{"name":"recall","arguments":{"query":"x","since":"\\ud83d"}}}'  # noqa: E501
@@ -148,7 +149,9 @@ def test_a_request_before_initialize_is_told_so(tmp_path: Path) -> None:
         check(early, types.INVALID_REQUEST, 9)
         assert "not initialized" in early["error"]["message"]
         assert conn.initialize()["result"]["serverInfo"]["name"] == "memserver"
-        assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == 8
+        assert len(conn.call({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})["result"]["tools"]) == len(
+            MEMORY_TOOLS
+        )
 
 
 def test_an_initialize_answered_with_an_error_does_not_initialize(tmp_path: Path) -> None:

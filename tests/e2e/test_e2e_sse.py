@@ -24,17 +24,7 @@ from tests.e2e.test_e2e_limits import until
 from tests.e2e.test_e2e_messages import META
 from tests.e2e.test_e2e_progress import release
 from tests.e2e.test_e2e_surface import CAPABILITIES, check_ts
-
-MEMORY_TOOLS = [
-    "remember",
-    "recall",
-    "list_recent",
-    "forget",
-    "mark",
-    "forget_matching",
-    "consolidate",
-    "browse_memories",
-]
+from tests.support.surface import MEMORY_TOOLS
 
 ALICE = "sse-alice-token-0123456789"
 BOB = "sse-bob-token-0123456789ab"
@@ -212,7 +202,9 @@ def test_a_request_before_initialize_and_a_2026_client_are_told_what_to_do(serve
             assert answer["error"]["code"] == types.INVALID_REQUEST
             assert "not initialized" in answer["error"]["message"] and "uses /mcp" in answer["error"]["message"]
         assert early.initialize()["result"]["protocolVersion"] == "2025-11-25"
-        assert len(early.call({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})["result"]["tools"]) == 8
+        assert len(early.call({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})["result"]["tools"]) == len(
+            MEMORY_TOOLS
+        )
 
 
 # --- limits ----------------------------------------------------------------------------------------------------------

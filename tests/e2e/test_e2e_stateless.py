@@ -25,17 +25,7 @@ from tests.e2e.servers import HttpServer, http_server, http_session, round_robin
 from tests.e2e.test_e2e_limits import answer_of, stalled_post
 from tests.e2e.test_e2e_messages import META, SURROGATE
 from tests.e2e.test_e2e_surface import CAPABILITIES, check_ts
-
-MEMORY_TOOLS = [
-    "remember",
-    "recall",
-    "list_recent",
-    "forget",
-    "mark",
-    "forget_matching",
-    "consolidate",
-    "browse_memories",
-]
+from tests.support.surface import MEMORY_TOOLS
 
 ALICE = "stateless-alice-0123456789ab"
 BOB = "stateless-bob-0123456789abcd"
@@ -151,7 +141,7 @@ def test_each_post_stands_alone(pair: list[HttpServer]) -> None:
     assert status == 200 and "mcp-session-id" not in response.headers
     assert answers[0]["result"]["capabilities"] == CAPABILITIES
     status, answers, response = conn.post(encode({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
-    assert status == 200 and len(answers[0]["result"]["tools"]) == 8
+    assert status == 200 and len(answers[0]["result"]["tools"]) == len(MEMORY_TOOLS)
     assert response.headers["content-type"].startswith("text/event-stream")
     conn.close()
 

@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.servers import Live, stdio_session
+from tests.support.surface import MEMORY_TOOLS
 
 FACTS = [
     ("The user's dog is a border collie named Pixel.", ["pets"]),
@@ -71,8 +72,7 @@ def test_tools_list_schemas_are_valid_draft_2020_12(live: Live) -> None:
     """The five memory tools, each with an inputSchema and an outputSchema that are valid JSON Schema 2020-12, and
     browse_memories (the in-chat browser: an inputSchema, a text answer)."""
     listed = live.list_tools().tools
-    names = ["browse_memories", "consolidate", "forget", "forget_matching", "list_recent", "mark", "recall", "remember"]
-    assert sorted(t.name for t in listed) == names
+    assert sorted(t.name for t in listed) == sorted(MEMORY_TOOLS)
     for tool in listed:
         Draft202012Validator.check_schema(tool.input_schema)
         if tool.name != "browse_memories":

@@ -23,6 +23,7 @@ from memserver.features import forgetting, tools
 from memserver.local.store import MemoryStore
 from memserver.server import build_server
 from tests.support.fakes import FakeEmbedder
+from tests.support.surface import MEMORY_TOOLS
 
 TIMEOUT = 10
 ERAS = pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
@@ -359,16 +360,7 @@ async def test_tools_list_shows_forget_unchanged_and_forget_matching_as_destruct
     store = data()
     async with Client(build_server(lambda user: store), mode="legacy") as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert list(listed) == [
-        "remember",
-        "recall",
-        "list_recent",
-        "forget",
-        "mark",
-        "forget_matching",
-        "consolidate",
-        "browse_memories",
-    ]
+    assert list(listed) == MEMORY_TOOLS
     assert listed["forget"].input_schema["required"] == ["memory_id"]
     bulk = listed["forget_matching"].annotations
     assert bulk is not None and (bulk.destructive_hint, bulk.idempotent_hint, bulk.read_only_hint) == (
