@@ -13,10 +13,10 @@ from benchmarks import soak
 OPS = {"remember", "recall", "list", "forget", "forget_matching", "replaces", "import", "compact", "checkpoint"}
 
 
-def _numbers(sample: dict[str, object], keys: list[str]) -> None:
+def _numbers(sample: dict[str, object], keys: list[str], least: float = 1e-9) -> None:
     for key in keys:
         value = sample[key]
-        assert isinstance(value, int | float) and not math.isnan(value) and value > 0, (key, value)
+        assert isinstance(value, int | float) and not math.isnan(value) and value >= least, (key, value)
 
 
 def test_local_soak_loses_nothing_and_samples_every_process(tmp_path: Path) -> None:
@@ -32,7 +32,8 @@ def test_local_soak_loses_nothing_and_samples_every_process(tmp_path: Path) -> N
     procs = [f"w{n}" for n in range(result["procs"])] + ["reader"]
     for sample in samples[:-1]:  # (the last may see a process exiting)
         _numbers(sample, [f"{p}.{k}" for p in procs for k in ("rss_mb", "fds", "threads")])
-        _numbers(sample, ["bytes.journal", "bytes.vectors", "recall_ms"])
+        _numbers(sample, ["recall_ms"])
+        _numbers(sample, ["bytes.journal", "bytes.vectors"], least=0)  # may read 0 while a compaction swaps the files
     assert {"workers.rss_mb", "reader.fds", "bytes.journal", "recall_ms"} <= set(result["slopes_per_hour"])
     assert all(s["per_hour"] is not None for s in result["slopes_per_hour"].values())
 
