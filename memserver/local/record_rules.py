@@ -16,14 +16,17 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from memserver.contract.inputs import KINDS, MAX_NAMESPACE_CHARS, MEMORY_ID_PATTERN, ROLES, is_namespace
+from memserver.contract.inputs import KINDS, MAX_NAMESPACE_CHARS, ROLES, is_namespace
 
 _TEXT_FIELDS = ("content", "created_at", "source")  # required strings of an add
 _OPTIONAL_TEXT = ("occurred_at", "speaker", "session", "replaced_by", "replaced_at", "due")
 _FLAGS = ("done", "pinned", "archived")
 _ROLES = frozenset(("", *ROLES))
 _KINDS = frozenset(KINDS)
-_is_id = re.compile(MEMORY_ID_PATTERN).match  # exactly as the store writes ids: 32 lower-case hex digits
+# The store writes 32 hex digits, but its columns keep any id a journal holds (tests/local/test_store_columns.py):
+# an id only has to be text a line and a URI can carry.
+_is_id = re.compile(r"[^\x00-\x1f\x7f]{1,256}\Z").match
+_BAD_ID = "id: not a memory id (1-256 characters of text)"
 _good_namespace = lru_cache(maxsize=4096)(is_namespace)  # a store holds few namespaces, each on many lines
 
 
@@ -33,7 +36,7 @@ def broken_rule(rec: dict[str, Any]) -> str | None:
     if op == "add":
         return _add_rule(rec)
     if op == "del":
-        return None if isinstance(rec.get("id"), str) and _is_id(rec["id"]) else "id: not a memory id"
+        return None if isinstance(rec.get("id"), str) and _is_id(rec["id"]) else _BAD_ID
     if op == "vfix":
         if not _is_row(rec.get("row")):
             return "row: not a row number"
@@ -44,7 +47,7 @@ def broken_rule(rec: dict[str, Any]) -> str | None:
 def _add_rule(rec: dict[str, Any]) -> str | None:
     memory_id = rec.get("id")
     if not isinstance(memory_id, str) or not _is_id(memory_id):
-        return "id: not a memory id"
+        return _BAD_ID
     for name in _TEXT_FIELDS:
         if not isinstance(rec.get(name), str):
             return f"{name}: missing or not a string"
@@ -70,7 +73,7 @@ def _add_rule(rec: dict[str, Any]) -> str | None:
             return f"{name}: not true or false"
     replaces = rec.get("replaces", "")
     if not isinstance(replaces, str) or (replaces and not _is_id(replaces)):
-        return "replaces: not a memory id"
+        return "replaces: not a memory id (1-256 characters of text)"
     if replaces == memory_id:
         return "replaces: the memory replaces itself"
     return None
