@@ -1,6 +1,7 @@
 """SIGKILL a child process at a named point: the N-th call of a callable, named by a label, not a byte position.
 
-A label is `module:attribute.path`, the callable as the code under test looks it up: `memserver.durable:FileLayer.replace`
+A label is `module:attribute.path`, the callable as the code under test looks it up:
+`memserver.durable:FileLayer.replace`
 (every replace through any file layer), `memserver.local.compaction:Compaction.switch`, or a function imported by
 name into the module that calls it (`memserver.local.checkpoint_job:write_new_file`); several, comma-separated,
 share one count. The child runs `script` with `python -c`, armed from the environment by `arm_from_env` (which
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
     from memserver.contract.backend import MemoryBackend
 
 ROOT = Path(__file__).resolve().parents[2]
-_LABEL, _AT, _WHEN, _COUNTS, _STARTED = (f"MEMSERVER_TEST_KILL_{k}" for k in ("LABEL", "AT", "WHEN", "COUNTS", "STARTED"))
+_LABEL, _AT, _WHEN, _COUNTS, _STARTED = (
+    f"MEMSERVER_TEST_KILL_{k}" for k in ("LABEL", "AT", "WHEN", "COUNTS", "STARTED")
+)
 _state = {"calls": 0, "counting": False}
 PRELUDE = "import tests.support.kill_points as kill_point\nkill_point.arm_from_env()\n"
 
