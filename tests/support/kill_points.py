@@ -175,6 +175,7 @@ def check_store(store: MemoryBackend, present: set[str], gone: set[str]) -> None
         memory = store.get(mid)
         assert memory is not None
         assert mid in {h.memory.id for h in store.search(memory.content, limit=3, mode="keyword")}
-        assert mid in {h.memory.id for h in store.search(memory.content, limit=3, mode="semantic")}
+        # (the fake embedder hashes words into 384 buckets: among thousands, a few share a vector, so not top 3)
+        assert mid in {h.memory.id for h in store.search(memory.content, limit=10, mode="semantic")}
     found = {h.memory.id for h in store.search("fact about item", limit=1000, mode="keyword")}
     assert not found & gone and found <= exported
