@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from tests.support.fakes import FakeEmbedder
+
 if TYPE_CHECKING:
     from memserver.contract.backend import MemoryBackend
 
@@ -106,7 +110,6 @@ def stop() -> None:
 def arm_from_env() -> None:
     """In the child: patch the embedder to the fake and wrap the label's callables (see the module docstring)."""
     import memserver.embedding.embedder as embedder
-    from tests.support.fakes import FakeEmbedder
 
     embedder.Embedder = lambda *a, **k: FakeEmbedder()  # type: ignore[misc,assignment]
     label = os.environ[_LABEL]
@@ -171,11 +174,17 @@ def check_store(store: MemoryBackend, present: set[str], gone: set[str]) -> None
     cap = min(len(exported), 1000)  # (one call's most results)
     recent = {m.id for m in store.list_recent(limit=max(cap, 1))}
     assert len(recent) == cap and recent <= exported
+    # Each stored vector is its text's (the fake embedder hashes words into 384 buckets, so among thousands of
+    # memories many share a vector and an approximate index need not rank a memory's own text first).
+    records = list(store.export(include_vectors=True))
+    expected = FakeEmbedder().embed([r["content"] for r in records])
+    for record, vector in zip(records, expected, strict=True):
+        assert np.allclose(record["vector"], vector, atol=1e-5), f"{record['id']}: not its text's vector"
     for mid in sorted(present)[:: max(1, len(present) // 5)]:
         memory = store.get(mid)
         assert memory is not None
         assert mid in {h.memory.id for h in store.search(memory.content, limit=3, mode="keyword")}
-        # (the fake embedder hashes words into 384 buckets: among thousands, a few share a vector, so not top 3)
-        assert mid in {h.memory.id for h in store.search(memory.content, limit=10, mode="semantic")}
+        hits = store.search(memory.content, limit=3, mode="semantic")
+        assert hits and {h.memory.id for h in hits} <= exported - gone
     found = {h.memory.id for h in store.search("fact about item", limit=1000, mode="keyword")}
     assert not found & gone and found <= exported
