@@ -8,7 +8,7 @@ The source, benchmarks/data/harbour_src/<conversation-id>.txt, is the literal co
     Maya: Guess who finally got a dog!
     Maya: Picked her up on Saturday. [img: a photo of a small brown terrier on a kitchen floor] {#dog}
     Q single | What breed is Maya's dog? | a wire-haired terrier cross | #dog
-    Q multi which_two | Which two dogs ...? | Pickle and Bramble | #dog #bramble | called her pickle || bramble's not great
+    Q multi which_two | Which two dogs? | Pickle and Bramble | #dog #bramble | Picked her up || Bramble's not great
     # a comment
 
 `[img: ...]` is the caption of a photo the speaker shared; `{#label ...}` names the turn for the questions, whose

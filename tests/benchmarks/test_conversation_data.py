@@ -84,7 +84,7 @@ def test_every_set_asks_each_shape_seven_times(name):
 
 @pytest.mark.parametrize(("name", "conv"), CONVERSATIONS, ids=IDS)
 def test_shaped_questions_quote_what_each_evidence_turn_says(name, conv):
-    """Their evidence is spread over sessions, so each turn's part is quoted (and problems() checks the quote is there)."""
+    """Their evidence is spread over sessions, so each turn's part is quoted (problems() checks the quote is there)."""
     assert [q["id"] for q in conv["questions"] if q.get("shape") and not q.get("quotes")] == []
 
 
