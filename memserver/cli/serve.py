@@ -206,6 +206,7 @@ def _browser(tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | 
     tokens included (each user sees only their own store), with the limits of /mcp."""
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.ui.app import Browser
+    from memserver.ui.security import SignIn
 
     check_token = None
     if tokens or oauth is not None:
@@ -215,9 +216,11 @@ def _browser(tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | 
 
             verifier = FirstThatAccepts(verifier, JwtTokenVerifier(oauth))
 
-        async def check_token(token: str) -> str | None:
+        async def check_token(token: str) -> SignIn | None:
             access = await verifier.verify_token(token)
-            return access.client_id if access is not None else None
+            if access is None or access.client_id is None:
+                return None
+            return SignIn(access.client_id, access.expires_at)  # the session ends when the token does
 
     return Browser(
         check_token=check_token,

@@ -104,6 +104,7 @@ def http_app(
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.transports.guard import LimitedSessionManager, McpGuard
     from memserver.transports.limits import SessionRegistry
+    from memserver.transports.oauth import OutageAware
     from memserver.transports.sse import MESSAGES_PATH, SSE_PATH, SseOff
 
     check_bind(host, tokens, allowed_hosts, oauth=oauth is not None)
@@ -171,7 +172,11 @@ def http_app(
     middleware = [Middleware(HostAndOriginFirst, checks=checks)]  # outermost: before the token is looked at
     if signed_in:
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(
+                AuthenticationMiddleware,
+                backend=OutageAware(BearerAuthBackend(verifier)),
+                on_error=OutageAware.unavailable,
+            ),
             Middleware(AuthContextMiddleware),
         ]
 
