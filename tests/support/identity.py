@@ -1,5 +1,6 @@
-"""A loopback identity provider for the OAuth tests: RSA signing keys, its JWKS and RFC 8414 metadata served over
-HTTP (a thread), and the access tokens it signs, as a real issuer would."""
+"""The loopback servers the OAuth tests sign in against: an identity provider (RSA signing keys, its JWKS and RFC
+8414 metadata served over HTTP in a thread, and the access tokens it signs, as a real issuer would), and any ASGI
+app served by uvicorn on a loopback socket (an authorization server, an introspection endpoint, memserver)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
+import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from memserver.transports.oauth import OAuthSettings
@@ -74,3 +76,25 @@ class IdentityProvider:
 
     def settings(self, **overrides: Any) -> OAuthSettings:
         return OAuthSettings(**{"issuer": self.issuer, "audience": AUDIENCE, **overrides})
+
+
+class Served:
+    """An ASGI app served by uvicorn on a loopback socket in a thread, until stop()."""
+
+    def __init__(self, app: Any, sock: Any) -> None:
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        started = threading.Event()
+
+        def watch() -> None:
+            while not self.server.started and self.thread.is_alive():
+                time.sleep(0.01)
+            started.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        started.wait(30)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
