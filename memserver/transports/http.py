@@ -133,15 +133,17 @@ def http_app(
 
     signed_in = bool(tokens) or oauth is not None
     verifier: Any = StaticTokenVerifier(tokens or {})
+    issuer_verifier: Any = None
     metadata_url = None
     routes: list[BaseRoute] = []
     if oauth is not None:
         from mcp.server.auth.routes import create_protected_resource_routes
         from pydantic import AnyHttpUrl
 
-        from memserver.transports.oauth import FirstThatAccepts, JwtTokenVerifier
+        from memserver.transports.oauth import FirstThatAccepts, token_verifier
 
-        verifier = FirstThatAccepts(verifier, JwtTokenVerifier(oauth))
+        issuer_verifier = token_verifier(oauth)
+        verifier = FirstThatAccepts(verifier, issuer_verifier)
         resource = AnyHttpUrl(oauth.resource)
         metadata_url = AnyHttpUrl(_resource_metadata_url(oauth.resource))
         routes += create_protected_resource_routes(
@@ -187,7 +189,11 @@ def http_app(
                 legacy.lifespan_state = state
             if ui is not None:
                 ui.serve_from(state)
-            yield
+            try:
+                yield
+            finally:
+                if (close := getattr(issuer_verifier, "aclose", None)) is not None:
+                    await close()  # introspection's shared HTTP client
 
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 

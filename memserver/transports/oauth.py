@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
     from starlette.responses import Response
 
+    from memserver.transports.introspection import IntrospectionSettings
+
 logger = logging.getLogger(__name__)
 
 # Asymmetric algorithms only: with an HMAC algorithm allowed, a public key could be used as the shared secret.
@@ -67,12 +69,13 @@ class OAuthSettings:
     write_scope: str = DEFAULT_WRITE_SCOPE
     refetch_interval: float = 30.0
     resource_url: str | None = None  # the public URL of /mcp for RFC 9728; None: the audience
+    introspection: IntrospectionSettings | None = None  # ask the issuer about each token instead (RFC 7662)
 
     def __post_init__(self) -> None:
         from urllib.parse import urlsplit
 
         parts = urlsplit(self.issuer)
-        if not (parts.scheme == "https" or (parts.scheme == "http" and _is_loopback(parts.hostname or ""))):
+        if not (parts.scheme == "https" or (parts.scheme == "http" and is_loopback_url(self.issuer))):
             raise ConfigError(f"--oauth-issuer {self.issuer!r} must be an https:// URL (http:// on loopback only)")
         if not self.audience:
             raise ConfigError(
@@ -102,13 +105,19 @@ def oauth_settings(
     jwks_url: str | None = None,
     algorithms: Sequence[str] | None = None,
     user_claim: str | None = None,
+    introspection_url: str | None = None,
+    client_id: str | None = None,
+    client_secret_file: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> OAuthSettings | None:
-    """The settings from flags, falling back to MEMSERVER_OAUTH_ISSUER, _AUDIENCE, _JWKS_URL, _ALGORITHMS and
-    _USER_CLAIM; None when no issuer is given (no OAuth).
+    """The settings from flags, falling back to MEMSERVER_OAUTH_ISSUER, _AUDIENCE, _JWKS_URL, _ALGORITHMS,
+    _USER_CLAIM, _INTROSPECTION_URL, _CLIENT_ID and _CLIENT_SECRET_FILE; the client secret itself only from
+    MEMSERVER_OAUTH_CLIENT_SECRET or that file (a flag's value is visible to every account in `ps`). None when no
+    issuer is given (no OAuth).
 
     Raises:
-        ConfigError: an issuer without an audience, or an algorithm outside the asymmetric list.
+        ConfigError: an issuer without an audience, an algorithm outside the asymmetric list, introspection mixed
+            with JWT settings, half a client, or a secret file others may read.
     """
     env = os.environ if environ is None else environ
 
@@ -119,19 +128,68 @@ def oauth_settings(
     if issuer is None:
         return None
     chosen_algorithms = algorithms or [a.strip() for a in (pick(None, "ALGORITHMS") or "").split(",") if a.strip()]
+    introspection = None
+    if (url := pick(introspection_url, "INTROSPECTION_URL")) is not None:
+        from memserver.transports.introspection import IntrospectionSettings
+
+        if pick(jwks_url, "JWKS_URL") is not None or chosen_algorithms:
+            raise ConfigError(
+                "--oauth-introspection-url asks the issuer about every token: --oauth-jwks-url and "
+                "--oauth-algorithms (for JWTs checked here) do not apply; give one or the other"
+            )
+        secret = _client_secret(pick(client_secret_file, "CLIENT_SECRET_FILE"), env)
+        introspection = IntrospectionSettings(url, client_id=pick(client_id, "CLIENT_ID"), client_secret=secret)
+    elif pick(client_id, "CLIENT_ID") is not None or pick(client_secret_file, "CLIENT_SECRET_FILE") is not None:
+        raise ConfigError("--oauth-client-id and the client secret are for --oauth-introspection-url only")
     return OAuthSettings(
         issuer=issuer,
         audience=pick(audience, "AUDIENCE") or "",
         jwks_url=pick(jwks_url, "JWKS_URL"),
         algorithms=tuple(chosen_algorithms) or DEFAULT_ALGORITHMS,
         user_claim=pick(user_claim, "USER_CLAIM") or "sub",
+        introspection=introspection,
     )
 
 
-def _is_loopback(host: str) -> bool:
+def _client_secret(path: str | None, env: Mapping[str, str]) -> str | None:
+    """memserver's client secret at the introspection endpoint: the file's first line (private to this account,
+    as a token file), else MEMSERVER_OAUTH_CLIENT_SECRET."""
+    if path is None:
+        return env.get("MEMSERVER_OAUTH_CLIENT_SECRET", "").strip() or None
+    from pathlib import Path
+
+    from memserver.transports.bearer import check_private
+
+    where = Path(path).expanduser()
+    try:
+        with where.open(encoding="utf-8") as file:
+            check_private(where, os.fstat(file.fileno()), "--oauth-client-secret-file", "the client secret")
+            secret = file.readline().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --oauth-client-secret-file {where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--oauth-client-secret-file {where} is not UTF-8 text") from None
+    if not secret:
+        raise ConfigError(f"--oauth-client-secret-file {where} is empty")
+    return secret
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether `url` names a loopback host (where plain http:// is allowed)."""
+    from urllib.parse import urlsplit
+
     from memserver.transports.http import is_loopback
 
-    return is_loopback(host)
+    return is_loopback(urlsplit(url).hostname or "")
+
+
+def token_verifier(settings: OAuthSettings) -> TokenVerifier:
+    """The verifier of the issuer's tokens: introspection when an endpoint is configured, else JWTs over JWKS."""
+    if settings.introspection is not None:
+        from memserver.transports.introspection import IntrospectionVerifier
+
+        return IntrospectionVerifier(settings)
+    return JwtTokenVerifier(settings)
 
 
 def tenant_of(value: str) -> str:
@@ -209,7 +267,7 @@ class JwtTokenVerifier:
         return AccessToken(
             token=token,
             client_id=tenant_of(user),
-            scopes=_scopes(claims),
+            scopes=scopes_of(claims),
             expires_at=int(claims["exp"]),
             resource=self.settings.resource,
             subject=str(claims.get("sub", user)),
@@ -279,7 +337,7 @@ async def _discover_jwks_url(client: Any, issuer: str) -> str:
     raise LookupError(f"{issuer} publishes no jwks_uri in its metadata; set --oauth-jwks-url")
 
 
-def _scopes(claims: Mapping[str, Any]) -> list[str]:
+def scopes_of(claims: Mapping[str, Any]) -> list[str]:
     """RFC 9068 `scope` (space-separated), or the `scp` list some providers send."""
     scope = claims.get("scope")
     if isinstance(scope, str):

@@ -287,7 +287,7 @@ def test_bad_oauth_flags_are_one_line_and_exit_1(
 ) -> None:
     from memserver.cli import main
 
-    for name in ("ISSUER", "AUDIENCE", "JWKS_URL", "ALGORITHMS", "USER_CLAIM"):
+    for name in ("ISSUER", "AUDIENCE", "JWKS_URL", "ALGORITHMS", "USER_CLAIM", "INTROSPECTION_URL", "CLIENT_ID"):
         monkeypatch.delenv(f"MEMSERVER_OAUTH_{name}", raising=False)
     assert main(args) == 1
     err = capsys.readouterr().err
