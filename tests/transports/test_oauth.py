@@ -269,6 +269,7 @@ def test_each_subject_has_a_store_of_their_own(
 
 
 SERVE_WITH_ISSUER = ["serve", "--http", "--port", "0", "--oauth-issuer", "https://id.example"]
+INTROSPECTION = ["--oauth-introspection-url", "https://id.example/introspect"]
 
 
 @pytest.mark.parametrize(
@@ -280,6 +281,11 @@ SERVE_WITH_ISSUER = ["serve", "--http", "--port", "0", "--oauth-issuer", "https:
             [*SERVE_WITH_ISSUER, "--oauth-audience", "a", "--oauth-algorithms", "RS256,none"],
             "none not allowed",
         ),
+        (
+            [*SERVE_WITH_ISSUER, "--oauth-audience", "a", *INTROSPECTION, "--oauth-client-id", "memserver"],
+            "needs both --oauth-client-id and the client secret",
+        ),
+        (["serve", *INTROSPECTION], "apply to --http only"),
     ],
 )
 def test_bad_oauth_flags_are_one_line_and_exit_1(
@@ -288,6 +294,8 @@ def test_bad_oauth_flags_are_one_line_and_exit_1(
     from memserver.cli import main
 
     for name in ("ISSUER", "AUDIENCE", "JWKS_URL", "ALGORITHMS", "USER_CLAIM", "INTROSPECTION_URL", "CLIENT_ID"):
+        monkeypatch.delenv(f"MEMSERVER_OAUTH_{name}", raising=False)
+    for name in ("CLIENT_SECRET", "CLIENT_SECRET_FILE"):
         monkeypatch.delenv(f"MEMSERVER_OAUTH_{name}", raising=False)
     assert main(args) == 1
     err = capsys.readouterr().err
