@@ -6,7 +6,6 @@ remembers, each recalls, and neither sees the other's memory; SQL with no tenant
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ import psycopg
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memserver.engines import open_backend
 from memserver.postgres.backend import PostgresBackend
@@ -27,6 +25,7 @@ from memserver.transports.oauth import tenant_of
 from tests.conftest import PostgresForTests
 from tests.support.fakes import FakeEmbedder
 from tests.support.identity import IdentityProvider, Served
+from tests.support.pg_cluster import app_member_login
 
 COLLECTION = "team"
 BOB = "auth0|bob-42"  # a provider's subject that is no folder name: its tenant is a digest (tenant_of)
@@ -37,14 +36,8 @@ def login_url(postgres: PostgresForTests) -> Iterator[str]:
     """A fresh database, as a login role that owns nothing and is only a member of memserver_app."""
     url = postgres.database("oauth_rls")
     PostgresBackend(url, "setup", FakeEmbedder()).close()  # the schema and memserver_app exist from here on
-    role = f"memserver_team_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{role}" LOGIN')
-        admin.execute(f'GRANT memserver_app TO "{role}"')
-    yield make_conninfo("", **(conninfo_to_dict(url) | {"user": role}))
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'DROP OWNED BY "{role}"')
-        admin.execute(f'DROP ROLE "{role}"')
+    with app_member_login(url, "memserver_team") as login:
+        yield login
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from memserver.transports.http import bind_socket, http_app
 from memserver.transports.introspection import IntrospectionSettings, IntrospectionVerifier
 from memserver.transports.oauth import OAuthSettings, oauth_settings
 from tests.support.fakes import FakeEmbedder
-from tests.support.identity import AUDIENCE, BASE, Served
+from tests.support.identity import AUDIENCE, BASE, HEADERS, INITIALIZE, Served
 
 ISSUER = "https://id.example"
 CLIENT = ("memserver", "s3cret with spaces&symbols")
@@ -90,15 +90,6 @@ def endpoint() -> Iterator[Endpoint]:
 def settings(url: str, **introspection: Any) -> OAuthSettings:
     given = {"client_id": CLIENT[0], "client_secret": CLIENT[1], "timeout": 5.0} | introspection
     return OAuthSettings(issuer=ISSUER, audience=AUDIENCE, introspection=IntrospectionSettings(url, **given))
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def client_for(oauth: OAuthSettings, tmp_path: Path) -> TestClient:

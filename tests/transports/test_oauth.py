@@ -24,7 +24,7 @@ from memserver.server import build_server
 from memserver.transports.http import http_app
 from memserver.transports.oauth import JwtTokenVerifier, OAuthSettings, oauth_settings, tenant_of
 from tests.support.fakes import FakeEmbedder
-from tests.support.identity import AUDIENCE, BASE, IdentityProvider
+from tests.support.identity import AUDIENCE, BASE, HEADERS, INITIALIZE, IdentityProvider
 
 
 def verify(settings: OAuthSettings, *tokens: str) -> list[Any]:
@@ -140,15 +140,6 @@ def test_subjects_that_are_not_safe_folder_names_become_digests() -> None:
 def test_bad_oauth_settings_are_refused(given: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         oauth_settings(environ=given)
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def test_the_http_app_serves_metadata_refuses_with_a_pointer_and_admits_both_kinds_of_token(

@@ -20,15 +20,7 @@ from memserver.server import build_server
 from memserver.transports.http import bind_socket, http_app
 from memserver.transports.limits import HttpLimits
 from tests.support.fakes import FakeEmbedder
-from tests.support.identity import BASE, IdentityProvider
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+from tests.support.identity import BASE, HEADERS, INITIALIZE, IdentityProvider
 
 
 def app_for(idp: IdentityProvider, tmp_path: Path, *, ui: bool = False, **settings: Any) -> Any:
