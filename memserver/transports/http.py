@@ -82,8 +82,9 @@ def http_app(
     `ui`: an app mounted at /ui (the memory browser, `serve --http --ui`) behind the same Host/Origin checks; it
     does its own sign-in with the same tokens, and is handed the server's lifespan state (its stores) at start.
 
-    `oauth`: also accept the JWT access tokens of an OAuth issuer (oauth.py), serve the RFC 9728 metadata naming
-    it, and point 401 answers at that metadata.
+    `oauth`: also accept the access tokens of an OAuth issuer (JWTs checked here, oauth.py, or asked about at its
+    introspection endpoint, introspection.py), serve the RFC 9728 metadata naming it, and point 401 answers at that
+    metadata; a token that cannot be checked now (the issuer out of reach) is answered 503.
 
     `server` must have been built with `per_user=bool(tokens or oauth)`. `stateless`: /mcp keeps no sessions (every POST
     stands alone, so any instance behind a load balancer can serve it). `sse`: also serve the legacy HTTP+SSE
