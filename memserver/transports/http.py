@@ -337,7 +337,8 @@ def serve_http(
     base = f"http://{url_host}:{port}"
     who = f"bearer tokens for {len(set(tokens.values()))} user(s)" if tokens else "loopback only, no tokens"
     if oauth is not None:
-        who = f"OAuth tokens of {oauth.issuer}" + (f" and {who}" if tokens else "")
+        how = ", by introspection" if oauth.introspection is not None else ""
+        who = f"OAuth tokens of {oauth.issuer}{how}" + (f" and {who}" if tokens else "")
     mode = "stateless; " if stateless else ""
     legacy = f"; legacy SSE at {base}/sse" if sse else ""
     browser = f"; the memory browser at {base}{UI_PATH}/" if ui is not None else ""
