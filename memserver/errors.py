@@ -10,12 +10,14 @@
     │   ├── StoreWriteError         the disk refused a write (full, I/O error, read-only, no permission)
     │   └── ModelMismatchError      the collection was built with another embedding model or dimension
     ├── ConfigError                 a setting (environment variable, flag, token file) is invalid
-    └── NotAuthenticatedError       a per-user server got a request without an authenticated user
+    ├── NotAuthenticatedError       a per-user server got a request without an authenticated user
+    └── AuthUnavailableError        the identity provider cannot be asked about a token now (keys, introspection)
 
 The MCP server turns InvalidInputError into a tool result with isError: true, and NotAuthenticatedError into a
-protocol error; the CLI turns any MemserverError into one line on stderr and exit status 1. Nothing here knows
-about MCP. The local store turns an OSError of the disk into StoreWriteError (durable.disk_error), so a full disk
-reaches the client as a tool error that says so, never as "internal error".
+protocol error; HTTP answers AuthUnavailableError with 503; the CLI turns any MemserverError into one line on
+stderr and exit status 1. Nothing here knows about MCP. The local store turns an OSError of the disk into
+StoreWriteError (durable.disk_error), so a full disk reaches the client as a tool error that says so, never as
+"internal error".
 """
 
 from __future__ import annotations
@@ -68,3 +70,8 @@ class ModelMismatchError(StoreError):
 
 class NotAuthenticatedError(MemserverError):
     """A server that keeps one store per user got a request that names no user: it never falls back to a shared one."""
+
+
+class AuthUnavailableError(MemserverError):
+    """A token cannot be checked now: the identity provider's keys or its introspection endpoint are out of reach.
+    Not the token's fault, so HTTP answers 503 (try again), not 401 (sign in again)."""

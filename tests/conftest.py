@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,3 +116,14 @@ def postgres() -> Iterator[PostgresForTests]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def idp() -> Iterator[Any]:
+    """A loopback OAuth identity provider (tests/support/identity.py): its keys, JWKS, metadata and tokens."""
+    from tests.support.identity import IdentityProvider
+
+    provider = IdentityProvider()
+    yield provider
+    provider.http.shutdown()
+    provider.http.server_close()

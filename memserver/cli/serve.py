@@ -61,6 +61,17 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--oauth-algorithms", metavar="ALG,ALG", help="the signature algorithms accepted (default RS256,ES256)"
     )
     oauth.add_argument("--oauth-user-claim", metavar="CLAIM", help="the claim naming the user (default sub)")
+    oauth.add_argument(
+        "--oauth-introspection-url",
+        metavar="URL",
+        help="ask the issuer's RFC 7662 endpoint about each token (opaque tokens) instead of checking JWTs here",
+    )
+    oauth.add_argument("--oauth-client-id", metavar="ID", help="memserver's client id at the introspection endpoint")
+    oauth.add_argument(
+        "--oauth-client-secret-file",
+        metavar="PATH",
+        help="a file (mode 600) holding the client's secret (or set MEMSERVER_OAUTH_CLIENT_SECRET)",
+    )
     limits = serve.add_argument_group(
         "HTTP limits", "what one client can take from the server (defaults suit a person's or a team's server)"
     )
@@ -198,6 +209,9 @@ def _oauth_settings(args: argparse.Namespace) -> OAuthSettings | None:
         jwks_url=args.oauth_jwks_url,
         algorithms=algorithms,
         user_claim=args.oauth_user_claim,
+        introspection_url=args.oauth_introspection_url,
+        client_id=args.oauth_client_id,
+        client_secret_file=args.oauth_client_secret_file,
     )
 
 
@@ -206,18 +220,21 @@ def _browser(tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | 
     tokens included (each user sees only their own store), with the limits of /mcp."""
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.ui.app import Browser
+    from memserver.ui.security import SignIn
 
     check_token = None
     if tokens or oauth is not None:
         verifier: Any = StaticTokenVerifier(tokens)
         if oauth is not None:
-            from memserver.transports.oauth import FirstThatAccepts, JwtTokenVerifier
+            from memserver.transports.oauth import FirstThatAccepts, token_verifier
 
-            verifier = FirstThatAccepts(verifier, JwtTokenVerifier(oauth))
+            verifier = FirstThatAccepts(verifier, token_verifier(oauth))
 
-        async def check_token(token: str) -> str | None:
+        async def check_token(token: str) -> SignIn | None:
             access = await verifier.verify_token(token)
-            return access.client_id if access is not None else None
+            if access is None or access.client_id is None:
+                return None
+            return SignIn(access.client_id, access.expires_at)  # the session ends when the token does
 
     return Browser(
         check_token=check_token,
@@ -227,7 +244,16 @@ def _browser(tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | 
     )
 
 
-_OAUTH_FLAGS = ("issuer", "audience", "jwks_url", "algorithms", "user_claim")
+_OAUTH_FLAGS = (
+    "issuer",
+    "audience",
+    "jwks_url",
+    "algorithms",
+    "user_claim",
+    "introspection_url",
+    "client_id",
+    "client_secret_file",
+)
 
 # --serve's HTTP limits: flag -> HttpLimits field (see memserver/transports/limits.py)
 _LIMIT_FLAGS = {

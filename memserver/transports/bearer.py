@@ -88,9 +88,11 @@ def _read_token_file(path: Path) -> list[tuple[str, str, str]]:
     return entries
 
 
-def check_private(path: Path, status: os.stat_result) -> None:
-    """Refuse a token file that group or others may read or write, or that belongs to another account (ssh's
-    rules for a private key). POSIX only: Windows has no such permission bits.
+def check_private(
+    path: Path, status: os.stat_result, setting: str = "MEMSERVER_TOKEN_FILE", what: str = "the tokens"
+) -> None:
+    """Refuse a secret's file (`setting` names where it was given) that group or others may read or write, or that
+    belongs to another account (ssh's rules for a private key). POSIX only: Windows has no such permission bits.
 
     Raises:
         ConfigError: saying what is wrong and the command that fixes it.
@@ -100,13 +102,13 @@ def check_private(path: Path, status: os.stat_result) -> None:
     mode = stat.S_IMODE(status.st_mode)
     if mode & 0o077:
         raise ConfigError(
-            f"MEMSERVER_TOKEN_FILE {path} has permissions {mode:04o}: other accounts on this machine can read or "
-            f"change the tokens in it. Run `chmod 600 {path}` (for a container secret, mount it with mode 0400)"
+            f"{setting} {path} has permissions {mode:04o}: other accounts on this machine can read or "
+            f"change {what} in it. Run `chmod 600 {path}` (for a container secret, mount it with mode 0400)"
         )
     if status.st_uid not in (os.geteuid(), 0):
         raise ConfigError(
-            f"MEMSERVER_TOKEN_FILE {path} belongs to another account (uid {status.st_uid}), which can change the "
-            "tokens in it; use a file of your own"
+            f"{setting} {path} belongs to another account (uid {status.st_uid}), which can change "
+            f"{what} in it; use a file of your own"
         )
 
 

@@ -82,8 +82,9 @@ def http_app(
     `ui`: an app mounted at /ui (the memory browser, `serve --http --ui`) behind the same Host/Origin checks; it
     does its own sign-in with the same tokens, and is handed the server's lifespan state (its stores) at start.
 
-    `oauth`: also accept the JWT access tokens of an OAuth issuer (oauth.py), serve the RFC 9728 metadata naming
-    it, and point 401 answers at that metadata.
+    `oauth`: also accept the access tokens of an OAuth issuer (JWTs checked here, oauth.py, or asked about at its
+    introspection endpoint, introspection.py), serve the RFC 9728 metadata naming it, and point 401 answers at that
+    metadata; a token that cannot be checked now (the issuer out of reach) is answered 503.
 
     `server` must have been built with `per_user=bool(tokens or oauth)`. `stateless`: /mcp keeps no sessions (every POST
     stands alone, so any instance behind a load balancer can serve it). `sse`: also serve the legacy HTTP+SSE
@@ -104,6 +105,7 @@ def http_app(
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.transports.guard import LimitedSessionManager, McpGuard
     from memserver.transports.limits import SessionRegistry
+    from memserver.transports.oauth import OutageAware
     from memserver.transports.sse import MESSAGES_PATH, SSE_PATH, SseOff
 
     check_bind(host, tokens, allowed_hosts, oauth=oauth is not None)
@@ -132,15 +134,17 @@ def http_app(
 
     signed_in = bool(tokens) or oauth is not None
     verifier: Any = StaticTokenVerifier(tokens or {})
+    issuer_verifier: Any = None
     metadata_url = None
     routes: list[BaseRoute] = []
     if oauth is not None:
         from mcp.server.auth.routes import create_protected_resource_routes
         from pydantic import AnyHttpUrl
 
-        from memserver.transports.oauth import FirstThatAccepts, JwtTokenVerifier
+        from memserver.transports.oauth import FirstThatAccepts, token_verifier
 
-        verifier = FirstThatAccepts(verifier, JwtTokenVerifier(oauth))
+        issuer_verifier = token_verifier(oauth)
+        verifier = FirstThatAccepts(verifier, issuer_verifier)
         resource = AnyHttpUrl(oauth.resource)
         metadata_url = AnyHttpUrl(_resource_metadata_url(oauth.resource))
         routes += create_protected_resource_routes(
@@ -171,7 +175,11 @@ def http_app(
     middleware = [Middleware(HostAndOriginFirst, checks=checks)]  # outermost: before the token is looked at
     if signed_in:
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(
+                AuthenticationMiddleware,
+                backend=OutageAware(BearerAuthBackend(verifier)),
+                on_error=OutageAware.unavailable,
+            ),
             Middleware(AuthContextMiddleware),
         ]
 
@@ -182,7 +190,11 @@ def http_app(
                 legacy.lifespan_state = state
             if ui is not None:
                 ui.serve_from(state)
-            yield
+            try:
+                yield
+            finally:
+                if (close := getattr(issuer_verifier, "aclose", None)) is not None:
+                    await close()  # introspection's shared HTTP client
 
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
@@ -325,7 +337,8 @@ def serve_http(
     base = f"http://{url_host}:{port}"
     who = f"bearer tokens for {len(set(tokens.values()))} user(s)" if tokens else "loopback only, no tokens"
     if oauth is not None:
-        who = f"OAuth tokens of {oauth.issuer}" + (f" and {who}" if tokens else "")
+        how = ", by introspection" if oauth.introspection is not None else ""
+        who = f"OAuth tokens of {oauth.issuer}{how}" + (f" and {who}" if tokens else "")
     mode = "stateless; " if stateless else ""
     legacy = f"; legacy SSE at {base}/sse" if sse else ""
     browser = f"; the memory browser at {base}{UI_PATH}/" if ui is not None else ""

@@ -6,9 +6,12 @@ token's user (bearer.py). What is checked, and why:
   - the signature, with a key from the issuer's JWKS and an algorithm from a pinned list: `alg: none`, unsigned
     tokens and HMAC tokens signed with a public key as the secret are all refused before any key is looked at;
   - `iss` is the configured issuer, `aud` names this server (RFC 8707: a token minted for another service is not
-    ours to accept), `exp` is in the future (a small leeway for clock skew);
+    ours to accept), `exp` is in the future (a small leeway for clock skew); `exp`, `iat` and `nbf` are JSON
+    numbers that can be dates (not strings, booleans, NaN, infinities or 10**400, which PyJWT alone lets through);
   - the JWKS is fetched once and cached; a token with a `kid` the cache lacks refetches it (the issuer rotated its
-    key), at most once per `refetch_interval` so a stream of made-up kids cannot make us hammer the issuer.
+    key), at most once per `refetch_interval` so a stream of made-up kids cannot make us hammer the issuer;
+  - when the keys cannot be fetched, that is one warning per attempt and AuthUnavailableError for the tokens that
+    needed them: HTTP answers 503 (the client should retry), not 401 (the token is not at fault).
 
 The SDK supplies the rest: BearerAuthBackend calls `verify_token`, RequireAuthMiddleware answers 401 with
 `WWW-Authenticate: Bearer ... resource_metadata="..."`, and create_protected_resource_routes serves the RFC 9728
@@ -27,10 +30,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memserver.errors import ConfigError
+from starlette.authentication import AuthenticationBackend, AuthenticationError
+
+from memserver.errors import AuthUnavailableError, ConfigError
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken, TokenVerifier
+    from starlette.requests import HTTPConnection
+    from starlette.responses import Response
+
+    from memserver.transports.introspection import IntrospectionSettings
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +51,8 @@ ALLOWED_ALGORITHMS = frozenset(
 DEFAULT_READ_SCOPE = "memory:read"
 DEFAULT_WRITE_SCOPE = "memory:write"
 CLOCK_LEEWAY_SECONDS = 30
+MAX_NUMERIC_DATE = 253402300799  # 9999-12-31T23:59:59Z: a later "date" is no date any clock or datetime holds
+RETRY_FAILED_FETCH_SECONDS = 5.0  # after a failed fetch of the keys, try again this soon (or refetch_interval)
 _SAFE_USER_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
 
 
@@ -58,12 +69,13 @@ class OAuthSettings:
     write_scope: str = DEFAULT_WRITE_SCOPE
     refetch_interval: float = 30.0
     resource_url: str | None = None  # the public URL of /mcp for RFC 9728; None: the audience
+    introspection: IntrospectionSettings | None = None  # ask the issuer about each token instead (RFC 7662)
 
     def __post_init__(self) -> None:
         from urllib.parse import urlsplit
 
         parts = urlsplit(self.issuer)
-        if not (parts.scheme == "https" or (parts.scheme == "http" and _is_loopback(parts.hostname or ""))):
+        if not (parts.scheme == "https" or (parts.scheme == "http" and is_loopback_url(self.issuer))):
             raise ConfigError(f"--oauth-issuer {self.issuer!r} must be an https:// URL (http:// on loopback only)")
         if not self.audience:
             raise ConfigError(
@@ -93,13 +105,19 @@ def oauth_settings(
     jwks_url: str | None = None,
     algorithms: Sequence[str] | None = None,
     user_claim: str | None = None,
+    introspection_url: str | None = None,
+    client_id: str | None = None,
+    client_secret_file: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> OAuthSettings | None:
-    """The settings from flags, falling back to MEMSERVER_OAUTH_ISSUER, _AUDIENCE, _JWKS_URL, _ALGORITHMS and
-    _USER_CLAIM; None when no issuer is given (no OAuth).
+    """The settings from flags, falling back to MEMSERVER_OAUTH_ISSUER, _AUDIENCE, _JWKS_URL, _ALGORITHMS,
+    _USER_CLAIM, _INTROSPECTION_URL, _CLIENT_ID and _CLIENT_SECRET_FILE; the client secret itself only from
+    MEMSERVER_OAUTH_CLIENT_SECRET or that file (a flag's value is visible to every account in `ps`). None when no
+    issuer is given (no OAuth).
 
     Raises:
-        ConfigError: an issuer without an audience, or an algorithm outside the asymmetric list.
+        ConfigError: an issuer without an audience, an algorithm outside the asymmetric list, introspection mixed
+            with JWT settings, half a client, or a secret file others may read.
     """
     env = os.environ if environ is None else environ
 
@@ -110,19 +128,68 @@ def oauth_settings(
     if issuer is None:
         return None
     chosen_algorithms = algorithms or [a.strip() for a in (pick(None, "ALGORITHMS") or "").split(",") if a.strip()]
+    introspection = None
+    if (url := pick(introspection_url, "INTROSPECTION_URL")) is not None:
+        from memserver.transports.introspection import IntrospectionSettings
+
+        if pick(jwks_url, "JWKS_URL") is not None or chosen_algorithms:
+            raise ConfigError(
+                "--oauth-introspection-url asks the issuer about every token: --oauth-jwks-url and "
+                "--oauth-algorithms (for JWTs checked here) do not apply; give one or the other"
+            )
+        secret = _client_secret(pick(client_secret_file, "CLIENT_SECRET_FILE"), env)
+        introspection = IntrospectionSettings(url, client_id=pick(client_id, "CLIENT_ID"), client_secret=secret)
+    elif pick(client_id, "CLIENT_ID") is not None or pick(client_secret_file, "CLIENT_SECRET_FILE") is not None:
+        raise ConfigError("--oauth-client-id and the client secret are for --oauth-introspection-url only")
     return OAuthSettings(
         issuer=issuer,
         audience=pick(audience, "AUDIENCE") or "",
         jwks_url=pick(jwks_url, "JWKS_URL"),
         algorithms=tuple(chosen_algorithms) or DEFAULT_ALGORITHMS,
         user_claim=pick(user_claim, "USER_CLAIM") or "sub",
+        introspection=introspection,
     )
 
 
-def _is_loopback(host: str) -> bool:
+def _client_secret(path: str | None, env: Mapping[str, str]) -> str | None:
+    """memserver's client secret at the introspection endpoint: the file's first line (private to this account,
+    as a token file), else MEMSERVER_OAUTH_CLIENT_SECRET."""
+    if path is None:
+        return env.get("MEMSERVER_OAUTH_CLIENT_SECRET", "").strip() or None
+    from pathlib import Path
+
+    from memserver.transports.bearer import check_private
+
+    where = Path(path).expanduser()
+    try:
+        with where.open(encoding="utf-8") as file:
+            check_private(where, os.fstat(file.fileno()), "--oauth-client-secret-file", "the client secret")
+            secret = file.readline().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --oauth-client-secret-file {where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--oauth-client-secret-file {where} is not UTF-8 text") from None
+    if not secret:
+        raise ConfigError(f"--oauth-client-secret-file {where} is empty")
+    return secret
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether `url` names a loopback host (where plain http:// is allowed)."""
+    from urllib.parse import urlsplit
+
     from memserver.transports.http import is_loopback
 
-    return is_loopback(host)
+    return is_loopback(urlsplit(url).hostname or "")
+
+
+def token_verifier(settings: OAuthSettings) -> TokenVerifier:
+    """The verifier of the issuer's tokens: introspection when an endpoint is configured, else JWTs over JWKS."""
+    if settings.introspection is not None:
+        from memserver.transports.introspection import IntrospectionVerifier
+
+        return IntrospectionVerifier(settings)
+    return JwtTokenVerifier(settings)
 
 
 def tenant_of(value: str) -> str:
@@ -134,10 +201,23 @@ def tenant_of(value: str) -> str:
     return "u-" + hashlib.sha256(value.encode()).hexdigest()[:30]
 
 
+def bad_numeric_date(claims: Mapping[str, Any], names: Sequence[str] = ("exp", "iat", "nbf")) -> str | None:
+    """The first of `names` present in `claims` that is not a RFC 7519 NumericDate memserver can use (a JSON
+    number, not a boolean, between 0 and MAX_NUMERIC_DATE; NaN fails every comparison), or None."""
+    for name in names:
+        if name not in claims:
+            continue
+        value = claims[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_NUMERIC_DATE:
+            return name
+    return None
+
+
 @dataclass
 class _KeyCache:
     keys: dict[str, Any] = field(default_factory=dict)  # kid -> jwt.PyJWK
     fetched_at: float | None = None
+    failure: str | None = None  # why the last fetch failed; None after a good one
 
 
 class JwtTokenVerifier:
@@ -177,6 +257,9 @@ class JwtTokenVerifier:
         except jwt.PyJWTError as exc:
             logger.info("OAuth token refused: %s", exc)
             return None
+        if (bad := bad_numeric_date(claims)) is not None:
+            logger.info("OAuth token refused: its %r claim is not a date", bad)
+            return None
         user = claims.get(self.settings.user_claim)
         if not isinstance(user, str) or not user:
             logger.info("OAuth token refused: no %r claim", self.settings.user_claim)
@@ -184,7 +267,7 @@ class JwtTokenVerifier:
         return AccessToken(
             token=token,
             client_id=tenant_of(user),
-            scopes=_scopes(claims),
+            scopes=scopes_of(claims),
             expires_at=int(claims["exp"]),
             resource=self.settings.resource,
             subject=str(claims.get("sub", user)),
@@ -193,13 +276,23 @@ class JwtTokenVerifier:
 
     async def _key(self, kid: Any) -> Any:
         """The JWKS key named `kid` (the only key when the token names none), refetching the set once when it is
-        unknown and the last fetch is older than refetch_interval."""
+        unknown and the last fetch is older than refetch_interval (RETRY_FAILED_FETCH_SECONDS after a failed one).
+
+        Raises:
+            AuthUnavailableError: the key is not cached and the keys cannot be fetched.
+        """
         async with self._lock:
             key = self._cached(kid)
             last = self._cache.fetched_at
-            if key is None and (last is None or time.monotonic() - last >= self.settings.refetch_interval):
+            wait = self.settings.refetch_interval
+            if self._cache.failure is not None:
+                wait = min(wait, RETRY_FAILED_FETCH_SECONDS)
+            if key is None and (last is None or time.monotonic() - last >= wait):
                 await self._refresh()
                 key = self._cached(kid)
+            failure = self._cache.failure
+        if key is None and failure is not None:
+            raise AuthUnavailableError(f"the OAuth issuer's keys cannot be fetched: {failure}")
         if key is None:
             logger.info("OAuth token refused: no key %r in the issuer's JWKS", kid)
         return key
@@ -222,9 +315,13 @@ class JwtTokenVerifier:
                 answer = await client.get(self._jwks_url)
                 answer.raise_for_status()
                 keys = jwt.PyJWKSet.from_dict(answer.json()).keys
-        except (httpx2.HTTPError, ValueError, jwt.PyJWTError, LookupError) as exc:
-            logger.warning("cannot fetch the OAuth issuer's keys (%s): %s", self._jwks_url or self.settings.issuer, exc)
+        except (httpx2.HTTPError, ValueError, TypeError, AttributeError, jwt.PyJWTError, LookupError) as exc:
+            # One line, no traceback: the tokens waiting on these keys get a 503 saying the same.
+            where = self._jwks_url or self.settings.issuer
+            self._cache.failure = f"{where}: {type(exc).__name__}: {exc}"
+            logger.warning("cannot fetch the OAuth issuer's keys (%s)", self._cache.failure)
             return
+        self._cache.failure = None
         self._cache.keys = {str(key.key_id): key for key in keys if key.key_id is not None} or {
             f"#{i}": key for i, key in enumerate(keys)
         }
@@ -240,13 +337,42 @@ async def _discover_jwks_url(client: Any, issuer: str) -> str:
     raise LookupError(f"{issuer} publishes no jwks_uri in its metadata; set --oauth-jwks-url")
 
 
-def _scopes(claims: Mapping[str, Any]) -> list[str]:
+def scopes_of(claims: Mapping[str, Any]) -> list[str]:
     """RFC 9068 `scope` (space-separated), or the `scp` list some providers send."""
     scope = claims.get("scope")
     if isinstance(scope, str):
         return scope.split()
     scp = claims.get("scp")
     return [str(s) for s in scp] if isinstance(scp, list) else []
+
+
+class OutageAware(AuthenticationBackend):
+    """The SDK's BearerAuthBackend, with a token that cannot be checked now (AuthUnavailableError: the issuer's
+    keys or its introspection endpoint out of reach) answered 503 with Retry-After instead of a 500: the token may
+    be good, so the client should retry rather than sign in again. The cause is logged where it happens, once; the
+    answer names no URL and repeats nothing the identity provider said."""
+
+    RETRY_AFTER_SECONDS = 5
+
+    def __init__(self, backend: AuthenticationBackend) -> None:
+        self.backend = backend
+
+    async def authenticate(self, conn: HTTPConnection) -> Any:
+        try:
+            return await self.backend.authenticate(conn)
+        except AuthUnavailableError as exc:
+            raise AuthenticationError(str(exc)) from None  # the only one raised: BearerAuthBackend raises none
+
+    @staticmethod
+    def unavailable(conn: HTTPConnection, exc: Exception) -> Response:
+        from starlette.responses import JSONResponse
+
+        description = "the identity provider cannot be reached to check this token; try again shortly"
+        return JSONResponse(
+            {"error": "temporarily_unavailable", "error_description": description},
+            status_code=503,
+            headers={"retry-after": str(OutageAware.RETRY_AFTER_SECONDS)},
+        )
 
 
 class FirstThatAccepts:

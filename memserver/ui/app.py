@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -21,7 +22,7 @@ import anyio
 
 from memserver.contract import inputs, lifecycle, versions
 from memserver.contract.backend import MemoryFilter
-from memserver.errors import InvalidInputError, MemserverError
+from memserver.errors import AuthUnavailableError, InvalidInputError, MemserverError
 from memserver.features import forgetting
 from memserver.ui import consolidate, marks, security, views
 from memserver.ui.census import Censuses
@@ -44,7 +45,8 @@ PAGE = 50  # memories per Browse page
 RESULTS = 20  # hits per search
 SAMPLE = 10  # memories shown in a bulk preview
 POLL_SECONDS = 0.25  # the live watch: how often a page's store is asked for its revision (as subscriptions.py)
-TokenCheck = Callable[[str], Awaitable[str | None]]  # a bearer token -> its user, or None
+# a bearer token -> its user (or its user and expiry), or None; AuthUnavailableError: it cannot be checked now
+TokenCheck = Callable[[str], Awaitable[str | security.SignIn | None]]
 
 
 class Refused(Exception):
@@ -741,7 +743,8 @@ class Browser:
     # --- Live --------------------------------------------------------------------------------------------------
 
     async def events(self, request: Request, visit: Visit) -> Response:
-        """Server-sent events: `changed` (data: the new revision) whenever the store's revision moves."""
+        """Server-sent events: `changed` (data: the new revision) whenever the store's revision moves, while the
+        session lasts."""
         from starlette.responses import StreamingResponse
 
         store = await self._store(visit)
@@ -751,6 +754,8 @@ class Browser:
             yield f"retry: 2000\nevent: ready\ndata: {last}\n\n"
             while True:
                 await anyio.sleep(self.poll_seconds)
+                if not self.sessions.live(visit.sid):  # signed out, or its token expired: the stream ends too
+                    return
                 try:
                     now = await anyio.to_thread.run_sync(store.revision)
                 except MemserverError:
@@ -781,15 +786,24 @@ class Browser:
         status = 200
         if request.method == "POST":
             fields = await self._form(request, visit)
-            user = await self.check_token(fields.get("token", "").strip())
-            if user is not None:
+            try:
+                checked = await self.check_token(fields.get("token", "").strip())
+            except AuthUnavailableError:  # logged where it happened
+                checked = None
+                error, status = "The identity provider cannot be reached to check the token; try again shortly.", 503
+            else:
+                error, status = "That token is not valid.", 401
+            grant = security.SignIn(checked) if isinstance(checked, str) else checked
+            if grant is not None and grant.expires_at is not None and grant.expires_at <= time.time():
+                grant = None  # inside the verifier's clock leeway, but the session would end before it began
+                error, status = "That token has expired; sign in again at your identity provider.", 401
+            if grant is not None:
                 self.sessions.end(sid)  # a new session id on sign-in: one set before it cannot ride along
-                fresh = self.sessions.start(user, signed_in=True)
+                fresh = self.sessions.start(grant.user, signed_in=True, expires_at=grant.expires_at)
                 response = RedirectResponse("/ui/", status_code=303)
                 security.set_cookie(response, request, fresh)
-                logger.info("browser sign-in for user %s", user)
+                logger.info("browser sign-in for user %s", grant.user)
                 return response
-            error, status = "That token is not valid.", 401
         body = el(
             "section",
             el("h1", "Sign in"),

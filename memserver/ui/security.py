@@ -2,7 +2,8 @@
 
   sessions  a random id (32 bytes, urlsafe) in an HttpOnly, SameSite=Strict, Path=/ui cookie, mapped here to the
             user; the bearer token itself is never stored, set in a cookie, put in a URL or logged. A sign-in
-            starts a new session (no fixation); sessions idle for IDLE_SECONDS end; at most MAX_SESSIONS are kept.
+            starts a new session (no fixation); sessions idle for IDLE_SECONDS end; at most MAX_SESSIONS are kept;
+            a session opened with a token that expires (an OAuth access token) ends when the token does.
   CSRF      every POST carries HMAC(secret, session id) (form field `csrf` or header X-CSRF-Token) and comes from
             this origin (Origin, or failing that Referer, naming the Host it was sent to); otherwise 403.
   headers   a strict Content-Security-Policy (no inline script or style), nosniff, no referrer to other sites,
@@ -50,6 +51,15 @@ HEADERS = [
 ]
 
 
+@dataclass(frozen=True)
+class SignIn:
+    """What a good token says: its user, and when it expires (seconds since the epoch; None: never, a static
+    token). A browser session lasts no longer than the token it was opened with."""
+
+    user: str
+    expires_at: float | None = None
+
+
 @dataclass
 class Session:
     """One browser's sign-in: whose store it sees (None: the single user of a server without tokens)."""
@@ -57,6 +67,7 @@ class Session:
     user: str | None
     signed_in: bool
     seen: float
+    expires_at: float | None = None  # wall clock, as the token's `exp`
 
 
 class Sessions:
@@ -67,11 +78,11 @@ class Sessions:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def start(self, user: str | None, signed_in: bool) -> str:
-        """A new session's id."""
+    def start(self, user: str | None, signed_in: bool, expires_at: float | None = None) -> str:
+        """A new session's id; the session ends at `expires_at` (time.time()) at the latest."""
         sid = secrets.token_urlsafe(32)
         with self._lock:
-            self._sessions[sid] = Session(user, signed_in, time.monotonic())
+            self._sessions[sid] = Session(user, signed_in, time.monotonic(), expires_at)
             while len(self._sessions) > MAX_SESSIONS:
                 self._sessions.popitem(last=False)
         return sid
@@ -85,12 +96,20 @@ class Sessions:
             session = self._sessions.get(sid)
             if session is None:
                 return None
-            if now - session.seen > IDLE_SECONDS:
+            expired = session.expires_at is not None and time.time() >= session.expires_at
+            if expired or now - session.seen > IDLE_SECONDS:
                 del self._sessions[sid]
                 return None
             session.seen = now
             self._sessions.move_to_end(sid)
             return session
+
+    def live(self, sid: str) -> bool:
+        """Whether session `sid` still stands (not ended, its token not expired), its idle clock left alone: what
+        a long answer (the live event stream) asks between its parts."""
+        with self._lock:
+            session = self._sessions.get(sid)
+        return session is not None and (session.expires_at is None or time.time() < session.expires_at)
 
     def end(self, sid: str | None) -> None:
         with self._lock:

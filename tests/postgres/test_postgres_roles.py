@@ -5,18 +5,18 @@ role; a superuser login is warned about at open; and whatever a statement SETs e
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 from memserver.postgres.backend import PostgresBackend
 from memserver.postgres.pool import Database
 from memserver.postgres.tenants import database_stats
 from tests.conftest import PostgresForTests
 from tests.support.fakes import FakeEmbedder
+from tests.support.pg_cluster import app_member_login
 
 POOL_LOG = "memserver.postgres.security"  # (not forwarded to MCP clients: client_log.py)
 
@@ -31,14 +31,8 @@ def url(postgres: PostgresForTests) -> str:
 @pytest.fixture(scope="module")
 def web_url(url: str) -> Iterator[str]:
     """The URL as a fresh login role that owns nothing and is only a member of memserver_app."""
-    role = f"memserver_web_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{role}" LOGIN')
-        admin.execute(f'GRANT memserver_app TO "{role}"')
-    yield make_conninfo("", **(conninfo_to_dict(url) | {"user": role}))
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'DROP OWNED BY "{role}"')
-        admin.execute(f'DROP ROLE "{role}"')
+    with app_member_login(url) as login:
+        yield login
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -641,6 +641,7 @@ def test_every_memserver_logger_is_forwarded_or_deliberately_not() -> None:
             "memserver.transports.sse",
             "memserver.transports.bearer",
             "memserver.transports.oauth",
+            "memserver.transports.introspection",
             "memserver.cli.command",
             "memserver.cli.demo",
         }

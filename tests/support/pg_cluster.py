@@ -26,6 +26,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,3 +224,24 @@ class Cluster:
             if (self.data / "postmaster.pid").exists():
                 self.stop("immediate")
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def app_member_login(url: str, prefix: str = "memserver_web") -> Iterator[str]:
+    """`url` as a fresh login role that owns nothing and is only a member of memserver_app (which must exist):
+    how an operator runs memserver, so row-level security binds it (review S4). Dropped afterwards."""
+    import uuid
+
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    role = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f'GRANT memserver_app TO "{role}"')
+    try:
+        yield make_conninfo("", **(conninfo_to_dict(url) | {"user": role}))
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')

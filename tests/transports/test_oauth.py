@@ -9,10 +9,7 @@ import base64
 import hashlib
 import hmac
 import json
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,71 +24,7 @@ from memserver.server import build_server
 from memserver.transports.http import http_app
 from memserver.transports.oauth import JwtTokenVerifier, OAuthSettings, oauth_settings, tenant_of
 from tests.support.fakes import FakeEmbedder
-
-AUDIENCE = "http://127.0.0.1:8000/mcp"
-BASE = "http://127.0.0.1:8000"
-
-
-class IdentityProvider:
-    """A loopback issuer: RSA keys, its JWKS and RFC 8414 metadata over HTTP, and the tokens it signs."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, Any] = {}
-        self.jwks_fetches = 0
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path == "/jwks":
-                    provider.jwks_fetches += 1
-                    body = {"keys": [provider.public_jwk(kid) for kid in provider.keys]}
-                elif self.path == "/.well-known/oauth-authorization-server":
-                    body = {"issuer": provider.issuer, "jwks_uri": provider.issuer + "/jwks"}
-                else:
-                    self.send_error(404)
-                    return
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.issuer = f"http://127.0.0.1:{self.http.server_address[1]}"
-        threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        self.rotate("key-1")
-
-    def rotate(self, kid: str) -> None:
-        """A new signing key replaces the old one in the published set."""
-        self.keys = {kid: rsa.generate_private_key(public_exponent=65537, key_size=2048)}
-        self.kid = kid
-
-    def public_jwk(self, kid: str) -> dict[str, Any]:
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.keys[kid].public_key()))
-        return {**jwk, "kid": kid, "alg": "RS256", "use": "sig"}
-
-    def token(self, **overrides: Any) -> str:
-        now = int(time.time())
-        claims = {"iss": self.issuer, "aud": AUDIENCE, "sub": "alice", "exp": now + 300, "iat": now}
-        claims |= {"scope": "memory:read memory:write"}
-        claims |= overrides
-        claims = {name: value for name, value in claims.items() if value is not None}
-        return jwt.encode(claims, self.keys[self.kid], algorithm="RS256", headers={"kid": self.kid})
-
-    def settings(self, **overrides: Any) -> OAuthSettings:
-        return OAuthSettings(**{"issuer": self.issuer, "audience": AUDIENCE, **overrides})
-
-
-@pytest.fixture
-def idp() -> Iterator[IdentityProvider]:
-    provider = IdentityProvider()
-    yield provider
-    provider.http.shutdown()
-    provider.http.server_close()
+from tests.support.identity import AUDIENCE, BASE, HEADERS, INITIALIZE, IdentityProvider
 
 
 def verify(settings: OAuthSettings, *tokens: str) -> list[Any]:
@@ -207,15 +140,6 @@ def test_subjects_that_are_not_safe_folder_names_become_digests() -> None:
 def test_bad_oauth_settings_are_refused(given: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         oauth_settings(environ=given)
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def test_the_http_app_serves_metadata_refuses_with_a_pointer_and_admits_both_kinds_of_token(
@@ -336,6 +260,7 @@ def test_each_subject_has_a_store_of_their_own(
 
 
 SERVE_WITH_ISSUER = ["serve", "--http", "--port", "0", "--oauth-issuer", "https://id.example"]
+INTROSPECTION = ["--oauth-introspection-url", "https://id.example/introspect"]
 
 
 @pytest.mark.parametrize(
@@ -347,6 +272,11 @@ SERVE_WITH_ISSUER = ["serve", "--http", "--port", "0", "--oauth-issuer", "https:
             [*SERVE_WITH_ISSUER, "--oauth-audience", "a", "--oauth-algorithms", "RS256,none"],
             "none not allowed",
         ),
+        (
+            [*SERVE_WITH_ISSUER, "--oauth-audience", "a", *INTROSPECTION, "--oauth-client-id", "memserver"],
+            "needs both --oauth-client-id and the client secret",
+        ),
+        (["serve", *INTROSPECTION], "apply to --http only"),
     ],
 )
 def test_bad_oauth_flags_are_one_line_and_exit_1(
@@ -354,7 +284,9 @@ def test_bad_oauth_flags_are_one_line_and_exit_1(
 ) -> None:
     from memserver.cli import main
 
-    for name in ("ISSUER", "AUDIENCE", "JWKS_URL", "ALGORITHMS", "USER_CLAIM"):
+    for name in ("ISSUER", "AUDIENCE", "JWKS_URL", "ALGORITHMS", "USER_CLAIM", "INTROSPECTION_URL", "CLIENT_ID"):
+        monkeypatch.delenv(f"MEMSERVER_OAUTH_{name}", raising=False)
+    for name in ("CLIENT_SECRET", "CLIENT_SECRET_FILE"):
         monkeypatch.delenv(f"MEMSERVER_OAUTH_{name}", raising=False)
     assert main(args) == 1
     err = capsys.readouterr().err

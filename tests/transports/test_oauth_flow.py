@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 import httpx2
 import jwt
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
@@ -37,6 +35,7 @@ from memserver.server import build_server
 from memserver.transports.http import bind_socket, http_app
 from memserver.transports.oauth import OAuthSettings
 from tests.support.fakes import FakeEmbedder
+from tests.support.identity import Served
 
 
 class SigningProvider:
@@ -99,28 +98,6 @@ class SigningProvider:
 
     async def revoke_token(self, token: Any) -> None:
         return None
-
-
-class Served:
-    """An ASGI app served by uvicorn on a loopback socket in a thread, until stop()."""
-
-    def __init__(self, app: Any, sock: Any) -> None:
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        started = threading.Event()
-
-        def watch() -> None:
-            while not self.server.started and self.thread.is_alive():
-                time.sleep(0.01)
-            started.set()
-
-        threading.Thread(target=watch, daemon=True).start()
-        started.wait(30)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 @pytest.fixture

@@ -1,0 +1,206 @@
+"""OAuth token introspection (RFC 7662, `serve --http --oauth-issuer URL --oauth-introspection-url URL`).
+
+For identity providers whose access tokens are opaque (or whose operators would rather ask than verify keys):
+each token is POSTed to the issuer's introspection endpoint, authenticated as memserver's client
+(`client_secret_basic`), and the answer must say `active: true`. Then the same checks as a JWT's (oauth.py):
+`exp` present and not passed (a date, not NaN, a string or 10**400), `nbf` not ahead, `aud` naming this server
+(RFC 8707: a token for another service is refused even by its own issuer), `iss` the configured issuer when the
+answer names one (the endpoint is the issuer's own, so an answer without `iss` is its word), the user claim a
+non-empty string, and not a refresh token. Scopes come from `scope`, as for JWTs.
+
+Load and failure:
+  - answers are cached by the token's SHA-256 (never the token) for `cache_seconds`, never past the token's `exp`,
+    at most `max_cached` of them (the oldest go first): a token used for a session's requests is asked about once
+    every half minute, not once per request, and a revoked one stops working within that time;
+  - one httpx client (one connection pool) serves every call, and at most `max_concurrent` calls are in flight
+    (the rest wait, within the same `timeout`): a burst of new tokens cannot open a connection each;
+  - an endpoint that does not answer within `timeout`, cannot be reached, answers anything but 200 with a JSON
+    object, is one warning and AuthUnavailableError (HTTP 503: try again), never a 401 for a token that may be
+    good. Nothing the endpoint says is logged or passed on: refusals are logged by the check that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote_plus, urlsplit
+
+import anyio
+
+from memserver.errors import AuthUnavailableError, ConfigError
+from memserver.transports.oauth import CLOCK_LEEWAY_SECONDS, bad_numeric_date, is_loopback_url, scopes_of, tenant_of
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
+
+    from memserver.transports.oauth import OAuthSettings
+
+logger = logging.getLogger(__name__)
+
+MAX_TOKEN_CHARS = 16 * 1024  # longer is no access token: it is not sent on to the endpoint
+
+
+@dataclass(frozen=True)
+class IntrospectionSettings:
+    """Where to ask about tokens and as which client (see the module docstring)."""
+
+    url: str
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    cache_seconds: float = 30.0
+    max_cached: int = 10_000
+    max_concurrent: int = 16
+    timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if not (parts.scheme == "https" or (parts.scheme == "http" and is_loopback_url(self.url))):
+            raise ConfigError(
+                f"--oauth-introspection-url {self.url!r} must be an https:// URL (http:// on loopback only): the "
+                "tokens and the client secret travel in it"
+            )
+        if (self.client_id is None) != (self.client_secret is None):
+            raise ConfigError(
+                "--oauth-introspection-url needs both --oauth-client-id and the client secret "
+                "(MEMSERVER_OAUTH_CLIENT_SECRET or --oauth-client-secret-file), or neither"
+            )
+        if self.cache_seconds < 0 or self.max_cached < 1 or self.max_concurrent < 1 or not self.timeout > 0:
+            raise ConfigError("introspection: cache_seconds >= 0, max_cached and max_concurrent >= 1, timeout > 0")
+
+
+@dataclass
+class _Answer:
+    access: AccessToken | None  # None: the token is refused
+    until: float  # time.monotonic() after which it is asked about again
+
+
+class IntrospectionVerifier:
+    """The SDK's TokenVerifier by introspection at the issuer's endpoint (see the module docstring)."""
+
+    def __init__(self, settings: OAuthSettings) -> None:
+        assert settings.introspection is not None
+        self.settings = settings
+        self.endpoint = settings.introspection
+        self._cache: OrderedDict[bytes, _Answer] = OrderedDict()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._http: Any = None  # httpx2.AsyncClient of _loop
+        self._slots: asyncio.Semaphore | None = None
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The token's AccessToken, None when refused.
+
+        Raises:
+            AuthUnavailableError: the endpoint cannot tell now (down, slow, or answering nonsense).
+        """
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            return None
+        key = hashlib.sha256(token.encode()).digest()
+        cached = self._cache.get(key)
+        if cached is not None and time.monotonic() < cached.until:
+            return cached.access
+        access, reason = self._judge(await self._ask(token), token)
+        if access is None:
+            logger.info("OAuth token refused by introspection: %s", reason)
+        ttl = self.endpoint.cache_seconds
+        if access is not None and access.expires_at is not None:
+            ttl = min(ttl, access.expires_at - time.time())
+        self._cache[key] = _Answer(access, time.monotonic() + ttl)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.endpoint.max_cached:
+            self._cache.popitem(last=False)
+        return access
+
+    async def aclose(self) -> None:
+        """Close the shared client (the app's lifespan ends)."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = self._loop = None
+
+    def _client(self) -> tuple[Any, asyncio.Semaphore]:
+        """The shared client and the semaphore bounding calls, of the running event loop (made on first use)."""
+        import httpx2
+
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._http is None or self._slots is None:
+            limits = httpx2.Limits(max_connections=self.endpoint.max_concurrent)
+            self._http = httpx2.AsyncClient(timeout=self.endpoint.timeout, follow_redirects=False, limits=limits)
+            self._slots = asyncio.Semaphore(self.endpoint.max_concurrent)
+            self._loop = loop
+        return self._http, self._slots
+
+    async def _ask(self, token: str) -> Mapping[str, Any]:
+        """The endpoint's answer about `token`, a JSON object; AuthUnavailableError when there is none."""
+        import httpx2
+
+        client, slots = self._client()
+        headers = {"accept": "application/json"}
+        if self.endpoint.client_id is not None and self.endpoint.client_secret is not None:
+            # RFC 6749 2.3.1: each part form-urlencoded before the Basic encoding
+            pair = f"{quote_plus(self.endpoint.client_id, safe='')}:{quote_plus(self.endpoint.client_secret, safe='')}"
+            headers["authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        form = {"token": token, "token_type_hint": "access_token"}
+        problem = None
+        try:
+            with anyio.fail_after(self.endpoint.timeout):
+                async with slots:  # waiting for a slot counts too
+                    answer = await client.post(self.endpoint.url, data=form, headers=headers)
+        except TimeoutError:
+            problem = f"no answer within {self.endpoint.timeout:g} s"
+        except httpx2.HTTPError as exc:
+            problem = f"{type(exc).__name__}"
+        else:
+            if answer.status_code != 200:
+                problem = f"HTTP {answer.status_code}"  # 401: memserver's client id or secret is wrong
+            else:
+                try:
+                    body = answer.json()
+                except ValueError:
+                    body = None
+                if isinstance(body, dict):
+                    return body
+                problem = "an answer that is not a JSON object"
+        logger.warning("OAuth introspection at %s failed: %s", self.endpoint.url, problem)
+        raise AuthUnavailableError(f"the OAuth introspection endpoint failed: {problem}")
+
+    def _judge(self, answer: Mapping[str, Any], token: str) -> tuple[AccessToken | None, str]:
+        """The AccessToken the answer grants, or None and why not (naming a claim, never its value)."""
+        from mcp.server.auth.provider import AccessToken
+
+        if answer.get("active") is not True:
+            return None, "not active"
+        if (bad := bad_numeric_date(answer)) is not None:
+            return None, f"its {bad!r} is not a date"
+        now = time.time()
+        exp = answer.get("exp")
+        if exp is None or exp <= now:
+            return None, "expired" if exp is not None else "no 'exp'"
+        if answer.get("nbf", 0) > now + CLOCK_LEEWAY_SECONDS:
+            return None, "not valid yet ('nbf')"
+        if "iss" in answer and answer["iss"] != self.settings.issuer:
+            return None, "issued by another issuer"
+        audiences = answer.get("aud")
+        audiences = [audiences] if isinstance(audiences, str) else audiences
+        if not isinstance(audiences, list) or self.settings.audience not in audiences:
+            return None, "for another audience ('aud')"
+        if "refresh" in str(answer.get("token_type", "")).lower():
+            return None, "a refresh token"
+        user = answer.get(self.settings.user_claim)
+        if not isinstance(user, str) or not user:
+            return None, f"no {self.settings.user_claim!r}"
+        subject = answer.get("sub")
+        return AccessToken(
+            token=token,
+            client_id=tenant_of(user),
+            scopes=scopes_of(answer),
+            expires_at=int(exp),
+            resource=self.settings.resource,
+            subject=subject if isinstance(subject, str) else user,
+            claims={"iss": self.settings.issuer},  # ScopeGate tells OAuth tokens from static ones by it
+        ), ""
