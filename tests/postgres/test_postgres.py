@@ -155,7 +155,7 @@ def test_filtered_semantic_search_is_the_true_top_k_at_every_selectivity(backend
     for i in range(4000):
         tags = [name for name, share in shares.items() if rng.random() < share]
         items.append({"content": " ".join(rng.choices(words, k=8)) + f" n{i}", "tags": tags})
-    stored = backend.add_many(items)
+    stored = [m for start in range(0, len(items), 1000) for m in backend.add_many(items[start : start + 1000])]
     by_tag = {name: {m.id for m, it in zip(stored, items, strict=True) if name in it["tags"]} for name in shares}
     for name, ids in by_tag.items():
         for query in ("w1 w2 w3", "w250 w17"):
