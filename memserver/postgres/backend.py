@@ -452,8 +452,12 @@ class PostgresBackend:
 
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_: batches of IMPORT_BATCH, one transaction each; a record replacing
-        one not there yet waits for the end of the import."""
-        return importing.import_records(records, self.dim, Pending.of, self._import_batch, IMPORT_BATCH)
+        one not there yet waits for the end of the import. Then the tables' statistics are refreshed (pool.py,
+        Database.analyze: without them the next keyword searches are planned for an empty table)."""
+        added = importing.import_records(records, self.dim, Pending.of, self._import_batch, IMPORT_BATCH)
+        if added:
+            self.db.analyze()
+        return added
 
     def _import_batch(self, batch: list[Pending], held: list[Pending]) -> int:
         if not batch:
