@@ -446,7 +446,9 @@ class Database:
                     return False
                 conn.execute("ANALYZE " + ", ".join(f"memserver.{t}" for t in self.TABLES))
         except (psycopg.Error, DatabaseUnavailableError) as exc:
-            log.warning("could not ANALYZE memserver's tables at %s (%s); autovacuum will", self.where, _first_line(exc))
+            log.warning(
+                "could not ANALYZE memserver's tables at %s (%s); autovacuum will", self.where, _first_line(exc)
+            )
             return False
         return True
 

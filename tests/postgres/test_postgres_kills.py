@@ -76,7 +76,9 @@ def _catalog(url: str) -> dict[str, Any]:
         found: dict[str, Any] = {name: conn.execute(sql).fetchall() for name, sql in CATALOG.items()}  # type: ignore[call-overload]
         found["meta"] = []
         if schema.current_version(conn):
-            rows = conn.execute("SELECT key, value FROM memserver.meta WHERE key = ANY(%s) ORDER BY 1", [list(META_KEYS)])
+            rows = conn.execute(
+                "SELECT key, value FROM memserver.meta WHERE key = ANY(%s) ORDER BY 1", [list(META_KEYS)]
+            )
             found["meta"] = rows.fetchall()
     return found
 
