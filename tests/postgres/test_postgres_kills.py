@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="S
 MIGRATE = """
 import sys
 import psycopg
-from memserver.postgres import schema, tenants
+from memserver.postgres import schema
 from tests.support.fakes import FakeEmbedder
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     kill_point.start()
