@@ -196,13 +196,15 @@ def test_an_import_killed_at_each_batch_keeps_whole_batches_and_runs_again(
 
 
 def test_an_import_leaves_the_planner_statistics_of_what_it_stored(postgres: PostgresForTests) -> None:
-    """Without them, until autovacuum's next round, the planner takes the new thousands of rows for one, and a
-    keyword search joins its candidates in a nested loop, n x n (seconds each at 3,000 memories: found by the
-    test above)."""
+    """An import adding more than autovacuum's threshold ANALYZEs. Without it, until autovacuum's next round, the
+    planner takes the new thousands of rows for one, and a keyword search joins its candidates in a nested loop,
+    n x n (seconds each at 3,000 memories: found by the test above)."""
     url = postgres.database("import_analyzed")
-    texts = [f"note {i} on topic{i}" for i in range(300)]
+    texts = [f"note {i} on topic{i}" for i in range(320)]
     records = [{"content": t, "vector": v.tolist()} for t, v in zip(texts, FakeEmbedder().embed(texts), strict=True)]
     with PostgresBackend(url, tenant="c", embedder=FakeEmbedder()) as store:
         assert tenants.database_stats(url)["table_rows_estimate"] == 0
-        assert store.import_(records) == 300
+        assert store.import_(records[:300]) == 300
+        assert tenants.database_stats(url)["table_rows_estimate"] == 300
+        assert store.import_(records[300:]) == 20  # (below autovacuum's threshold: left to it)
         assert tenants.database_stats(url)["table_rows_estimate"] == 300
