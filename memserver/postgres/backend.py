@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IMPORT_BATCH = 1000
+# An import adding more rows than this (PostgreSQL's autovacuum_analyze_threshold and _scale_factor defaults) ANALYZEs.
+ANALYZE_AFTER, ANALYZE_SHARE = 50, 0.1
 EXPORT_BATCH = 1000
 T = TypeVar("T")
 
@@ -452,8 +454,14 @@ class PostgresBackend:
 
     def import_(self, records: Iterable[dict[str, Any]]) -> int:
         """See backend.MemoryBackend.import_: batches of IMPORT_BATCH, one transaction each; a record replacing
-        one not there yet waits for the end of the import."""
-        return importing.import_records(records, self.dim, Pending.of, self._import_batch, IMPORT_BATCH)
+        one not there yet waits for the end of the import. Then, when it added more than autovacuum's threshold
+        of what the statistics knew, they are refreshed (pool.py, Database.analyze: without them the next keyword
+        searches are planned for the table the statistics describe, e.g. an empty one)."""
+        _, known = self._count()
+        added = importing.import_records(records, self.dim, Pending.of, self._import_batch, IMPORT_BATCH)
+        if added > ANALYZE_AFTER + ANALYZE_SHARE * known:
+            self.db.analyze()
+        return added
 
     def _import_batch(self, batch: list[Pending], held: list[Pending]) -> int:
         if not batch:

@@ -432,13 +432,30 @@ class Database:
             "bytes_on_disk": int(size[0] or 0) if size else 0,
         }
 
+    def analyze(self) -> bool:
+        """ANALYZE memserver's tables, if the URL's role owns them (False: it does not; autovacuum will, later).
+
+        After a bulk load the planner has no statistics for the new rows until autovacuum's next round (up to a
+        minute or more): it then estimates one row where there are thousands and joins a keyword search's scored
+        rows to its candidates in a nested loop, n x n (seconds at 3,000 memories, seen in the import kill test).
+        Best effort: what was written stays written; a failure is logged, not raised."""
+        try:
+            with self.connect_owner() as conn:
+                if not _owns_tables(conn):
+                    log.info("this role does not own memserver's tables: autovacuum will ANALYZE them")
+                    return False
+                conn.execute("ANALYZE " + ", ".join(f"memserver.{t}" for t in self.TABLES))
+        except (psycopg.Error, DatabaseUnavailableError) as exc:
+            log.warning(
+                "could not ANALYZE memserver's tables at %s (%s); autovacuum will", self.where, _first_line(exc)
+            )
+            return False
+        return True
+
     def vacuum(self) -> dict[str, Any]:
         """VACUUM (ANALYZE) memserver's tables; needs their owner (or a superuser)."""
         with self.connect_owner() as conn:
-            owner = conn.execute(
-                "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = 'memserver.memories'::regclass"
-            ).fetchone()
-            if not owner or not owner[0]:
+            if not _owns_tables(conn):
                 raise StoreError(
                     f"compact runs VACUUM, which needs the owner of memserver's tables: connect as it "
                     f"(the role {conn.info.user!r} is not)"
@@ -467,6 +484,14 @@ class _BrokenConnection(DatabaseUnavailableError):
 
 class _RolledBack(DatabaseUnavailableError):
     """The server rolled the transaction back (deadlock, serialization failure, lock timeout): nothing changed."""
+
+
+def _owns_tables(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the connection's role may act as the owner of memserver's tables (VACUUM, ANALYZE)."""
+    row = conn.execute(
+        "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = 'memserver.memories'::regclass"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _rolled_back(exc: psycopg.Error) -> bool:

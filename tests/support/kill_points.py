@@ -170,7 +170,8 @@ def check_store(store: MemoryBackend, present: set[str], gone: set[str]) -> None
     assert not exported & gone, f"forgotten memories back: {sorted(exported & gone)[:3]}"
     stats = store.stats()
     assert stats["count"] == len(exported)
-    assert stats["keyword_index"]["documents"] == len(exported)
+    if "keyword_index" in stats:  # (the local store's; a PostgreSQL test checks the derived tables in SQL)
+        assert stats["keyword_index"]["documents"] == len(exported)
     cap = min(len(exported), 1000)  # (one call's most results)
     recent = {m.id for m in store.list_recent(limit=max(cap, 1))}
     assert len(recent) == cap and recent <= exported
