@@ -6,7 +6,7 @@ that is refused gives one line on stderr naming the file and what to do, and exi
 stdio answers the handshake and tools/list either way; every request that needs a refused store gets an isError
 result (tools) or a JSON-RPC error (resources) naming the problem, and the server keeps answering. Never a
 traceback, on stderr or stdout. (tests/local/test_hostile_stores.py and test_hostile_journal.py hold the store-level
-cases; this file runs a few of each through the commands.)
+cases; this file runs a few of each through the commands; tests/support/hostile.py makes them.)
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ from typing import IO, Any
 
 import pytest
 
-from memserver.local.store import MemoryStore
-from tests.local import test_hostile_journal as journals
-from tests.local import test_hostile_stores as stores
-from tests.support.fakes import FakeEmbedder
+from tests.support import hostile
 
 pytestmark = pytest.mark.slow  # ~30 processes, each importing memserver and the MCP SDK
 
@@ -60,45 +57,28 @@ def _memserver(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 # --- the hostile stores -----------------------------------------------------------------------------------------
 
 
-def _checkpointed(root: Path) -> None:
-    """300 memories: enough that closing writes checkpoints (index, keyword index, snapshot) to damage."""
-    with MemoryStore(root, "test", embedder=FakeEmbedder()) as s:
-        s.add_many([{"content": f"fact {i} about item{i}", "tags": [f"t{i % 3}"]} for i in range(300)])
-
-
 def _damaged(damage: Callable[[Path], None]) -> Callable[[Path], None]:
     def make(root: Path) -> None:
-        _checkpointed(root)
+        hostile.checkpointed(root)
         damage(root / "test")
 
     return make
 
 
-def _impossible(edit: journals.Edit) -> Callable[[Path], None]:
+def _impossible(edit: hostile.Edit) -> Callable[[Path], None]:
     def make(root: Path) -> None:
-        journals._store_three(root)
-        journals._rewrite(root, edit)
+        hostile.store_three(root)
+        hostile.rewrite(root, edit)
 
     return make
 
 
-def _damaged_middle_line(root: Path) -> None:
-    """Five memories written one by one, then a byte of the third one's line flipped: good lines follow it."""
-    with MemoryStore(root, "test", embedder=FakeEmbedder()) as s:
-        for i in range(5):
-            s.add(f"fact {i} about item{i}")
-    journal = root / "test" / "journal.jsonl"
-    data = bytearray(journal.read_bytes())
-    data[data.index(b"fact 2 about")] ^= 0x01  # 'f' -> 'g': still JSON, only the CRC can tell
-    journal.write_bytes(bytes(data))
-
-
-REPAIRABLE: dict[str, Callable[[Path], None]] = {case: _damaged(stores.DAMAGE[case][0]) for case in stores.DAMAGE}
+REPAIRABLE: dict[str, Callable[[Path], None]] = {case: _damaged(damage) for case, (damage, _) in hostile.DAMAGE.items()}
 # each refused store, with words of the one line that refuses it
 REFUSED: dict[str, tuple[Callable[[Path], None], str]] = {
-    "a journal line with an impossible field": (_impossible(journals.CASES["a namespace with spaces"][0]), "namespace"),
-    "a cycle of replaces": (_impossible(journals._cycle), "cycle of `replaces`"),
-    "a damaged middle journal line": (_damaged_middle_line, "damaged line at byte"),
+    "a journal line with an impossible field": (_impossible(hostile.field(1, "namespace", "team notes")), "namespace"),
+    "a cycle of replaces": (_impossible(hostile.cycle), "cycle of `replaces`"),
+    "a damaged middle journal line": (hostile.damaged_middle_line, "damaged line at byte"),
 }
 
 
@@ -204,7 +184,8 @@ class Served:
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send one request, then wait for its answer (log notifications on the way are skipped)."""
         self.next_id += 1
-        self._send({"jsonrpc": "2.0", "id": self.next_id, "method": method, **({} if params is None else {"params": params})})
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        self._send(message if params is None else {**message, "params": params})
         while True:
             line = self.lines.get(timeout=TIMEOUT)
             assert line is not None, f"the server ended before answering {method}: {''.join(self.stderr)}"
