@@ -4,7 +4,7 @@
 A store that can be repaired works, and the repair is said once on stderr: the next command says nothing. A store
 that is refused gives one line on stderr naming the file and what to do, and exit status 1. `memserver serve` over
 stdio answers the handshake and tools/list either way; every request that needs a refused store gets an isError
-result (tools) or a JSON-RPC error (resources) naming the problem, and the server keeps answering. Never a
+result (tools) or a JSON-RPC error (resources, prompts) naming the problem, and the server keeps answering. Never a
 traceback, on stderr or stdout. (tests/local/test_hostile_stores.py and test_hostile_journal.py hold the store-level
 cases; this file runs a few of each through the commands; tests/support/hostile.py makes them.)
 """
@@ -285,9 +285,12 @@ def test_serve_keeps_answering_a_refused_store_with_errors_naming_it(
         assert result["isError"] is True, result
         text = result["content"][0]["text"]
         assert journal in text and named in text and "Restore a backup" in text, text
-    stats = served.request("resources/read", {"uri": "memory://stats"})
-    message = stats["error"]["message"]
-    assert journal in message and named in message, stats
+    for method, params in (
+        ("resources/read", {"uri": "memory://stats"}),
+        ("prompts/get", {"name": "recall-context", "arguments": {"topic": "fact"}}),
+    ):
+        answer = served.request(method, params)
+        assert journal in answer["error"]["message"] and named in answer["error"]["message"], answer
     assert served.request("ping") == {"jsonrpc": "2.0", "id": served.next_id, "result": {}}  # still answering
     code, stdout, stderr = served.close()
     assert code == 0, stderr
