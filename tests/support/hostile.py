@@ -57,11 +57,17 @@ def index_disagrees(folder: Path) -> None:
     (folder / "index.json").write_text(json.dumps(stamp))
 
 
+def torn_tail(folder: Path) -> None:
+    with (folder / "journal.jsonl").open("ab") as f:
+        f.write(b'{"op": "add", "id": "0f3a')  # the start of a line, as a crash mid-write leaves it
+
+
 # each damage, with what the repair's message names
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "truncated vector file": (truncate_vectors, "vectors-"),
     "snapshot from a newer format": (newer_snapshot, "meta-"),
     "checkpoint whose files disagree": (index_disagrees, "index"),
+    "torn last journal line": (torn_tail, "journal.jsonl"),
 }
 
 
