@@ -575,6 +575,7 @@ async def _sampled(ctx: Context, system: str, text: str, max_tokens: int, second
 @contextmanager
 def _resource_errors(uri: str, what: str) -> Iterator[None]:
     """Failures of a request about one resource, as JSON-RPC errors without internals."""
+    logged = "/".join(uri.partition("?")[0].split("/")[:3])  # not the tag, id or namespace: user data
     try:
         yield
     except (resources.UnknownResourceError, InvalidInputError) as exc:
@@ -588,9 +589,11 @@ def _resource_errors(uri: str, what: str) -> Iterator[None]:
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
     except MCPError:
         raise
+    except MemserverError as exc:  # the store is refused, locked, the model missing, ...: the message says what to do
+        logger.error("%s %s failed: %s", what.lower(), logged, exc)
+        raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} {_shown(uri)} failed: {exc}") from None
     except Exception:
-        shown = "/".join(uri.partition("?")[0].split("/")[:3])  # not the tag, id or namespace: user data
-        logger.exception("%s %s failed", what.lower(), shown)
+        logger.exception("%s %s failed", what.lower(), logged)
         raise MCPError(
             code=types.INTERNAL_ERROR, message=f"{what} {_shown(uri)} failed; the server log has the details"
         ) from None

@@ -124,7 +124,7 @@ class Generation:
 
     def rebuild_untrusted(self) -> bool:
         """Rebuild the indexes whose checkpoint was missing or contradicted by the replay; True if any was."""
-        untrusted = set(self.coverage.untrusted(self._stamps))
+        untrusted = set(self.coverage.untrusted(self._stamps, self.folder))
         for d in self.derived:
             if d.name in untrusted:
                 self._rebuild(d)

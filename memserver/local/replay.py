@@ -201,13 +201,13 @@ class Coverage:
         """Index `name` takes the records ending past this offset (0 outside a load: all of them)."""
         return self._from.get(name, 0)
 
-    def untrusted(self, stamps: dict[str, dict[str, Any] | None]) -> list[str]:
+    def untrusted(self, stamps: dict[str, dict[str, Any] | None], folder: Path) -> list[str]:
         """After the replay: the indexes to rebuild (no checkpoint, or one whose count the replay contradicts).
         The others' checkpoints are noted as saved; the load's bookkeeping is dropped."""
         rebuild = []
         for name, stamp in stamps.items():
             if stamp is not None and self._count_at.get(name) != stamp.get("count"):
-                log.warning("the %s index checkpoint does not match the journal; rebuilding it", name)
+                log.warning("the %s index checkpoint in %s does not match the journal; rebuilding it", name, folder)
                 stamp = None
             if stamp is None:
                 rebuild.append(name)

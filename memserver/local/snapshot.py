@@ -219,6 +219,14 @@ def load(
     stamp, payload = got
     del got
     offset = stamp.get("offset")
+    fmt = stamp.get("format")
+    if isinstance(fmt, int) and fmt > SNAPSHOT_FORMAT:  # a later memserver's: said once, rewritten on close
+        log.warning(
+            "metadata snapshot %s was written by a newer memserver (format %d); replaying the journal instead",
+            path,
+            fmt,
+        )
+        return None
     if (
         stamp.get("generation") != generation
         or stamp.get("python") != list(sys.version_info[:2])

@@ -149,7 +149,8 @@ class VectorFile:
                 vecs[i] = again
         if bad:
             log.error(
-                "%d stored vector row(s) in %s are damaged or missing; re-embedding them (run compact() to rewrite)",
+                "%d stored vector row(s) in %s are damaged or missing; re-embedding them (written back at the next "
+                "checkpoint)",
                 len(bad),
                 self.path,
             )

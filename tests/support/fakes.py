@@ -21,7 +21,8 @@ _WORD = re.compile(r"\w+")
 
 
 class FakeEmbedder:
-    """Implements TextEmbedder: dim, model_name, embed, embed_query."""
+    """Implements TextEmbedder: dim, model_name, embed, embed_query; and the Embedder's load(), which the server
+    calls at start (there is nothing to load), so a `memserver serve` child can run on it."""
 
     dim = 384
     model_name = "fake/hashed-bag-of-words"
@@ -30,6 +31,9 @@ class FakeEmbedder:
         self.calls = 0  # embed() + embed_query() calls
         self.texts = 0  # texts embedded, queries included
         self._lock = threading.Lock()
+
+    def load(self) -> FakeEmbedder:
+        return self
 
     def _one(self, text: str) -> np.ndarray:
         v = np.zeros(self.dim, dtype=np.float32)
