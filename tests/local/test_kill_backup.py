@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from memserver.engines import restore_backup
+from memserver.errors import InvalidInputError
 from memserver.local.store import MemoryStore
 from tests.support import kill_points
 from tests.support.fakes import FakeEmbedder
@@ -107,3 +108,13 @@ def test_the_next_backup_removes_only_the_folders_no_process_holds(tmp_path: Pat
     finally:
         os.close(held)
     assert _restored_ids(Path(made["path"]), tmp_path / "restored") == {one.id}
+
+
+def test_a_restore_never_takes_a_backup_killed_before_its_rename(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    with MemoryStore(tmp_path / "data", "c", embedder=FakeEmbedder()) as store:
+        store.add("one memory")
+        made = Path(store.backup(dest)["path"])
+    made.rename(dest / f".partial-{made.name}")  # whole, manifest and all, as a kill just before the rename leaves it
+    with pytest.raises(InvalidInputError, match="no memserver backup there"):
+        restore_backup(dest, tmp_path / "restored", None, replace=lambda target: False)
