@@ -72,8 +72,7 @@ def test_a_backup_killed_at_each_step_shows_no_half_backup_and_the_next_one_clea
     run = _backup(counted / "data", counted / "dest", label=STEPS, at=None)
     assert run.returncode == 0 and "backed up 290 memories" in run.stdout, run.stderr[-2000:]
     assert run.calls >= 10, run.calls
-    points = [(n, "before") for n in range(1, run.calls + 1)] + [(run.calls, "after")]
-    for n, when in points:
+    for n, when in kill_points.points(run.calls):
         where = f"killed {when} backup step {n} of {run.calls}"
         root = tmp_path / f"{n}-{when}"
         shutil.copytree(template, root)

@@ -47,8 +47,7 @@ def test_an_import_killed_at_each_batch_keeps_whole_batches_and_runs_again(tmp_p
     export, ids = _export(tmp_path)
     run = _import(tmp_path / "counted", export, label=STEPS, at=None)
     assert run.returncode == 0 and f"imported {RECORDS} new memories" in run.stderr, run.stderr[-2000:]
-    points = [(n, "before") for n in range(1, run.calls + 1)] + [(run.calls, "after")]
-    for n, when in points:
+    for n, when in kill_points.points(run.calls):
         where = f"killed {when} import step {n} of {run.calls}"
         data = tmp_path / f"{n}-{when}"
         killed = _import(data, export, label=STEPS, at=n, when=when)

@@ -74,8 +74,7 @@ def test_a_keyword_reindex_killed_at_each_step_runs_again_and_agrees(
     assert run.returncode == 0 and run.lines("count") == ["440"], run.stderr[-2000:]
     assert run.calls >= 7, run.calls  # 5 batches, the data file, the meta, the removal
     assert _analyzer_in_force(counted / "c") == ANALYZER
-    points = [(n, "before") for n in range(1, run.calls + 1)] + [(run.calls, "after")]
-    for n, when in points:
+    for n, when in kill_points.points(run.calls):
         where = f"killed {when} re-index step {n} of {run.calls}"
         data = tmp_path / f"{n}-{when}"
         shutil.copytree(template, data)
