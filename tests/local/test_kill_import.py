@@ -1,5 +1,6 @@
-"""SIGKILL inside `memserver import` of 5,000 records (5 batches of writes.IMPORT_BATCH = 1,000; the issue's 100k
-was run once by hand, see the report) at each batch and each rename of its checkpoints (tests/support/kill_points.py).
+"""SIGKILL inside `memserver import` of 5,000 records (5 batches of writes.IMPORT_BATCH = 1,000; the issue's 100k,
+killed once in the middle: benchmarks/kill_import.py, figures in benchmarks/README.md) at each batch and each rename
+of its checkpoints (tests/support/kill_points.py).
 The store reopens holding whole batches only, the first ones of the file, agreeing in every answer; the same
 import run again adds the rest (known ids skipped), and no file is left that nothing names."""
 
