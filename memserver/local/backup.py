@@ -11,7 +11,12 @@ an open of the backup restores them and replays the rest, as after any crash.
 
 A backup is a folder `<collection>-<timezone.utc time>/` under DEST: the collection's files, and `backup.json` (what was
 copied, from where, when). It is written as `.partial-*`, synced, then renamed into place, so a backup that is
-there is whole. `keep` removes the oldest backups of the collection beyond that many.
+there is whole. `keep` removes the oldest backups of the collection beyond that many: each is renamed to
+`.removing-*` first, so a backup half removed is never seen under its name either.
+
+A backup killed on its way (SIGKILL, power loss) leaves its `.partial-*` or `.removing-*` folder behind. Its
+writer holds an flock on that folder while it works, so the next backup under DEST removes each one that no
+process holds (never one another backup is still writing) (tests/local/test_kill_backup.py).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +45,8 @@ if TYPE_CHECKING:
 
 MANIFEST = "backup.json"
 FORMAT = 1
+PARTIAL = ".partial-"  # a backup being written
+REMOVING = ".removing-"  # a backup being removed by `keep`
 _CHUNK = 1 << 20
 
 
@@ -64,9 +73,9 @@ def backup(folder: Folder, dest: str | os.PathLike[str], keep: int | None = None
             lock_seconds = time.perf_counter() - locked
         stamp = datetime.now(timezone.utc)
         name = f"{folder.name}-{stamp.strftime('%Y%m%dT%H%M%S.%fZ')}"
-        partial = root / f".partial-{name}"
-        partial.mkdir(mode=0o700)
-        try:
+        remove_dead(root)
+        partial = root / f"{PARTIAL}{name}"
+        with _new_locked_folder(partial):
             for file_name, (fd, size) in fds.items():
                 _copy(fd, size, partial / file_name)
             count = current_memories(partial / JOURNAL_NAME)
@@ -82,11 +91,8 @@ def backup(folder: Folder, dest: str | os.PathLike[str], keep: int | None = None
             }
             write_new_file(partial / MANIFEST, json.dumps(manifest, indent=2).encode())
             OS.fsync_dir(partial)
-            os.rename(partial, root / name)
+            OS.replace(partial, root / name)
             OS.fsync_dir(root)
-        except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise
     finally:
         for fd, _ in fds.values():
             os.close(fd)
@@ -176,11 +182,81 @@ def _collection_of(path: Path) -> str | None:
 
 
 def rotate(root: Path, collection: str, keep: int) -> list[str]:
-    """Remove the oldest backups of `collection` under `root` beyond the newest `keep`; their paths."""
+    """Remove the oldest backups of `collection` under `root` beyond the newest `keep`; their paths. Each is
+    renamed out of sight (`.removing-*`, held locked) before its files go."""
     old = backups(root, collection)[:-keep]
     for path in old:
-        shutil.rmtree(path)
+        removing = root / f"{REMOVING}{path.name}"
+        with _locked(path, wait=True) as held:
+            if held:
+                OS.replace(path, removing)
+                OS.fsync_dir(root)
+                shutil.rmtree(removing)
     return [str(p) for p in old]
+
+
+def remove_dead(root: Path) -> list[str]:
+    """Remove the `.partial-*` and `.removing-*` folders under `root` that no process holds locked: left by a
+    backup or a rotation that was killed. Their names."""
+    removed = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if path.name.startswith((PARTIAL, REMOVING)) and path.is_dir():
+            with _locked(path, wait=False) as held:
+                if held:
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(path.name)
+    return removed
+
+
+@contextlib.contextmanager
+def _locked(path: Path, wait: bool) -> Iterator[bool]:
+    """An exclusive flock on the folder `path` while the block runs: True, or False if another process holds it
+    (and `wait` is False) or the folder is gone. Where flock is missing (Windows) nothing is locked: True."""
+    if sys.platform == "win32":  # pragma: no cover - no flock; nothing is removed as dead there (see remove_dead)
+        yield path.is_dir() and wait
+        return
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        st, now = os.fstat(fd), _stat(path)
+        yield now is not None and (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)  # (not removed meanwhile)
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
+@contextlib.contextmanager
+def _new_locked_folder(path: Path) -> Iterator[None]:
+    """Make the folder `path` and hold it locked while the block writes it; removed again if the block fails.
+    Between the mkdir and the flock another backup's `remove_dead` may take it: then it is made again."""
+    for _ in range(3):
+        OS.mkdir(path)
+        with _locked(path, wait=True) as held:
+            if not held:
+                continue
+            try:
+                yield
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)
+                raise
+            return
+    raise StoreError(f"{path} was removed while it was being made, three times; is another backup cleaning it?")
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
 
 
 def read_manifest(src: Path) -> dict[str, Any]:
@@ -201,7 +277,11 @@ def resolve(src: str | os.PathLike[str], collection: str | None) -> Path:
     path = Path(os.path.abspath(os.path.expanduser(src)))
     if (path / MANIFEST).is_file():
         return path
-    found = [p for p in path.iterdir() if _collection_of(p) is not None] if path.is_dir() else []
+    found = (
+        [p for p in path.iterdir() if not p.name.startswith(".") and _collection_of(p) is not None]
+        if path.is_dir()
+        else []
+    )
     if collection:
         found = [p for p in found if _collection_of(p) == collection]
     if not found:

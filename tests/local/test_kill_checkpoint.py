@@ -56,8 +56,7 @@ def test_a_write_path_checkpoint_killed_at_each_step_loses_nothing_and_leaves_no
     run = kill_points.run(WRITE, str(counted), label=STEPS, at=None, env=env)
     assert run.returncode == 0 and run.lines("done") == [""], run.stderr[-2000:]
     assert run.calls >= 5, "no write-path checkpoint was staged"
-    points = [(n, "before") for n in range(1, run.calls + 1)] + [(run.calls, "after")]
-    for n, when in points:
+    for n, when in kill_points.points(run.calls):
         where = f"killed {when} checkpoint step {n} of {run.calls}"
         folder = tmp_path / f"{n}-{when}"
         shutil.copytree(template, folder)

@@ -57,8 +57,7 @@ def test_a_compaction_killed_at_each_durable_step_loses_nothing_and_runs_again(t
     run = kill_points.run(COMPACT, str(counted), label=label, at=None)
     assert run.returncode == 0 and run.lines("compacted") == [str(len(present))], run.stderr[-2000:]
     assert run.calls >= 3
-    points = [(n, "before") for n in range(1, run.calls + 1)] + [(run.calls, "after")]
-    for n, when in points:
+    for n, when in kill_points.points(run.calls):
         where = f"{kind} store, killed {when} durable step {n} of {run.calls}"
         folder = tmp_path / f"{n}-{when}"
         shutil.copytree(template, folder)

@@ -97,6 +97,12 @@ def run(
     return Run(done.returncode, done.stdout, done.stderr, calls)
 
 
+def points(calls: int) -> list[tuple[int, str]]:
+    """Where a test kills, given the calls a counting run made: before each call, and after the last (the
+    operation done, its process not yet exited); each as `run`'s (at, when)."""
+    return [(n, "before") for n in range(1, calls + 1)] + [(calls, "after")]
+
+
 def start() -> None:
     """In the child: count the label's calls from now on (the operation under test begins)."""
     _state["counting"] = True
