@@ -83,8 +83,10 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
 
         The SDK suspends a session's idle countdown only while its own transport serves a request; a request
         waiting here for a request slot (or its body) is not one, so under load the session could expire with a
-        request of it in the queue, which then got 404. Every request McpGuard passes to the SDK is inside one of
-        these, so the countdown restarts when the last one ends, as the SDK's would.
+        request of it in the queue, which then got 404 (the 30-minute soak's 46 lost calls). Every request
+        McpGuard passes to the SDK is inside one of these, so the countdown restarts when the last one ends. The
+        SDK restarts it too when the last request *it* serves ends, while others may still wait here: then it is
+        held again.
         """
         transport = self._server_instances.get(session_id) if session_id else None
         idle = transport.idle_scope if transport is not None else None
@@ -99,8 +101,9 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             self._holds[session_id] -= 1
             if not self._holds[session_id]:
                 del self._holds[session_id]
-                if not idle.cancel_called:
-                    idle.deadline = anyio.current_time() + self.session_idle_timeout
+            if not idle.cancel_called:
+                held = session_id in self._holds
+                idle.deadline = math.inf if held else anyio.current_time() + self.session_idle_timeout
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
         for forgotten in self._registered - self._server_instances.keys():
