@@ -16,6 +16,9 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -72,6 +75,35 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             )
         self.registry = registry
         self._registered: set[str] = set()  # the sessions of this manager in the registry
+        self._holds: dict[str, int] = {}  # session id -> requests of it McpGuard holds (see holding)
+
+    @contextmanager
+    def holding(self, session_id: str | None) -> Iterator[None]:
+        """Keep session `session_id` from expiring while McpGuard holds a request of it.
+
+        The SDK suspends a session's idle countdown only while its own transport serves a request; a request
+        waiting here for a request slot (or its body) is not one, so under load the session could expire with a
+        request of it in the queue, which then got 404 (the 30-minute soak's 46 lost calls). Every request
+        McpGuard passes to the SDK is inside one of these, so the countdown restarts when the last one ends. The
+        SDK restarts it too when the last request *it* serves ends, while others may still wait here: then it is
+        held again.
+        """
+        transport = self._server_instances.get(session_id) if session_id else None
+        idle = transport.idle_scope if transport is not None else None
+        if session_id is None or idle is None or idle.cancel_called or self.session_idle_timeout is None:
+            yield
+            return
+        self._holds[session_id] = self._holds.get(session_id, 0) + 1
+        idle.deadline = math.inf
+        try:
+            yield
+        finally:
+            self._holds[session_id] -= 1
+            if not self._holds[session_id]:
+                del self._holds[session_id]
+            if not idle.cancel_called:
+                held = session_id in self._holds
+                idle.deadline = math.inf if held else anyio.current_time() + self.session_idle_timeout
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
         for forgotten in self._registered - self._server_instances.keys():
@@ -115,7 +147,8 @@ class McpGuard:
     `stateless`: no sessions; every POST stands alone, served by a fresh SDK transport (`--stateless`). So no
     session caps apply, a GET (the stream for server-initiated messages) and a DELETE (ending a session) get 405,
     and the handshake-era methods whose effect outlives their request are refused here with -32601 saying why
-    (NEEDS_A_SESSION). `slots`: the request slots, shared with the legacy SSE endpoint when it is on.
+    (NEEDS_A_SESSION). `slots`: the request slots, shared with the legacy SSE endpoint when it is on. `sessions`:
+    the session manager, which keeps a session alive while a request of it waits here (its `holding`).
     """
 
     def __init__(
@@ -128,8 +161,10 @@ class McpGuard:
         stateless: bool = False,
         slots: RequestSlots | None = None,
         scopes: ScopeGate | None = None,
+        sessions: LimitedSessionManager | None = None,
     ) -> None:
         self.inner = inner
+        self.sessions = sessions
         self.scopes = scopes
         self.limits = limits
         self.registry = registry
@@ -150,6 +185,11 @@ class McpGuard:
         if refused is not None:
             await refused(scope, receive, send)
             return
+        with self.sessions.holding(_session_id(scope)) if self.sessions is not None else nullcontext():
+            await self._guarded(scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope["method"]
         if self.stateless and method in STATELESS_405 and handshake_era(scope):
             # Spec (streamable HTTP): a server that offers no GET stream answers 405. Over the SDK alone a GET
             # here would open a stream on a throw-away transport that never carries anything, until the client

@@ -130,7 +130,15 @@ def http_app(
         from memserver.transports.oauth import ScopeGate
 
         scope_gate = ScopeGate(oauth, _resource_metadata_url(oauth.resource))
-    guard = McpGuard(StreamableHTTPASGIApp(manager), limits, registry, checks, stateless=stateless, scopes=scope_gate)
+    guard = McpGuard(
+        StreamableHTTPASGIApp(manager),
+        limits,
+        registry,
+        checks,
+        stateless=stateless,
+        scopes=scope_gate,
+        sessions=manager,
+    )
 
     signed_in = bool(tokens) or oauth is not None
     verifier: Any = StaticTokenVerifier(tokens or {})

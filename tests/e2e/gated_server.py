@@ -4,6 +4,7 @@
     python -m tests.e2e.gated_server http        # per-user (MEMSERVER_TOKENS), prints "serving MCP at URL"
     python -m tests.e2e.gated_server http --stateless --sse --max-concurrent-requests N
                                           --max-concurrent-requests-per-user N --queue-timeout S
+                                          --session-idle-timeout S --max-sessions-per-user N
                                                  # options of memserver serve's names
 
 Each user's store (user "default" over stdio) is built only once the test writes a byte into the FIFO
@@ -75,6 +76,8 @@ def main() -> None:
             ("max_concurrent_requests", int),
             ("max_concurrent_requests_per_user", int),
             ("queue_timeout", float),
+            ("session_idle_timeout", float),
+            ("max_sessions_per_user", int),
         ]:
             parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(HttpLimits, name), dest=name)
         options = vars(parser.parse_args(sys.argv[2:]))

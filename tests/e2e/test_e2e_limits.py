@@ -128,6 +128,44 @@ def test_an_idle_session_expires_and_frees_its_place(tmp_path: Path) -> None:
         second.close()
 
 
+def test_a_session_with_a_request_waiting_for_a_slot_does_not_expire(tmp_path: Path) -> None:
+    """--session-idle-timeout 2, one request at a time per user: alice's ping in session A waits for her slot,
+    which her remember in session A2 holds while the gated server waits for the test. Bob's two sessions, opened
+    after the ping was sent, expiring (bob's third opening then succeeds) shows that more than the idle timeout
+    went by since A was last used; A was kept all the while (its ping used to get 404), and answers once the
+    remember ends. Its countdown then restarts: A expires once idle."""
+    tokens = {"alice": ALICE, "bob": BOB}
+    for user in tokens:
+        os.mkfifo(tmp_path / user)
+    command = [*GATED, "http", "--session-idle-timeout", "2", "--max-sessions-per-user", "2"]
+    command += ["--max-concurrent-requests-per-user", "1", "--queue-timeout", "60"]
+    users = ",".join(f"{user}:{token}" for user, token in tokens.items())
+    with http_server(tmp_path, command=command, GATE_DIR=str(tmp_path), MEMSERVER_TOKENS=users) as server:
+        alice, alice2 = RawHttp(server.url, ALICE), RawHttp(server.url, ALICE)
+        bobs = [RawHttp(server.url, BOB) for _ in range(3)]
+        alice2.initialize()
+        alice.initialize()
+        assert alice.session is not None
+        with held_remembers(server, alice2, 1) as held:
+            waiting = posted(server, encode({**PING, "id": "waits"}), token=ALICE, session=alice.session)
+            assert [opening(conn)[0] for conn in bobs] == [200, 200, 429]
+            assert until(lambda: opening(bobs[2])[0] == 200), "bob's idle sessions never expired"
+            release(tmp_path / "alice")
+            assert b'"status":"stored"' in held[0].read()
+        head, _, body = answer_of(waiting).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b'"result":{}' in body, (head, body)
+        assert alice.call({**PING, "id": "after"})["result"] == {}
+        assert alice2.delete() == 200
+        later = [RawHttp(server.url, ALICE) for _ in range(2)]
+        assert [opening(conn)[0] for conn in later] == [200, 429]  # opened after A was last used: expires later
+        assert until(lambda: opening(later[1])[0] == 200), "neither of alice's idle sessions expired"
+        status, answers, _ = alice.post(encode({**PING, "id": "idle"}))
+        assert status == 404 and answers[0]["id"] == "idle"  # A's countdown restarted once it had no requests
+        waiting.close()
+        for conn in [alice, alice2, *bobs, *later]:
+            conn.close()
+
+
 def test_a_sessions_place_comes_back_however_it_ends(tmp_path: Path) -> None:
     """One session allowed (per user and in all): its place comes back after a DELETE, after an initialize the SDK
     refuses once admitted (406: no text/event-stream in Accept), and after a client that hangs up mid-body; of 8
@@ -166,12 +204,28 @@ def test_a_sessions_place_comes_back_however_it_ends(tmp_path: Path) -> None:
 
 def stalled_post(server: HttpServer, sent: bytes = b"{", token: str | None = None, path: str = "/mcp") -> socket.socket:
     """A connection that sends a POST's headers and the start of its body, then nothing."""
+    return posted(server, sent, token=token, path=path, length=1000)
+
+
+def posted(
+    server: HttpServer,
+    body: bytes,
+    *,
+    token: str | None = None,
+    path: str = "/mcp",
+    length: int | None = None,
+    session: str | None = None,
+) -> socket.socket:
+    """A connection on which a POST of `body` (declared `length` bytes long) has been sent by the time this
+    returns; the server closes it after its answer (answer_of reads it)."""
     sock = socket.create_connection(address(server), timeout=30)
     host, port = address(server)
     head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-    head += "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n"
+    head += f"Accept: application/json, text/event-stream\r\nContent-Length: {length or len(body)}\r\n"
+    head += "Connection: close\r\n" if length is None else ""
+    head += f"Mcp-Protocol-Version: {PROTOCOL}\r\nMcp-Session-Id: {session}\r\n" if session else ""
     head += f"Authorization: Bearer {token}\r\n\r\n" if token else "\r\n"
-    sock.sendall(head.encode() + sent)
+    sock.sendall(head.encode() + body)
     return sock
 
 
