@@ -42,13 +42,56 @@ from typing import Any
 import numpy as np
 
 from benchmarks import _common, convdata
+from memserver.contract.backend import Hit
 from memserver.errors import InvalidInputError
 from memserver.local.store import MemoryStore
+from memserver.retrieval import multipart
 
 ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "benchmarks" / "results" / "conversations.json"
 VARIANTS = ("hybrid", "semantic", "keyword", "hybrid+date", "hybrid+fields")
+RERANK_DEPTH = 100  # the ranking an option re-ranks: a recall of 10, then a recall of 100 after it
+MENTION_SHARE = 0.5  # change expansion: a keyword match of X this close to the best one counts as a mention
+
+
+def _two_stage(best_of: int, sessions: int, weight: float) -> Any:
+    return lambda q, ranking, mentions: multipart.two_stage(ranking, sessions, weight, best_of)
+
+
+def _cap(cap: int) -> Any:
+    return lambda q, ranking, mentions: (
+        multipart.cap_per_session(ranking, cap, TIMED_LIMIT) if multipart.is_multi_part(q) else ranking
+    )
+
+
+def _change(at: int, mode: str) -> Any:
+    """Mentions of X from a keyword search of X without its owner, or a hybrid one of X with its owner (the answer
+    to "how is the commute?" is the next turn, which hybrid finds by its previous turn's words and its speaker)."""
+
+    def expand(q: str, ranking: list[multipart.Turn], mentions: Any) -> list[multipart.Turn]:
+        subject = multipart.change_subject(q, owner=mode == "hybrid")
+        if subject is None:
+            return ranking
+        return multipart.add_extremes(ranking, mentions(subject, mode), at, TIMED_LIMIT)
+
+    return expand
+
+
+# Issue 28's ranking ideas (memserver/retrieval/multipart.py), each an opt-in row `hybrid+fields+<name>`: the
+# hybrid+fields ranking re-ranked. (question, ranking, mentions of X) -> ranking.
+OPTIONS: dict[str, Any] = {
+    "cap2": _cap(2),
+    "cap3": _cap(3),
+    **{
+        f"two-stage-b{b}-s{s}-w{w}": _two_stage(b, s, w)
+        for b in (1, 3)
+        for s in (3, 5)
+        for w in (0.1, 0.2)
+    },
+    **{f"change-{m[:2]}-at{at}": _change(at, m) for m in ("keyword", "hybrid") for at in (3, 8)},
+}
+OPTION_VARIANTS = tuple(f"hybrid+fields+{name}" for name in OPTIONS)
 FIELDS = ("speaker", "session", "occurred_at", "namespace")
 DEPTH = 50  # ranking depth scored for MRR
 TIMED_LIMIT = 10  # the timed search: what a recall of 10 does
@@ -198,7 +241,8 @@ def run_variant(
     """
     text_key = "dated" if variant == "hybrid+date" else "plain"
     mode = variant.split("+")[0]
-    given = fields if variant == "hybrid+fields" else ()
+    option = OPTIONS[variant.split("+", 2)[2]] if variant.startswith("hybrid+fields+") else None
+    given = fields if variant.startswith("hybrid+fields") else ()
     name_of = {r["id"]: r["turn"] for r in rows}
     with tempfile.TemporaryDirectory(prefix="memserver-conv-") as tmp:
         store = store_class(tmp, "conversations", embedder=embedder)
@@ -233,11 +277,23 @@ def run_variant(
             for q in questions:
                 ask = dict(filters, query_vector=embedder.vectors[q["question"]]) if by_vector else filters
                 t0 = time.perf_counter()
-                top = [name_of[h.memory.id] for h in store.search(q["question"], limit=TIMED_LIMIT, **ask)]
+                top_hits = store.search(q["question"], limit=TIMED_LIMIT, **ask)
                 times.append((time.perf_counter() - t0) * 1000)
-                deep = [name_of[h.memory.id] for h in store.search(q["question"], limit=DEPTH, **ask)]
+                top = [name_of[h.memory.id] for h in top_hits]
+                deep_hits = store.search(q["question"], limit=DEPTH if option is None else RERANK_DEPTH, **ask)
+                deep = [name_of[h.memory.id] for h in deep_hits[:DEPTH]]
                 # Ranks 1-10 are what a recall of 10 returns; deeper ones (MRR only) come from a recall of 50.
                 ranking = top + [key for key in deep if key not in top]
+                if option is not None:
+
+                    def mentions(subject: str, how: str) -> list[multipart.Turn]:
+                        hits = store.search(subject, limit=DEPTH, **dict(filters, mode=how))
+                        best = hits[0].rank_score if hits else 0.0
+                        return [as_turn(h, name_of) for h in hits if h.rank_score >= MENTION_SHARE * best]
+
+                    turns = [as_turn(h, name_of) for h in top_hits]
+                    turns += [as_turn(h, name_of) for h in deep_hits if name_of[h.memory.id] not in top]
+                    ranking = [t.key for t in option(q["question"], turns, mentions)][:DEPTH]
                 metrics = rank_metrics(ranking, set(q["evidence"]))
                 out.append(
                     {
@@ -253,6 +309,11 @@ def run_variant(
             return out, times, imported
         finally:
             store.close()
+
+
+def as_turn(hit: Hit, name_of: dict[str, str]) -> multipart.Turn:
+    m = hit.memory
+    return multipart.Turn(name_of[m.id], hit.rank_score, m.session, m.occurred_at)
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -304,7 +365,7 @@ def evaluate_set(
             query_ms.append(1000 * seconds / len(texts))
         store_embedder = QueryVectors(embedder, dict(zip(texts, qvecs, strict=True)))
         for variant in variants:
-            if variant == "hybrid+fields" and not fields:
+            if variant.startswith("hybrid+fields") and not fields:
                 continue
             scored, times, n = run_variant(
                 variant, conv, rows, vectors, conv["questions"], store_embedder, fields, store_class, keep_ranking
@@ -403,7 +464,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help=f"a folder of sets; repeat to combine (default {convdata.DATA_DIR.relative_to(ROOT)})",
     )
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="rows to run")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=VARIANTS + OPTION_VARIANTS,
+        default=list(VARIANTS),
+        help="rows to run (hybrid+fields+<option>: issue 28's re-rankings, opt-in)",
+    )
     parser.add_argument("--stats", action="store_true", help="print the sets' statistics and stop (no model)")
     parser.add_argument("--quick", action="store_true", help="smoke test: first 8 sessions of one conversation")
     parser.add_argument("--cache", default=None, help="embedding cache (default: $MEMSERVER_BENCH_CACHE/conversations)")
