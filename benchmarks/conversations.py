@@ -13,6 +13,9 @@ of its evidence turns found in the top 5 / top 10 (R@5, R@10) and the reciprocal
   and no created_at (the turns are stored at the time of the run, as an imported chat history would be, so the
   date words and the recency prior come from occurred_at alone); searched in the conversation's namespace. Run when
   the store keeps those fields (probed through `import_` and `get`), else the row says n/a.
+- hybrid+fields+<option> (opt-in, OPTION_VARIANTS): hybrid+fields re-ranked by one of issue 28's ideas for
+  multi-session questions (benchmarks/lab/multipart.py: a per-session cap, two-stage session recall, "how did X
+  change" expansion); all rejected, benchmarks/README.md, "Retrieval III".
 
 Turn vectors are computed once per text with the real Embedder, batched, and cached under the cache directory
 (keyed by a hash of the texts and the model file), then imported with `import_`; question vectors are computed
@@ -45,7 +48,7 @@ from benchmarks import _common, convdata
 from memserver.contract.backend import Hit
 from memserver.errors import InvalidInputError
 from memserver.local.store import MemoryStore
-from memserver.retrieval import multipart
+from benchmarks.lab import multipart
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,12 +58,43 @@ RERANK_DEPTH = 100  # the ranking an option re-ranks: a recall of 10, then a rec
 MENTION_SHARE = 0.5  # change expansion: a keyword match of X this close to the best one counts as a mention
 
 
+class OptionContext:
+    """What an option may ask beyond the ranking: mentions of a subject (a search of it in the same conversation),
+    and the cosine of the question to each session's mean turn vector."""
+
+    def __init__(self, store: MemoryStore, filters: dict[str, Any], name_of: dict[str, str], centroids: Any) -> None:
+        self.store, self.filters, self.name_of = store, filters, name_of
+        self.sessions, self.centroids = centroids
+        self.q = np.zeros(0, np.float32)
+
+    def mentions(self, subject: str, how: str) -> list[multipart.Turn]:
+        hits = self.store.search(subject, limit=DEPTH, **dict(self.filters, mode=how))
+        best = hits[0].rank_score if hits else 0.0
+        return [as_turn(h, self.name_of) for h in hits if h.rank_score >= MENTION_SHARE * best]
+
+    def session_cosines(self) -> dict[str, float]:
+        return dict(zip(self.sessions, np.einsum("ij,j->i", self.centroids, self.q).tolist(), strict=True))
+
+
+def centroids(rows: list[dict[str, Any]], vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(sessions, the unit mean vector of each one's turns)."""
+    sessions = list(dict.fromkeys(r["session"] for r in rows))
+    at = {s: i for i, s in enumerate(sessions)}
+    sums = np.zeros((len(sessions), vectors.shape[1]), np.float64)
+    np.add.at(sums, [at[r["session"]] for r in rows], vectors)
+    return sessions, (sums / np.linalg.norm(sums, axis=1, keepdims=True)).astype(np.float32)
+
+
 def _two_stage(best_of: int, sessions: int, weight: float) -> Any:
-    return lambda q, ranking, mentions: multipart.two_stage(ranking, sessions, weight, best_of)
+    return lambda q, ranking, ctx: multipart.two_stage(ranking, sessions, weight, best_of)
+
+
+def _centroid(sessions: int, weight: float) -> Any:
+    return lambda q, ranking, ctx: multipart.boost_sessions(ranking, ctx.session_cosines(), sessions, weight)
 
 
 def _cap(cap: int) -> Any:
-    return lambda q, ranking, mentions: (
+    return lambda q, ranking, ctx: (
         multipart.cap_per_session(ranking, cap, TIMED_LIMIT) if multipart.is_multi_part(q) else ranking
     )
 
@@ -69,17 +103,17 @@ def _change(at: int, mode: str) -> Any:
     """Mentions of X from a keyword search of X without its owner, or a hybrid one of X with its owner (the answer
     to "how is the commute?" is the next turn, which hybrid finds by its previous turn's words and its speaker)."""
 
-    def expand(q: str, ranking: list[multipart.Turn], mentions: Any) -> list[multipart.Turn]:
+    def expand(q: str, ranking: list[multipart.Turn], ctx: OptionContext) -> list[multipart.Turn]:
         subject = multipart.change_subject(q, owner=mode == "hybrid")
         if subject is None:
             return ranking
-        return multipart.add_extremes(ranking, mentions(subject, mode), at, TIMED_LIMIT)
+        return multipart.add_extremes(ranking, ctx.mentions(subject, mode), at, TIMED_LIMIT)
 
     return expand
 
 
-# Issue 28's ranking ideas (memserver/retrieval/multipart.py), each an opt-in row `hybrid+fields+<name>`: the
-# hybrid+fields ranking re-ranked. (question, ranking, mentions of X) -> ranking.
+# Issue 28's ranking ideas (benchmarks/lab/multipart.py), each an opt-in row `hybrid+fields+<name>`: the
+# hybrid+fields ranking re-ranked. (question, ranking, OptionContext) -> ranking.
 OPTIONS: dict[str, Any] = {
     "cap2": _cap(2),
     "cap3": _cap(3),
@@ -89,6 +123,7 @@ OPTIONS: dict[str, Any] = {
         for s in (3, 5)
         for w in (0.1, 0.2)
     },
+    **{f"centroid-s{s}-w{w}": _centroid(s, w) for s in (3, 5) for w in (0.1, 0.2)},
     **{f"change-{m[:2]}-at{at}": _change(at, m) for m in ("keyword", "hybrid") for at in (3, 8)},
 }
 OPTION_VARIANTS = tuple(f"hybrid+fields+{name}" for name in OPTIONS)
@@ -273,6 +308,7 @@ def run_variant(
             # search() embeds the question through the store's embedder, which hands back the vector computed
             # beforehand; a search() that takes query_vector= (coming) gets it directly.
             by_vector = accepts(store.search, "query_vector")
+            context = OptionContext(store, filters, name_of, centroids(rows, vectors[text_key]))
             out, times = [], []
             for q in questions:
                 ask = dict(filters, query_vector=embedder.vectors[q["question"]]) if by_vector else filters
@@ -285,15 +321,10 @@ def run_variant(
                 # Ranks 1-10 are what a recall of 10 returns; deeper ones (MRR only) come from a recall of 50.
                 ranking = top + [key for key in deep if key not in top]
                 if option is not None:
-
-                    def mentions(subject: str, how: str) -> list[multipart.Turn]:
-                        hits = store.search(subject, limit=DEPTH, **dict(filters, mode=how))
-                        best = hits[0].rank_score if hits else 0.0
-                        return [as_turn(h, name_of) for h in hits if h.rank_score >= MENTION_SHARE * best]
-
+                    context.q = embedder.vectors[q["question"]]
                     turns = [as_turn(h, name_of) for h in top_hits]
                     turns += [as_turn(h, name_of) for h in deep_hits if name_of[h.memory.id] not in top]
-                    ranking = [t.key for t in option(q["question"], turns, mentions)][:DEPTH]
+                    ranking = [t.key for t in option(q["question"], turns, context)][:DEPTH]
                 metrics = rank_metrics(ranking, set(q["evidence"]))
                 out.append(
                     {

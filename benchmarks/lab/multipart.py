@@ -1,14 +1,16 @@
 """Re-rankings for questions whose evidence is several turns in different sessions (issue 28, item 2).
 
 Each is a pure function of a ranking that an engine already made (turns best first, with their fused score, session
-and occurred_at), so both engines could apply it after their own fusion. They are measured as opt-in variants of
-benchmarks/conversations.py (`hybrid+fields+<option>`); none is applied by a search today. What each was worth, and
-why none was kept: benchmarks/README.md, "Retrieval III".
+and occurred_at), so both engines could apply it after their own fusion. They are measured as opt-in rows of
+benchmarks/conversations.py (`hybrid+fields+<option>`). None was kept, so they live here and not in
+memserver/retrieval/: what each was worth and why it failed, benchmarks/README.md, "Retrieval III"; the
+leave-one-set-out verdicts, multipart_options.py.
 
 - diversity: for a multi-part question (one that names several entities or asks which / both / all / everything /
   "in common"), at most `cap` turns of one session in the top k; the turns held back follow, in order.
-- two-stage: sessions ranked by their best (or summed best three) turn scores; each turn of the best `sessions`
-  gains `weight` times its session's score over the best session's, and the ranking is re-sorted.
+- two-stage: sessions ranked by their best (or summed best three) turn scores, or by the cosine of the query to the
+  session's mean turn vector; each turn of the best `sessions` gains `weight` times its session's normalised score,
+  and the ranking is re-sorted.
 - change expansion: for "how did X change" questions, the earliest and the latest turn that mention X (from a
   keyword search of X) are put into the top k.
 """
@@ -23,6 +25,7 @@ from typing import NamedTuple
 __all__ = [
     "Turn",
     "add_extremes",
+    "boost_sessions",
     "cap_per_session",
     "change_subject",
     "is_multi_part",
@@ -84,13 +87,21 @@ def session_scores(ranking: Sequence[Turn], best_of: int = 1) -> dict[str, float
 
 
 def two_stage(ranking: Sequence[Turn], sessions: int, weight: float, best_of: int = 1) -> list[Turn]:
-    """`ranking` re-sorted after the turns of its `sessions` best sessions gain `weight` x (their session's score /
-    the best session's); ties keep the given order."""
-    by_session = session_scores(ranking, best_of)
-    top = sorted(by_session.items(), key=lambda kv: -kv[1])[:sessions]
-    if not top or top[0][1] <= 0:
+    """`ranking` re-sorted after the turns of its `sessions` best sessions (by session_scores) gain `weight` x
+    (their session's score / the best session's); ties keep the given order."""
+    return boost_sessions(ranking, session_scores(ranking, best_of), sessions, weight, floor=0.0)
+
+
+def boost_sessions(
+    ranking: Sequence[Turn], scores: dict[str, float], sessions: int, weight: float, floor: float | None = None
+) -> list[Turn]:
+    """`ranking` re-sorted after the turns of the `sessions` best of `scores` (session -> score) gain `weight` x
+    (score - floor) / (best - floor); floor None: the lowest score (min-max over every session scored)."""
+    top = sorted(scores.items(), key=lambda kv: -kv[1])[:sessions]
+    low = min(scores.values(), default=0.0) if floor is None else floor
+    if not top or top[0][1] <= low:
         return list(ranking)
-    gain = {s: weight * v / top[0][1] for s, v in top}
+    gain = {s: weight * (v - low) / (top[0][1] - low) for s, v in top}
     rescored = [(turn.score + gain.get(turn.session, 0.0), -i, turn) for i, turn in enumerate(ranking)]
     rescored.sort(key=lambda t: (t[0], t[1]), reverse=True)
     return [Turn(t.key, score, t.session, t.at) for score, _, t in rescored]
