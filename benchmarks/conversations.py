@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks import _common, convdata
+from benchmarks.lab import multipart
 from memserver.contract.backend import Hit
 from memserver.errors import InvalidInputError
 from memserver.local.store import MemoryStore
-from benchmarks.lab import multipart
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,12 +117,7 @@ def _change(at: int, mode: str) -> Any:
 OPTIONS: dict[str, Any] = {
     "cap2": _cap(2),
     "cap3": _cap(3),
-    **{
-        f"two-stage-b{b}-s{s}-w{w}": _two_stage(b, s, w)
-        for b in (1, 3)
-        for s in (3, 5)
-        for w in (0.1, 0.2)
-    },
+    **{f"two-stage-b{b}-s{s}-w{w}": _two_stage(b, s, w) for b in (1, 3) for s in (3, 5) for w in (0.1, 0.2)},
     **{f"centroid-s{s}-w{w}": _centroid(s, w) for s in (3, 5) for w in (0.1, 0.2)},
     **{f"change-{m[:2]}-at{at}": _change(at, m) for m in ("keyword", "hybrid") for at in (3, 8)},
 }

@@ -88,6 +88,7 @@ def test_the_earliest_and_latest_mentions_join_the_top_k():
     ranking = _ranking(*((k, 1.0, "S", "") for k in "abcdef"))
     mentions = _ranking(("m2", 3, "S2", "2024-05-01"), ("m1", 2, "S1", "2024-01-01"), ("m3", 1, "S3", "2024-09-01"))
     assert _keys(add_extremes(ranking, mentions, at=2, k=4)) == ["a", "b", "m1", "m3", "c", "d", "e", "f"]
-    already = _ranking(("m1", 1, "S1", "2024-01-01"), *((k, 1.0, "S", "") for k in "abc"), ("m3", 1, "S3", "2024-09-01"))
+    first, last = ("m1", 1, "S1", "2024-01-01"), ("m3", 1, "S3", "2024-09-01")
+    already = _ranking(first, *((k, 1.0, "S", "") for k in "abc"), last)
     assert _keys(add_extremes(already, mentions, at=2, k=3)) == ["m1", "a", "m3", "b", "c"]  # m1 stays, m3 moves up
     assert add_extremes(ranking, [], at=2, k=4) == ranking
