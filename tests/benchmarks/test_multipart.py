@@ -6,6 +6,8 @@ benchmarks/README.md, "Retrieval III"; the harness rows that apply them: tests/b
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks.lab.multipart import (
@@ -92,3 +94,14 @@ def test_the_earliest_and_latest_mentions_join_the_top_k():
     already = _ranking(first, *((k, 1.0, "S", "") for k in "abc"), last)
     assert _keys(add_extremes(already, mentions, at=2, k=3)) == ["m1", "a", "m3", "b", "c"]  # m1 stays, m3 moves up
     assert add_extremes(ranking, [], at=2, k=4) == ranking
+
+
+def test_the_leave_one_set_out_verdicts_of_the_recorded_run_keep_nothing(tmp_path, capsys):
+    from benchmarks.lab import multipart_options
+
+    out = tmp_path / "verdicts.json"
+    assert multipart_options.main(["--out", str(out)]) == 0
+    families = json.loads(out.read_text())["families"]
+    assert set(families) == set(multipart_options.FAMILIES)
+    assert not any(f["kept"] for f in families.values())
+    assert "rejected" in capsys.readouterr().out
