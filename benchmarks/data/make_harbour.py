@@ -8,10 +8,13 @@ The source, benchmarks/data/harbour_src/<conversation-id>.txt, is the literal co
     Maya: Guess who finally got a dog!
     Maya: Picked her up on Saturday. [img: a photo of a small brown terrier on a kitchen floor] {#dog}
     Q single | What breed is Maya's dog? | a wire-haired terrier cross | #dog
+    Q multi which_two | Which two dogs? | Pickle and Bramble | #dog #bramble | Picked her up || Bramble's not great
     # a comment
 
 `[img: ...]` is the caption of a photo the speaker shared; `{#label ...}` names the turn for the questions, whose
-last field lists the evidence labels. Turn ids (S<n>:<k>) are given here, so the source can be edited freely.
+fourth field lists the evidence labels. A question's type may be followed by its shape (issue 28), and a fifth field
+may give its `quotes`, one per evidence label, separated by ` || ` (the words of the fact that turn states, which
+convdata.problems() checks). Turn ids (S<n>:<k>) are given here, so the source can be edited freely.
 The format is the one benchmarks/lab/conversation-sets.md describes.
 
     uv run python benchmarks/data/make_harbour.py      # rewrites benchmarks/data/conversations/harbour/
@@ -30,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "harbour_src"
 OUT = HERE / "conversations" / "harbour"
 TYPES = ("single", "temporal", "multi", "open")
+SHAPES = ("which_two", "in_common", "change", "everything", "correction")
 
 _TURN = re.compile(
     r"^(?P<speaker>[A-Z][\w'-]*): (?P<text>.*?)(?: \[img: (?P<image>[^\]]+)\])?(?: \{(?P<labels>#[^}]+)\})?$"
@@ -55,22 +59,7 @@ def parse(path: Path) -> dict[str, Any]:
                 {"id": f"S{len(conv['sessions']) + 1}", "date": started.isoformat(timespec="seconds"), "turns": []}
             )
         elif line.startswith("Q "):
-            kind, question, answer, evidence = (part.strip() for part in line[2:].split(" | "))
-            if kind not in TYPES:
-                raise ValueError(f"{where}: unknown question type {kind!r}")
-            try:
-                ids = [labels[label] for label in evidence.split()]
-            except KeyError as e:
-                raise ValueError(f"{where}: unknown label {e}") from None
-            conv["questions"].append(
-                {
-                    "id": f"q{len(conv['questions']) + 1}",
-                    "type": kind,
-                    "question": question,
-                    "answer": answer,
-                    "evidence": ids,
-                }
-            )
+            conv["questions"].append(_question(line[2:], labels, f"q{len(conv['questions']) + 1}", where))
         else:
             match = _TURN.match(line)
             if not match or not conv["sessions"]:
@@ -95,6 +84,30 @@ def parse(path: Path) -> dict[str, Any]:
                 labels[label] = turn["id"]
             session["turns"].append(turn)
     return conv
+
+
+def _question(line: str, labels: dict[str, str], qid: str, where: str) -> dict[str, Any]:
+    """`type [shape] | question | answer | #labels [| quote || quote ...]` -> a question of the format."""
+    parts = [part.strip() for part in line.split(" | ")]
+    if len(parts) not in (4, 5):
+        raise ValueError(f"{where}: a question has 4 or 5 fields separated by ' | ', not {len(parts)}")
+    kind, *shape = parts[0].split()
+    if kind not in TYPES or len(shape) > 1 or (shape and shape[0] not in SHAPES):
+        raise ValueError(f"{where}: unknown question type or shape {parts[0]!r}")
+    try:
+        ids = [labels[label] for label in parts[3].split()]
+    except KeyError as e:
+        raise ValueError(f"{where}: unknown label {e}") from None
+    question: dict[str, Any] = {"id": qid, "type": kind}
+    if shape:
+        question["shape"] = shape[0]
+    question |= {"question": parts[1], "answer": parts[2], "evidence": ids}
+    if len(parts) == 5:
+        quotes = [q.strip() for q in parts[4].split(" || ")]
+        if len(quotes) != len(ids):
+            raise ValueError(f"{where}: {len(quotes)} quotes for {len(ids)} evidence labels")
+        question["quotes"] = quotes
+    return question
 
 
 def main() -> int:

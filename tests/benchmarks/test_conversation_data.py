@@ -9,9 +9,11 @@ format fails, not one that differs from another in the second decimal.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import itertools
 import json
 import re
+from collections import Counter
 from datetime import datetime
 
 import pytest
@@ -71,6 +73,72 @@ def test_evidence_counts_fit_the_question_types(name, conv):
 @pytest.mark.parametrize(("name", "conv"), CONVERSATIONS, ids=IDS)
 def test_every_conversation_asks_every_new_shape(name, conv):
     assert {q.get("shape") for q in conv["questions"]} >= set(convdata.SHAPES)
+
+
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_every_set_asks_each_shape_seven_times(name):
+    """Issue 28 reports R@10 per shape and set: fewer than seven questions make a shape's figure one question's luck."""
+    shapes = Counter(q.get("shape") for conv in SETS[name] for q in conv["questions"])
+    assert all(shapes[shape] >= 7 for shape in convdata.SHAPES), shapes
+
+
+@pytest.mark.parametrize(("name", "conv"), CONVERSATIONS, ids=IDS)
+def test_shaped_questions_quote_what_each_evidence_turn_says(name, conv):
+    """Their evidence is spread over sessions, so each turn's part is quoted (problems() checks the quote is there)."""
+    assert [q["id"] for q in conv["questions"] if q.get("shape") and not q.get("quotes")] == []
+
+
+def _make_harbour():
+    path = convdata.ROOT / "benchmarks" / "data" / "make_harbour.py"
+    spec = importlib.util.spec_from_file_location("make_harbour", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("conv", SETS["harbour"], ids=[c["id"] for c in SETS["harbour"]])
+def test_the_harbour_files_are_what_their_source_builds(conv):
+    """harbour is written by make_harbour.py: a question added to the JSON alone would vanish at the next build."""
+    assert _make_harbour().parse(convdata.ROOT / "benchmarks" / "data" / "harbour_src" / f"{conv['id']}.txt") == conv
+
+
+_SOURCE = """id: tiny-1
+speakers: Maya, Tom
+== 2024-03-08T18:00
+Maya: Guess who got a dog! {#dog}
+Tom: Mine is called Rex. {#rex}
+"""
+
+
+def test_the_harbour_source_gives_a_question_its_shape_and_quotes(tmp_path):
+    source = tmp_path / "tiny-1.txt"
+    source.write_text(_SOURCE + "Q multi which_two | Which two dogs? | hers and Rex | #dog #rex | got a dog || Rex\n")
+    (question,) = _make_harbour().parse(source)["questions"]
+    assert question == {
+        "id": "q1",
+        "type": "multi",
+        "shape": "which_two",
+        "question": "Which two dogs?",
+        "answer": "hers and Rex",
+        "evidence": ["S1:1", "S1:2"],
+        "quotes": ["got a dog", "Rex"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("Q multi which_two | Which two? | both | #dog #rex | got a dog", "1 quotes for 2 evidence labels"),
+        ("Q multi vibes | Which two? | both | #dog #rex", "unknown question type or shape 'multi vibes'"),
+        ("Q multi | Which two? | both", "4 or 5 fields"),
+    ],
+)
+def test_the_harbour_source_names_a_malformed_question(tmp_path, line, message):
+    source = tmp_path / "tiny-1.txt"
+    source.write_text(_SOURCE + line + "\n")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _make_harbour().parse(source)
 
 
 @pytest.mark.parametrize(("name", "conv"), CONVERSATIONS, ids=IDS)
@@ -153,6 +221,8 @@ def test_a_well_formed_conversation_has_no_problems():
         (lambda c: c.update(id="tiny_1"), "id should be <set>-<n>"),
         (lambda c: c["sessions"][0]["turns"][0].update(text=" "), "empty text"),
         (lambda c: c["sessions"][0]["turns"][0].update(picture="x"), "unknown keys ['picture']"),
+        (lambda c: c["questions"][0].update(quotes=["a cat"]), "evidence S1:1 does not say 'a cat'"),
+        (lambda c: c["questions"][0].update(quotes=["dog", "Tom"]), "one quote per evidence turn"),
     ],
 )
 def test_problems_names_each_defect(breakage, message):
