@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import _common, convdata
-from benchmarks.lab import multipart
+from benchmarks.lab import entities, multipart
 from memserver.contract.backend import Hit
 from memserver.errors import InvalidInputError
 from memserver.local.store import MemoryStore
@@ -62,15 +62,33 @@ class OptionContext:
     """What an option may ask beyond the ranking: mentions of a subject (a search of it in the same conversation),
     and the cosine of the question to each session's mean turn vector."""
 
-    def __init__(self, store: MemoryStore, filters: dict[str, Any], name_of: dict[str, str], centroids: Any) -> None:
+    def __init__(
+        self, store: MemoryStore, filters: dict[str, Any], name_of: dict[str, str], centroids: Any, rows: list[Any]
+    ) -> None:
         self.store, self.filters, self.name_of = store, filters, name_of
         self.sessions, self.centroids = centroids
         self.q = np.zeros(0, np.float32)
+        self.text_of = {r["turn"]: r["plain"] for r in rows}
+        self.speakers = sorted({r["speaker"] for r in rows})
+        self.aliases = entities.alias_table(self.text_of.values(), self.speakers)
 
     def mentions(self, subject: str, how: str) -> list[multipart.Turn]:
         hits = self.store.search(subject, limit=DEPTH, **dict(self.filters, mode=how))
         best = hits[0].rank_score if hits else 0.0
         return [as_turn(h, self.name_of) for h in hits if h.rank_score >= MENTION_SHARE * best]
+
+    def entity_turns(self, query: str, entity: str, ranking: list[multipart.Turn]) -> list[multipart.Turn]:
+        """The turns of `ranking` that mention `entity`; when none does, a search of the question by that speaker
+        (a speaker) or a keyword search of the entity (anything else), kept where it mentions the entity."""
+        said = [t for t in ranking if entities.mentioning(self.text_of[t.key], entity, self.aliases)]
+        if said:
+            return said
+        if entity in self.speakers:
+            hits = self.store.search(query, limit=TIMED_LIMIT, speaker=entity, **self.filters)
+        else:
+            hits = self.store.search(entity, limit=TIMED_LIMIT, **dict(self.filters, mode="keyword"))
+        found = [as_turn(h, self.name_of) for h in hits]
+        return [t for t in found if entities.mentioning(self.text_of[t.key], entity, self.aliases)]
 
     def session_cosines(self) -> dict[str, float]:
         return dict(zip(self.sessions, np.einsum("ij,j->i", self.centroids, self.q).tolist(), strict=True))
@@ -112,6 +130,20 @@ def _change(at: int, mode: str) -> Any:
     return expand
 
 
+def _entity(slots: int) -> Any:
+    """Entity-centred recall: for a question naming two or more entities of the turns' alias table, `slots` places
+    of the top 10 reserved for each one's best turns."""
+
+    def reserve(q: str, ranking: list[multipart.Turn], ctx: OptionContext) -> list[multipart.Turn]:
+        named = entities.query_entities(q, ctx.aliases)
+        if len(named) < 2:
+            return ranking
+        candidates = {e: ctx.entity_turns(q, e, ranking) for e in named}
+        return entities.reserve_per_entity(ranking, candidates, slots, TIMED_LIMIT)
+
+    return reserve
+
+
 # Issue 28's ranking ideas (benchmarks/lab/multipart.py), each an opt-in row `hybrid+fields+<name>`: the
 # hybrid+fields ranking re-ranked. (question, ranking, OptionContext) -> ranking.
 OPTIONS: dict[str, Any] = {
@@ -120,8 +152,16 @@ OPTIONS: dict[str, Any] = {
     **{f"two-stage-b{b}-s{s}-w{w}": _two_stage(b, s, w) for b in (1, 3) for s in (3, 5) for w in (0.1, 0.2)},
     **{f"centroid-s{s}-w{w}": _centroid(s, w) for s in (3, 5) for w in (0.1, 0.2)},
     **{f"change-{m[:2]}-at{at}": _change(at, m) for m in ("keyword", "hybrid") for at in (3, 8)},
+    **{f"entity-s{s}": _entity(s) for s in (1, 2, 3)},
 }
-OPTION_VARIANTS = tuple(f"hybrid+fields+{name}" for name in OPTIONS)
+ENTITY_OPTIONS = tuple(name for name in OPTIONS if name.startswith("entity"))
+# Index-time options (benchmarks/lab/entities.py): the store's memory text and the text its vector is of, by
+# turn_rows' key. speaker-keys: first-person turns also written about their speaker, in both; -kw: in the text
+# (so the keyword index) only, the vector still the plain turn's.
+INDEX_OPTIONS = {"speaker-keys": ("enriched", "enriched"), "speaker-keys-kw": ("enriched", "plain")}
+# The rows of the first run of issue 28's options (multipart.py), and of the second (entities.py).
+OPTION_VARIANTS = tuple(f"hybrid+fields+{name}" for name in OPTIONS if name not in ENTITY_OPTIONS)
+ENTITY_VARIANTS = tuple(f"hybrid+fields+{name}" for name in (*ENTITY_OPTIONS, *INDEX_OPTIONS))
 FIELDS = ("speaker", "session", "occurred_at", "namespace")
 DEPTH = 50  # ranking depth scored for MRR
 TIMED_LIMIT = 10  # the timed search: what a recall of 10 does
@@ -162,12 +202,14 @@ def turn_rows(conv: dict[str, Any]) -> list[dict[str, Any]]:
         start = datetime.fromisoformat(session["date"])
         when = start + timedelta(minutes=int(turn["id"].split(":")[1]) - 1)
         plain = convdata.memory_text(turn)
+        statement = entities.speaker_statement(turn["text"], turn["speaker"])
         rows.append(
             {
                 "turn": turn["id"],
                 "id": store_id(f"{conv['id']}/{turn['id']}"),
                 "plain": plain,
                 "dated": dated(plain, start),
+                "enriched": f"{plain}\n{statement}" if statement else plain,
                 "at": when.isoformat(timespec="seconds"),
                 "speaker": turn["speaker"],
                 "session": f"{conv['id']}/{session['id']}",
@@ -269,16 +311,17 @@ def run_variant(
 
     keep_ranking adds each question's ranked turn ids (to depth 50): benchmarks/lab/ reranks them offline.
     """
-    text_key = "dated" if variant == "hybrid+date" else "plain"
+    name = option_name(variant)
+    text_key, vector_key = INDEX_OPTIONS.get(name, ("dated", "dated") if variant == "hybrid+date" else ("plain",) * 2)
     mode = variant.split("+")[0]
-    option = OPTIONS[variant.split("+", 2)[2]] if variant.startswith("hybrid+fields+") else None
+    option = OPTIONS.get(name)
     given = fields if variant.startswith("hybrid+fields") else ()
     name_of = {r["id"]: r["turn"] for r in rows}
     with tempfile.TemporaryDirectory(prefix="memserver-conv-") as tmp:
         store = store_class(tmp, "conversations", embedder=embedder)
         try:
             records = []
-            for r, v in zip(rows, vectors[text_key], strict=True):
+            for r, v in zip(rows, vectors[vector_key], strict=True):
                 record = {
                     "id": r["id"],
                     "content": r[text_key],
@@ -303,7 +346,7 @@ def run_variant(
             # search() embeds the question through the store's embedder, which hands back the vector computed
             # beforehand; a search() that takes query_vector= (coming) gets it directly.
             by_vector = accepts(store.search, "query_vector")
-            context = OptionContext(store, filters, name_of, centroids(rows, vectors[text_key]))
+            context = OptionContext(store, filters, name_of, centroids(rows, vectors[vector_key]), rows)
             out, times = [], []
             for q in questions:
                 ask = dict(filters, query_vector=embedder.vectors[q["question"]]) if by_vector else filters
@@ -335,6 +378,11 @@ def run_variant(
             return out, times, imported
         finally:
             store.close()
+
+
+def option_name(variant: str) -> str:
+    """The option of a `hybrid+fields+<option>` row, else ""."""
+    return variant.removeprefix("hybrid+fields+") if variant.startswith("hybrid+fields+") else ""
 
 
 def as_turn(hit: Hit, name_of: dict[str, str]) -> multipart.Turn:
@@ -378,8 +426,10 @@ def evaluate_set(
     for conv in convs:
         rows = turn_rows(conv)
         vectors: dict[str, np.ndarray] = {}
-        for key in ("plain", "dated"):
-            if key == "dated" and "hybrid+date" not in variants:
+        wanted = {"plain", *("dated" for v in variants if v == "hybrid+date")}
+        wanted |= {INDEX_OPTIONS[n][1] for v in variants if (n := option_name(v)) in INDEX_OPTIONS}
+        for key in ("plain", "dated", "enriched"):
+            if key not in wanted:
                 continue
             vectors[key], seconds = cached_vectors(cache, embedder, [r[key] for r in rows], query=False)
             if seconds is not None:
@@ -493,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         nargs="+",
-        choices=VARIANTS + OPTION_VARIANTS,
+        choices=VARIANTS + OPTION_VARIANTS + ENTITY_VARIANTS,
         default=list(VARIANTS),
         help="rows to run (hybrid+fields+<option>: issue 28's re-rankings, opt-in)",
     )

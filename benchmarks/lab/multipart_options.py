@@ -1,8 +1,10 @@
-"""Issue 28, item 2: which of the multi-part re-rankings (benchmarks/lab/multipart.py) to keep, leave-one-set-out.
+"""Issue 28, item 2: which multi-part option (benchmarks/lab/multipart.py, entities.py) to keep, leave-one-set-out.
 
-Reads a run of benchmarks.conversations that has the hybrid+fields row and the `hybrid+fields+<option>` rows side by
-side (its per-question R@10), groups the options into families (cap: diversity; two-stage: sessions by their turns'
-scores; centroid: sessions by their mean vector; change: "how did X change" expansion), and for each set held out
+Reads runs of benchmarks.conversations that have the hybrid+fields row and `hybrid+fields+<option>` rows side by
+side (their per-question R@10; every run's hybrid+fields must agree), groups the options into families (cap:
+diversity; two-stage: sessions by their turns' scores; centroid: sessions by their mean vector; change: "how did X
+change" expansion; entity: places reserved per named entity; speaker-keys: first-person turns also indexed about
+their speaker, an index-time option), and for each set held out
 picks the family's option with the best mean R@10 on the other sets, then reports that option on the held-out set
 against hybrid+fields: overall and per question type and shape. A family is kept only if its held-out option gains
 R@10 on every set and loses on no type or shape of any set.
@@ -10,6 +12,9 @@ R@10 on every set and loses on no type or shape of any set.
     uv run python -m benchmarks.conversations --variants hybrid+fields $(uv run python -c \\
         "from benchmarks.conversations import OPTION_VARIANTS as o; print(' '.join(o))") \\
         --out benchmarks/results/conversations-issue28-options.json
+    uv run python -m benchmarks.conversations --variants hybrid+fields $(uv run python -c \\
+        "from benchmarks.conversations import ENTITY_VARIANTS as o; print(' '.join(o))") \\
+        --out benchmarks/results/conversations-issue28-entities.json
     uv run python -m benchmarks.lab.multipart_options    # writes benchmarks/results/lab-multipart-options.json
 """
 
@@ -28,7 +33,8 @@ from benchmarks.conversations import ROOT
 RUN = ROOT / "benchmarks" / "results" / "conversations-issue28-options.json"
 OUT = ROOT / "benchmarks" / "results" / "lab-multipart-options.json"
 BASE = "hybrid+fields"
-FAMILIES = ("cap", "two-stage", "centroid", "change")
+ENTITIES = ROOT / "benchmarks" / "results" / "conversations-issue28-entities.json"
+FAMILIES = ("cap", "two-stage", "centroid", "change", "entity", "speaker-keys")
 
 
 def kinds_of(sets: Sequence[str]) -> dict[str, tuple[str, str | None]]:
@@ -55,16 +61,22 @@ def figures(per_question: dict[str, list[float]], kinds: dict[str, tuple[str, st
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", type=Path, default=RUN, help="a benchmarks.conversations result with the options")
+    parser.add_argument(
+        "--run", type=Path, nargs="+", default=[RUN, ENTITIES], help="benchmarks.conversations results with options"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    run = json.loads(args.run.read_text())
-    sets = list(run["sets"])
+    runs = [json.loads(path.read_text()) for path in args.run]
+    sets = list(runs[0]["sets"])
     kinds = kinds_of(sets)
-    table = {
-        name: {v: figures(d["per_question"], kinds) for v, d in run["sets"][name]["variants"].items() if d["available"]}
-        for name in sets
-    }
+    table: dict[str, dict[str, dict[str, float]]] = {name: {} for name in sets}
+    for run in runs:
+        for name in sets:
+            for v, d in run["sets"][name]["variants"].items():
+                if d["available"]:
+                    row = figures(d["per_question"], kinds)
+                    if table[name].setdefault(v, row) != row:  # each run's hybrid+fields must be the same ranking
+                        raise SystemExit(f"{name}, {v}: the runs differ; run them on the same data and code")
     options = [v.removeprefix(BASE + "+") for v in table[sets[0]] if v.startswith(BASE + "+")]
     verdicts: dict[str, Any] = {}
     for family in FAMILIES:
@@ -85,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{family}: {'KEPT' if v['kept'] else 'rejected'} (held-out R@10 change against {BASE})")
         rows = [[s, h["chosen"], *(h["delta"].get(k, "-") for k in kinds_shown)] for s, h in v["held_out"].items()]
         print(_common.table(["held out", "option chosen on the others", *kinds_shown], rows))
-    _common.write_json(args.out, {"run": str(args.run.relative_to(ROOT)), "r_at_10": table, "families": verdicts})
+    runs_read = [str(path.resolve().relative_to(ROOT)) for path in args.run]
+    _common.write_json(args.out, {"runs": runs_read, "r_at_10": table, "families": verdicts})
     return 0
 
 

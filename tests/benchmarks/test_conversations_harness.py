@@ -214,9 +214,10 @@ def test_the_issue_28_options_are_rows_of_their_own_beside_hybrid_fields(tmp_pat
     embedder = FakeEmbedder()
     fields = conversations.probe_fields(embedder)
     assert fields == conversations.FIELDS  # the store keeps them (issue 12)
-    rows = ["hybrid+fields", *conversations.OPTION_VARIANTS]
+    options = (*conversations.OPTION_VARIANTS, *conversations.ENTITY_VARIANTS)
+    rows = ["hybrid+fields", *options]
     result = conversations.evaluate_set("tiny", [_conversation()], embedder, tmp_path, rows, fields)
     assert list(result["variants"]) == rows and all(result["variants"][v]["available"] for v in rows)
     base = result["variants"]["hybrid+fields"]
-    for v in conversations.OPTION_VARIANTS:  # five turns: every option keeps them all in the top 10
+    for v in options:  # five turns: every option keeps them all in the top 10
         assert result["variants"][v]["overall"]["recall@10"] == base["overall"]["recall@10"] == 100.0
