@@ -158,8 +158,12 @@ OPTIONS: dict[str, Any] = {
 ENTITY_OPTIONS = tuple(name for name in OPTIONS if name.startswith("entity"))
 # Index-time options (benchmarks/lab/entities.py): the store's memory text and the text its vector is of, by
 # turn_rows' key. speaker-keys: first-person turns also written about their speaker, in both; -kw: in the text
-# (so the keyword index) only, the vector still the plain turn's.
-INDEX_OPTIONS = {"speaker-keys": ("enriched", "enriched"), "speaker-keys-kw": ("enriched", "plain")}
+# (so the keyword index) only, the vector still the plain turn's; -vec: in the vector only.
+INDEX_OPTIONS = {
+    "speaker-keys": ("enriched", "enriched"),
+    "speaker-keys-kw": ("enriched", "plain"),
+    "speaker-keys-vec": ("plain", "enriched"),
+}
 # The rows of the first run of issue 28's options (multipart.py), and of the second (entities.py).
 OPTION_VARIANTS = tuple(f"hybrid+fields+{name}" for name in OPTIONS if name not in ENTITY_OPTIONS)
 ENTITY_VARIANTS = tuple(f"hybrid+fields+{name}" for name in (*ENTITY_OPTIONS, *INDEX_OPTIONS))

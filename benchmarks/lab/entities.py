@@ -6,7 +6,8 @@
   for each entity's best turns (a turn mentions an entity when one of its aliases is a word of the turn's text,
   which for a speaker is every turn of theirs: the text opens with `Speaker:`).
 - speaker-statement keys: a turn that speaks in the first person ("Aiko: my sister moved to Leeds") also indexed
-  rewritten with the speaker's name ("Aiko's sister moved to Leeds"), an index-time option of the benchmark's store.
+  rewritten with the speaker's name ("Aiko's sister moved to Leeds"), an index-time option of the benchmark's store
+  (in the memory text and its vector, in the text only, or in the vector only).
 
 Measured as opt-in rows of benchmarks/conversations.py and judged leave-one-set-out by multipart_options.py;
 neither was kept (benchmarks/README.md, "Retrieval III"), so they live here and not in memserver/retrieval/.
