@@ -13,6 +13,10 @@ of its evidence turns found in the top 5 / top 10 (R@5, R@10) and the reciprocal
   and no created_at (the turns are stored at the time of the run, as an imported chat history would be, so the
   date words and the recency prior come from occurred_at alone); searched in the conversation's namespace. Run when
   the store keeps those fields (probed through `import_` and `get`), else the row says n/a.
+- hybrid+fields+<option> (opt-in, OPTION_VARIANTS): hybrid+fields re-ranked by one of issue 28's ideas for
+  multi-session questions (benchmarks/lab/multipart.py: a per-session cap, two-stage session recall, "how did X
+  change" expansion; benchmarks/lab/entities.py: places reserved per named entity, and first-person turns also
+  indexed about their speaker, an index-time option); all rejected, benchmarks/README.md, "Retrieval III".
 
 Turn vectors are computed once per text with the real Embedder, batched, and cached under the cache directory
 (keyed by a hash of the texts and the model file), then imported with `import_`; question vectors are computed
@@ -42,6 +46,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks import _common, convdata
+from benchmarks.lab import entities, multipart
+from memserver.contract.backend import Hit
 from memserver.errors import InvalidInputError
 from memserver.local.store import MemoryStore
 
@@ -49,6 +55,118 @@ ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "benchmarks" / "results" / "conversations.json"
 VARIANTS = ("hybrid", "semantic", "keyword", "hybrid+date", "hybrid+fields")
+RERANK_DEPTH = 100  # the ranking an option re-ranks: a recall of 10, then a recall of 100 after it
+MENTION_SHARE = 0.5  # change expansion: a keyword match of X this close to the best one counts as a mention
+
+
+class OptionContext:
+    """What an option may ask beyond the ranking: mentions of a subject (a search of it in the same conversation),
+    and the cosine of the question to each session's mean turn vector."""
+
+    def __init__(
+        self, store: MemoryStore, filters: dict[str, Any], name_of: dict[str, str], centroids: Any, rows: list[Any]
+    ) -> None:
+        self.store, self.filters, self.name_of = store, filters, name_of
+        self.sessions, self.centroids = centroids
+        self.q = np.zeros(0, np.float32)
+        self.text_of = {r["turn"]: r["plain"] for r in rows}
+        self.speakers = sorted({r["speaker"] for r in rows})
+        self.aliases = entities.alias_table(self.text_of.values(), self.speakers)
+
+    def mentions(self, subject: str, how: str) -> list[multipart.Turn]:
+        hits = self.store.search(subject, limit=DEPTH, **dict(self.filters, mode=how))
+        best = hits[0].rank_score if hits else 0.0
+        return [as_turn(h, self.name_of) for h in hits if h.rank_score >= MENTION_SHARE * best]
+
+    def entity_turns(self, query: str, entity: str, ranking: list[multipart.Turn]) -> list[multipart.Turn]:
+        """The turns of `ranking` that mention `entity`; when none does, a search of the question by that speaker
+        (a speaker) or a keyword search of the entity (anything else), kept where it mentions the entity."""
+        said = [t for t in ranking if entities.mentioning(self.text_of[t.key], entity, self.aliases)]
+        if said:
+            return said
+        if entity in self.speakers:
+            hits = self.store.search(query, limit=TIMED_LIMIT, speaker=entity, **self.filters)
+        else:
+            hits = self.store.search(entity, limit=TIMED_LIMIT, **dict(self.filters, mode="keyword"))
+        found = [as_turn(h, self.name_of) for h in hits]
+        return [t for t in found if entities.mentioning(self.text_of[t.key], entity, self.aliases)]
+
+    def session_cosines(self) -> dict[str, float]:
+        return dict(zip(self.sessions, np.einsum("ij,j->i", self.centroids, self.q).tolist(), strict=True))
+
+
+def centroids(rows: list[dict[str, Any]], vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(sessions, the unit mean vector of each one's turns)."""
+    sessions = list(dict.fromkeys(r["session"] for r in rows))
+    at = {s: i for i, s in enumerate(sessions)}
+    sums = np.zeros((len(sessions), vectors.shape[1]), np.float64)
+    np.add.at(sums, [at[r["session"]] for r in rows], vectors)
+    return sessions, (sums / np.linalg.norm(sums, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _two_stage(best_of: int, sessions: int, weight: float) -> Any:
+    return lambda q, ranking, ctx: multipart.two_stage(ranking, sessions, weight, best_of)
+
+
+def _centroid(sessions: int, weight: float) -> Any:
+    return lambda q, ranking, ctx: multipart.boost_sessions(ranking, ctx.session_cosines(), sessions, weight)
+
+
+def _cap(cap: int) -> Any:
+    return lambda q, ranking, ctx: (
+        multipart.cap_per_session(ranking, cap, TIMED_LIMIT) if multipart.is_multi_part(q) else ranking
+    )
+
+
+def _change(at: int, mode: str) -> Any:
+    """Mentions of X from a keyword search of X without its owner, or a hybrid one of X with its owner (the answer
+    to "how is the commute?" is the next turn, which hybrid finds by its previous turn's words and its speaker)."""
+
+    def expand(q: str, ranking: list[multipart.Turn], ctx: OptionContext) -> list[multipart.Turn]:
+        subject = multipart.change_subject(q, owner=mode == "hybrid")
+        if subject is None:
+            return ranking
+        return multipart.add_extremes(ranking, ctx.mentions(subject, mode), at, TIMED_LIMIT)
+
+    return expand
+
+
+def _entity(slots: int) -> Any:
+    """Entity-centred recall: for a question naming two or more entities of the turns' alias table, `slots` places
+    of the top 10 reserved for each one's best turns."""
+
+    def reserve(q: str, ranking: list[multipart.Turn], ctx: OptionContext) -> list[multipart.Turn]:
+        named = entities.query_entities(q, ctx.aliases)
+        if len(named) < 2:
+            return ranking
+        candidates = {e: ctx.entity_turns(q, e, ranking) for e in named}
+        return entities.reserve_per_entity(ranking, candidates, slots, TIMED_LIMIT)
+
+    return reserve
+
+
+# Issue 28's ranking ideas (benchmarks/lab/multipart.py), each an opt-in row `hybrid+fields+<name>`: the
+# hybrid+fields ranking re-ranked. (question, ranking, OptionContext) -> ranking.
+OPTIONS: dict[str, Any] = {
+    "cap2": _cap(2),
+    "cap3": _cap(3),
+    **{f"two-stage-b{b}-s{s}-w{w}": _two_stage(b, s, w) for b in (1, 3) for s in (3, 5) for w in (0.1, 0.2)},
+    **{f"centroid-s{s}-w{w}": _centroid(s, w) for s in (3, 5) for w in (0.1, 0.2)},
+    **{f"change-{m[:2]}-at{at}": _change(at, m) for m in ("keyword", "hybrid") for at in (3, 8)},
+    **{f"entity-s{s}": _entity(s) for s in (1, 2, 3)},
+}
+ENTITY_OPTIONS = tuple(name for name in OPTIONS if name.startswith("entity"))
+# Index-time options (benchmarks/lab/entities.py): the store's memory text and the text its vector is of, by
+# turn_rows' key. speaker-keys: first-person turns also written about their speaker, in both; -kw: in the text
+# (so the keyword index) only, the vector still the plain turn's; -vec: in the vector only.
+INDEX_OPTIONS = {
+    "speaker-keys": ("enriched", "enriched"),
+    "speaker-keys-kw": ("enriched", "plain"),
+    "speaker-keys-vec": ("plain", "enriched"),
+}
+# The rows of the first run of issue 28's options (multipart.py), and of the second (entities.py).
+OPTION_VARIANTS = tuple(f"hybrid+fields+{name}" for name in OPTIONS if name not in ENTITY_OPTIONS)
+ENTITY_VARIANTS = tuple(f"hybrid+fields+{name}" for name in (*ENTITY_OPTIONS, *INDEX_OPTIONS))
 FIELDS = ("speaker", "session", "occurred_at", "namespace")
 DEPTH = 50  # ranking depth scored for MRR
 TIMED_LIMIT = 10  # the timed search: what a recall of 10 does
@@ -89,12 +207,14 @@ def turn_rows(conv: dict[str, Any]) -> list[dict[str, Any]]:
         start = datetime.fromisoformat(session["date"])
         when = start + timedelta(minutes=int(turn["id"].split(":")[1]) - 1)
         plain = convdata.memory_text(turn)
+        statement = entities.speaker_statement(turn["text"], turn["speaker"])
         rows.append(
             {
                 "turn": turn["id"],
                 "id": store_id(f"{conv['id']}/{turn['id']}"),
                 "plain": plain,
                 "dated": dated(plain, start),
+                "enriched": f"{plain}\n{statement}" if statement else plain,
                 "at": when.isoformat(timespec="seconds"),
                 "speaker": turn["speaker"],
                 "session": f"{conv['id']}/{session['id']}",
@@ -196,15 +316,17 @@ def run_variant(
 
     keep_ranking adds each question's ranked turn ids (to depth 50): benchmarks/lab/ reranks them offline.
     """
-    text_key = "dated" if variant == "hybrid+date" else "plain"
+    name = option_name(variant)
+    text_key, vector_key = INDEX_OPTIONS.get(name, ("dated", "dated") if variant == "hybrid+date" else ("plain",) * 2)
     mode = variant.split("+")[0]
-    given = fields if variant == "hybrid+fields" else ()
+    option = OPTIONS.get(name)
+    given = fields if variant.startswith("hybrid+fields") else ()
     name_of = {r["id"]: r["turn"] for r in rows}
     with tempfile.TemporaryDirectory(prefix="memserver-conv-") as tmp:
         store = store_class(tmp, "conversations", embedder=embedder)
         try:
             records = []
-            for r, v in zip(rows, vectors[text_key], strict=True):
+            for r, v in zip(rows, vectors[vector_key], strict=True):
                 record = {
                     "id": r["id"],
                     "content": r[text_key],
@@ -229,15 +351,23 @@ def run_variant(
             # search() embeds the question through the store's embedder, which hands back the vector computed
             # beforehand; a search() that takes query_vector= (coming) gets it directly.
             by_vector = accepts(store.search, "query_vector")
+            context = OptionContext(store, filters, name_of, centroids(rows, vectors[vector_key]), rows)
             out, times = [], []
             for q in questions:
                 ask = dict(filters, query_vector=embedder.vectors[q["question"]]) if by_vector else filters
                 t0 = time.perf_counter()
-                top = [name_of[h.memory.id] for h in store.search(q["question"], limit=TIMED_LIMIT, **ask)]
+                top_hits = store.search(q["question"], limit=TIMED_LIMIT, **ask)
                 times.append((time.perf_counter() - t0) * 1000)
-                deep = [name_of[h.memory.id] for h in store.search(q["question"], limit=DEPTH, **ask)]
+                top = [name_of[h.memory.id] for h in top_hits]
+                deep_hits = store.search(q["question"], limit=DEPTH if option is None else RERANK_DEPTH, **ask)
+                deep = [name_of[h.memory.id] for h in deep_hits[:DEPTH]]
                 # Ranks 1-10 are what a recall of 10 returns; deeper ones (MRR only) come from a recall of 50.
                 ranking = top + [key for key in deep if key not in top]
+                if option is not None:
+                    context.q = embedder.vectors[q["question"]]
+                    turns = [as_turn(h, name_of) for h in top_hits]
+                    turns += [as_turn(h, name_of) for h in deep_hits if name_of[h.memory.id] not in top]
+                    ranking = [t.key for t in option(q["question"], turns, context)][:DEPTH]
                 metrics = rank_metrics(ranking, set(q["evidence"]))
                 out.append(
                     {
@@ -253,6 +383,16 @@ def run_variant(
             return out, times, imported
         finally:
             store.close()
+
+
+def option_name(variant: str) -> str:
+    """The option of a `hybrid+fields+<option>` row, else ""."""
+    return variant.removeprefix("hybrid+fields+") if variant.startswith("hybrid+fields+") else ""
+
+
+def as_turn(hit: Hit, name_of: dict[str, str]) -> multipart.Turn:
+    m = hit.memory
+    return multipart.Turn(name_of[m.id], hit.rank_score, m.session, m.occurred_at)
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -291,8 +431,10 @@ def evaluate_set(
     for conv in convs:
         rows = turn_rows(conv)
         vectors: dict[str, np.ndarray] = {}
-        for key in ("plain", "dated"):
-            if key == "dated" and "hybrid+date" not in variants:
+        wanted = {"plain", *("dated" for v in variants if v == "hybrid+date")}
+        wanted |= {INDEX_OPTIONS[n][1] for v in variants if (n := option_name(v)) in INDEX_OPTIONS}
+        for key in ("plain", "dated", "enriched"):
+            if key not in wanted:
                 continue
             vectors[key], seconds = cached_vectors(cache, embedder, [r[key] for r in rows], query=False)
             if seconds is not None:
@@ -304,7 +446,7 @@ def evaluate_set(
             query_ms.append(1000 * seconds / len(texts))
         store_embedder = QueryVectors(embedder, dict(zip(texts, qvecs, strict=True)))
         for variant in variants:
-            if variant == "hybrid+fields" and not fields:
+            if variant.startswith("hybrid+fields") and not fields:
                 continue
             scored, times, n = run_variant(
                 variant, conv, rows, vectors, conv["questions"], store_embedder, fields, store_class, keep_ranking
@@ -403,7 +545,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help=f"a folder of sets; repeat to combine (default {convdata.DATA_DIR.relative_to(ROOT)})",
     )
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="rows to run")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=VARIANTS + OPTION_VARIANTS + ENTITY_VARIANTS,
+        default=list(VARIANTS),
+        help="rows to run (hybrid+fields+<option>: issue 28's re-rankings, opt-in)",
+    )
     parser.add_argument("--stats", action="store_true", help="print the sets' statistics and stop (no model)")
     parser.add_argument("--quick", action="store_true", help="smoke test: first 8 sessions of one conversation")
     parser.add_argument("--cache", default=None, help="embedding cache (default: $MEMSERVER_BENCH_CACHE/conversations)")

@@ -208,3 +208,16 @@ def test_all_at_10_is_the_share_of_questions_with_every_evidence_turn_in_the_top
     per = keyword["per_question"]
     complete = [q for q, (_, r10) in per.items() if r10 == 1.0]
     assert keyword["overall"]["all@10"] == round(100 * len(complete) / len(per), 1)
+
+
+def test_the_issue_28_options_are_rows_of_their_own_beside_hybrid_fields(tmp_path):
+    embedder = FakeEmbedder()
+    fields = conversations.probe_fields(embedder)
+    assert fields == conversations.FIELDS  # the store keeps them (issue 12)
+    options = (*conversations.OPTION_VARIANTS, *conversations.ENTITY_VARIANTS)
+    rows = ["hybrid+fields", *options]
+    result = conversations.evaluate_set("tiny", [_conversation()], embedder, tmp_path, rows, fields)
+    assert list(result["variants"]) == rows and all(result["variants"][v]["available"] for v in rows)
+    base = result["variants"]["hybrid+fields"]
+    for v in options:  # five turns: every option keeps them all in the top 10
+        assert result["variants"][v]["overall"]["recall@10"] == base["overall"]["recall@10"] == 100.0
