@@ -2,8 +2,8 @@
 and the as_of path, which ranks exactly over the memories that stood then.
 
 Each returns (vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25 score of the keyword ranking);
-backend.py fuses them with retrieval/hybrid_rrf.hybrid_order (PostgreSQL's fusion: the local store's is
-retrieval/hybrid_convex) and cuts them as the local store does (min_score, limit).
+backend.py cuts one of them as the local store does (min_score, limit), or, for hybrid, hands them with their session
+context (`Context`) to hybrid.py, which ranks them with the local store's retrieval/hybrid_convex.fused.
 """
 
 from __future__ import annotations
@@ -20,14 +20,27 @@ from memserver.postgres import rows, search
 from memserver.postgres.pool import Database
 from memserver.postgres.rows import COLUMNS, CURRENT
 from memserver.retrieval.bm25 import KeywordIndex
-from memserver.retrieval.hybrid_rrf import hybrid_order
 from memserver.retrieval.terms import date_text, tag_text
 
 __all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of", "tagged_first"]
 
 log = logging.getLogger(__name__)
 
+EVERY = 2_000  # a filtered search with this few candidates ranks each with its context (local/search.KEYWORD_ALL)
+
 Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]], dict[int, float]]
+
+
+@dataclass
+class Context:
+    """What a context statement (search.search_sql with `context`) adds for the hybrid ranking: each ranked or
+    following turn's previous and next turn, which following turns pass the filters, which rows are current, and
+    whether the rankings hold every candidate (few of them: hybrid_convex.fused's `every`)."""
+
+    links: dict[int, tuple[int, int]]  # seq -> (previous, next) seq, -1 for none
+    admitted: set[int]
+    current: set[int]
+    every: bool
 
 
 @dataclass
@@ -50,19 +63,23 @@ def rankings(
     *,
     vector: bool,
     words: list[str],
+    context: list[Context] | None = None,
 ) -> Rankings:
     """(vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25), one statement; again if the plan's
-    counts were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly)."""
+    counts were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly). With
+    `context` (a list the Context is appended to), the statement also brings the session context of the hybrid
+    ranking, and the keyword ranking is 2 x depth deep (hybrid_convex.fused's inputs)."""
     tenant_rows, table_rows = est.tenant_rows, est.table_rows
     in_namespace = est.in_namespace.get(f.namespace, tenant_rows)
     unfiltered = f.empty and in_namespace >= tenant_rows
     plan = search.choose(in_namespace, table_rows, depth, not unfiltered)
     _, params = search.filter_sql(f)
-    params |= {"tenant": tenant, "q": q, "depth": depth, "terms": words}
+    params |= {"tenant": tenant, "q": q, "depth": depth, "terms": words, "kdepth": 2 * depth, "every": EVERY}
     result: list[tuple[Any, ...]] = []
     near_rows: list[tuple[float, Any, int]] = []
     for _ in range(3):
-        sql = search.search_sql(plan, f, vector=vector, keyword=bool(words), unfiltered=unfiltered)
+        keyword, with_context = bool(words), context is not None
+        sql = search.search_sql(plan, f, vector=vector, keyword=keyword, unfiltered=unfiltered, context=with_context)
         settings = None
         if plan.kind != "exact":
             settings = {
@@ -88,6 +105,8 @@ def rankings(
             continue  # an iterative scan that gave up (max_scan_tuples): rank exactly instead
         break
     found = found_rows(result)
+    if context is not None:
+        context.append(_context(result, filtered=not unfiltered))
     near = [seq for _, _, seq in near_rows]
     keyword_rows = ranked(result, 2)
     return near, [seq for _, _, seq in keyword_rows], found, {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
@@ -124,6 +143,24 @@ def rankings_as_of(
     return near, list(bm25), found, bm25
 
 
+def _context(result: list[tuple[Any, ...]], *, filtered: bool) -> Context:
+    links, admitted, current = {}, set(), set()
+    for r in result:
+        if r[search.RANKING] is None:
+            continue
+        seq = r[search.MEMORY + 1]
+        if r[search.IS_CURRENT]:
+            current.add(seq)
+        if r[search.RANKING] != 4:
+            prev, nxt = r[search.PREV], r[search.NEXT]
+            links[seq] = (-1 if prev is None else prev, -1 if nxt is None else nxt)
+        if r[search.ADMITTED]:
+            admitted.add(seq)
+    ncand = result[0][search.NCAND]
+    every = filtered and bool(result[0][search.EXACT]) and ncand is not None and ncand <= EVERY
+    return Context(links, admitted, current, every)
+
+
 def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
     """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq)."""
     sign = 1.0 if ranking == 1 else -1.0
@@ -153,13 +190,8 @@ def hits(
     and limit, each with the score it was ordered by (cosine, BM25, RRF); with `explain`, each says where it
     stood."""
     mode, limit = request.mode, request.limit
-    order: list[tuple[int, float]]
-    if mode == "semantic":
-        order = [(seq, found[seq][1]) for seq in near]
-    elif mode == "keyword":
-        order = [(seq, bm25[seq]) for seq in keyed]
-    else:
-        order = hybrid_order(near, keyed, lambda seq: found[seq][0].occurred_at)
+    semantic = mode == "semantic"
+    order = [(seq, found[seq][1]) for seq in near] if semantic else [(seq, bm25[seq]) for seq in keyed]
     if request.min_score is None:
         order = order[:limit]
     out: list[Hit] = []
@@ -197,6 +229,5 @@ def _explanation(
         why["semantic"] = {"rank": near.index(seq) + 1 if seq in near else None, "cosine": round(float(cosine), 4)}
     if mode != "semantic":
         why["keyword"] = {"rank": keyed.index(seq) + 1 if seq in keyed else None}
-    fusion = "reciprocal-rank fusion of each side's best" if mode == "hybrid" else mode
-    why["query"] = {"mode": mode, "terms": words, "engine": "postgresql", "fusion": fusion}
+    why["query"] = {"mode": mode, "terms": words, "engine": "postgresql", "fusion": mode}
     return why

@@ -19,8 +19,9 @@ tag filters at 100k memories taken with a scratch script that is not in the repo
 ~100k memories the threshold sits at its floor, EXACT_MIN.
 
 The keyword ranking (terms.BM25_SCORES) is restricted to the same candidates, and both rankings come back in one
-result with each row's content and cosine, so fusion (retrieval/hybrid_rrf.hybrid_order, PostgreSQL's own: the local
-store fuses with retrieval/hybrid_convex) and the scores need nothing more from the database.
+result with each row's content and cosine; for hybrid search the same statement also brings the turns that follow
+them and every session neighbour (`context`), so fusion (retrieval/hybrid_convex.fused, the local store's, through
+hybrid.py) and the scores need nothing more from the database.
 """
 
 from __future__ import annotations
@@ -127,7 +128,14 @@ DIST = MEMORY + WIDTH
 
 
 def search_sql(
-    plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool, unfiltered: bool = False, lateral: bool = True
+    plan: Plan,
+    f: SearchFilter,
+    *,
+    vector: bool,
+    keyword: bool,
+    unfiltered: bool = False,
+    lateral: bool = True,
+    context: bool = False,
 ) -> str:
     """One statement returning (n, table_rows, exact, in_namespace, ranking, rank_score, <COLUMNS>, distance) rows.
 
@@ -139,10 +147,19 @@ def search_sql(
     candidate: the keyword ranking may cut before joining; the caller checks `in_namespace` == `n` after).
     `lateral`: the HNSW/probe keyword branch looks each scored row up by (tenant, seq) (False: a plain join, which
     the planner answered with a scan of every row of the tenant; benchmarks/postgres_keyword.py compares them).
+    `context`: what the hybrid ranking needs besides (context_sql): the keyword ranking is %(kdepth)s deep, and
+    when the filters pass at most %(every)s candidates both rankings hold all of them (`ncand` says how many).
     """
     where, _ = filter_sql(f)
     ctes: list[str] = []
     branches: list[str] = []
+    vlimit = klimit = "%(depth)s"
+    if context:
+        klimit = "%(kdepth)s"
+        if not unfiltered and plan.kind != "ann":  # few candidates: every one of them, as the local store does
+            every = "(SELECT count(*) FROM cand) <= %(every)s"
+            vlimit = f"CASE WHEN {every} THEN %(every)s ELSE %(depth)s END"
+            klimit = f"CASE WHEN {every} THEN %(every)s ELSE %(kdepth)s END"
     exact = {"exact": "true", "ann": "false", "probe": "(SELECT yes FROM small)"}[plan.kind]
     if plan.kind == "probe":
         ctes.append(
@@ -158,7 +175,7 @@ def search_sql(
     if vector:
         parts = []
         if plan.kind != "ann":
-            parts.append("(SELECT seq, dist FROM cand ORDER BY dist, created_at, seq LIMIT %(depth)s)")
+            parts.append(f"(SELECT seq, dist FROM cand ORDER BY dist, created_at, seq LIMIT {vlimit})")
         if plan.kind != "exact":
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
             parts.append(
@@ -173,34 +190,83 @@ def search_sql(
         if plan.kind != "ann":
             parts.append(
                 "(SELECT s.seq, s.bm25 FROM scored s JOIN cand USING (seq) "
-                "ORDER BY s.bm25 DESC, cand.created_at, s.seq LIMIT %(depth)s)"
+                f"ORDER BY s.bm25 DESC, cand.created_at, s.seq LIMIT {klimit})"
             )
         if plan.kind != "exact":
             # Ties at the cut are ordered by created_at too: only the rows scoring at least the depth-th best
             # score (ties included) are joined to memories for it.
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
-            cut = "s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT %(depth)s) x)"
+            cut = f"s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT {klimit}) x)"
             if not unfiltered:
                 cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
             if lateral:  # one (tenant, seq) lookup per scored row passing the cut (review S1)
                 parts.append(
                     "(SELECT s.seq, s.bm25 FROM scored s CROSS JOIN LATERAL (SELECT m.created_at FROM "
                     f"memserver.memories m WHERE {where} AND m.seq = s.seq OFFSET 0) m WHERE {cut}{guard} "
-                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                    f"ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT {klimit})"
                 )
             else:  # the join the planner turned into a scan of the tenant's time index (kept for the benchmark)
                 parts.append(
                     "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
                     f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
-                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                    f"ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT {klimit})"
                 )
         ctes.append(f"words AS ({' UNION ALL '.join(parts)})")
         branches.append("SELECT seq, 2 AS ranking, bm25 AS rank_score FROM words")
-    ctes.append(f"info AS ({COUNTS}, {exact} AS exact)")
+    ncand = "(SELECT count(*) FROM cand)" if plan.kind != "ann" else "NULL::bigint"
+    ctes.append(f"info AS ({COUNTS}, {exact} AS exact, {ncand} AS ncand)")
+    if context:
+        return _with_context(ctes, branches, where)
     ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
     return (
         "WITH " + ",\n".join(ctes) + "\n"
         f"SELECT i.n, i.table_rows, i.exact, i.in_namespace, h.ranking, h.rank_score, {COLUMNS}, "
         "m.embedding <=> %(q)b AS dist "
         "FROM info i LEFT JOIN (hits h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq) ON true"
+    )
+
+
+# A turn's previous / next turn in its session and namespace (any state: one that is not current counts as none,
+# as in the local store), by memories_session (migration 5: its predicate spelt out, so the planner need not prove
+# it). Alias m is the turn.
+_PREV = (
+    "SELECT p.seq FROM memserver.memories p WHERE p.tenant = m.tenant AND p.namespace = m.namespace "
+    "AND p.session = m.session AND p.session IS NOT NULL AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
+)
+_NEXT = _PREV.replace("p.seq < m.seq ORDER BY p.seq DESC", "p.seq > m.seq ORDER BY p.seq")
+# Where context rows hold what, after search_sql's columns: the turn's previous and next turn, whether it passes
+# the filters (ranking 3 rows), whether it is current, and the candidates counted (info).
+PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(DIST + 1, DIST + 6)
+
+
+def _with_context(ctes: list[str], branches: list[str], where: str) -> str:
+    """search_sql's statement with the session context of hybrid_convex.fused: ranking 3 rows are the turns that
+    follow the rankings' rows (with whether they pass the filters), ranking 4 rows the turns around any of those;
+    every ranking 1-3 row carries its previous and next turn."""
+    ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
+    ctes.append(
+        "fol AS (SELECT DISTINCT x.seq FROM (SELECT DISTINCT seq FROM ranked) b JOIN memserver.memories m "
+        f"ON m.tenant = %(tenant)s AND m.seq = b.seq CROSS JOIN LATERAL ({_NEXT}) x WHERE m.session IS NOT NULL)"
+    )
+    ctes.append(
+        "hits AS (SELECT seq, ranking, rank_score, NULL::boolean AS admitted FROM ranked UNION ALL "
+        f"SELECT fol.seq, 3, NULL, EXISTS (SELECT 1 FROM memserver.memories m WHERE {where} AND m.seq = fol.seq) "
+        "FROM fol)"
+    )
+    ctes.append(
+        "linked AS (SELECT h.*, pv.seq AS prev, nx.seq AS next FROM hits h JOIN memserver.memories m "
+        "ON m.tenant = %(tenant)s AND m.seq = h.seq "
+        f"LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL LEFT JOIN LATERAL ({_NEXT}) nx "
+        "ON m.session IS NOT NULL)"
+    )
+    ctes.append(
+        "allrows AS (SELECT seq, ranking, rank_score, admitted, prev, next FROM linked UNION ALL "
+        "SELECT a.seq, 4, NULL, NULL, NULL, NULL FROM (SELECT prev AS seq FROM linked UNION "
+        "SELECT next FROM linked) a WHERE a.seq IS NOT NULL)"
+    )
+    return (
+        "WITH " + ",\n".join(ctes) + "\n"
+        f"SELECT i.n, i.table_rows, i.exact, i.in_namespace, h.ranking, h.rank_score, {COLUMNS}, "
+        f"m.embedding <=> %(q)b AS dist, h.prev, h.next, h.admitted, {CURRENT} AS current, i.ncand "
+        "FROM info i LEFT JOIN (allrows h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq) ON true"
     )
