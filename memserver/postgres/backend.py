@@ -330,13 +330,13 @@ class PostgresBackend:
         if mode == "keyword" and not words:
             return []
         shown = [stored_text(t) for t in query_words(request.query)] if mode != "semantic" else []
-        found, hits = self._hits(q, request, words, shown, explain)
+        tags, hits = self._hits(q, request, words, shown, explain)
         f = request.filter
         if mode == "semantic" or f.as_of is not None:
             return hits
         # A query naming a tag (terms.named_tags) ranks that tag's memories first. Its tags are indexed terms, so
         # such memories reach the keyword pool: only a query whose pool holds one pays the second search.
-        named = named_tags(request.query, sorted({t for memory, _ in found.values() for t in memory.tags}))
+        named = named_tags(request.query, sorted(tags))
         if not named:
             return hits
         tagged = request._replace(filter=f._replace(tags=tuple(named)))
@@ -347,9 +347,9 @@ class PostgresBackend:
 
     def _hits(
         self, q: np.ndarray, request: inputs.SearchRequest, words: list[str], shown: list[str], explain: bool
-    ) -> tuple[dict[int, tuple[Memory, float]], list[Hit]]:
-        """The memories a request's statement fetched (seq -> (memory, cosine)) and its hits: one side's ranking,
-        or the hybrid ranking of both with their session context (hybrid.py, the local store's)."""
+    ) -> tuple[set[str], list[Hit]]:
+        """The tags of the memories a request's statement fetched and its hits: one side's ranking, or the hybrid
+        ranking of both with their session context (hybrid.py, the local store's)."""
         mode, f = request.mode, request.filter
         depth = request.limit if mode == "semantic" else max(request.limit, KEYWORD_DEPTH)
         if mode == "hybrid":
@@ -358,19 +358,29 @@ class PostgresBackend:
             if mode == "hybrid":  # every candidate, as the local store ranks as of a past time
                 depth = max(depth, ranking.EVERY)
             near, keyed, found, bm25 = ranking.rankings_as_of(self.db, self.tenant, q, request.query, f, depth, words)
+            tags = {t for memory, _ in found.values() for t in memory.tags}
             if mode != "hybrid":
-                return found, ranking.hits(near, keyed, found, bm25, request, shown, explain)
+                return tags, ranking.hits(near, keyed, found, bm25, request, shown, explain)
             ctx = ranking.Context({}, set(), set(), every=True)  # exact over what stood then, no session context
-            return found, hybrid.hits(near, keyed, found, bm25, ctx, request, shown, explain)
+            turns = {s: ranking.Turn(m.tags, m.speaker or "", m.occurred_at, c) for s, (m, c) in found.items()}
+
+            def stood(seqs: list[int]) -> dict[int, Memory]:
+                return {seq: found[seq][0] for seq in seqs}
+
+            return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, stood)
         db, est, vector = self.db, self._estimates, mode != "keyword"
         if mode != "hybrid":
             near, keyed, found, bm25 = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
-            return found, ranking.hits(near, keyed, found, bm25, request, shown, explain)
-        contexts: list[ranking.Context] = []
-        near, keyed, found, bm25 = ranking.rankings(
-            self.db, self.tenant, est, q, f, depth, vector=True, words=words, context=contexts
-        )
-        return found, hybrid.hits(near, keyed, found, bm25, contexts[0], request, shown, explain)
+            return {t for memory, _ in found.values() for t in memory.tags}, ranking.hits(
+                near, keyed, found, bm25, request, shown, explain
+            )
+        near, keyed, turns, bm25, ctx = ranking.context_rankings(db, self.tenant, est, q, f, depth, words)
+
+        def load(seqs: list[int]) -> dict[int, Memory]:
+            return ranking.full_rows(db, self.tenant, seqs)
+
+        tags = {t for turn in turns.values() for t in turn.tags}
+        return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, load)
 
     def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         f = inputs.SearchFilter(namespace=namespace)

@@ -1,6 +1,7 @@
 """The hybrid ranking on PostgreSQL: the local store's (retrieval/hybrid_convex.fused) over the rows one context
-statement fetched (ranking.rankings with `context`: both candidate lists, the turns that follow them, and every
-session neighbour they need, with their cosines, in one round trip).
+statement fetched (ranking.context_rankings: both candidate lists, the turns that follow them, and every session
+neighbour they need, with their cosines, in one round trip). Those rows are light (ranking.Turn: no content); the
+hits' full rows are read after, in a second round trip, with the pool's contents when the query has time words.
 
 `Fetched` answers hybrid_convex.RowSource from those rows; `hits` orders them as local/search.py's `_hybrid` does (the
 first DEPTH from pools of DEPTH a side, a deeper `limit` filled from deeper pools after them) and explains them with
@@ -10,6 +11,7 @@ store knows every speaker of the store; a name only another, unfetched turn carr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -17,7 +19,7 @@ import numpy as np
 
 from memserver.contract import inputs
 from memserver.contract.backend import Hit, Memory
-from memserver.postgres.ranking import Context
+from memserver.postgres.ranking import Context, Turn
 from memserver.retrieval import hybrid_convex
 from memserver.retrieval.hybrid_convex import DEPTH, Fused, QueryAnalysis
 from memserver.retrieval.terms import date_text, tag_text, tokenize, variants
@@ -29,8 +31,16 @@ __all__ = ["Fetched", "hits"]
 class Fetched:
     """hybrid_convex.RowSource over the rows of one context statement."""
 
-    def __init__(self, found: dict[int, tuple[Memory, float]], ctx: Context) -> None:
-        self.found, self.ctx = found, ctx
+    def __init__(self, turns: dict[int, Turn], ctx: Context, load: Callable[[list[int]], dict[int, Memory]]) -> None:
+        self.turns, self.ctx, self._load = turns, ctx, load
+        self.loaded: dict[int, Memory] = {}
+
+    def memories(self, seqs: list[int]) -> dict[int, Memory]:
+        """The full rows of `seqs`, read once (one round trip for those not read yet)."""
+        missing = [seq for seq in seqs if seq not in self.loaded]
+        if missing:
+            self.loaded |= self._load(missing)
+        return {seq: self.loaded[seq] for seq in seqs}
 
     def has_sessions(self) -> bool:
         return True  # rows without a session have no neighbours: the context parts are then 0
@@ -46,35 +56,36 @@ class Fetched:
         return np.asarray([seq for seq in rows.tolist() if seq in self.ctx.admitted], np.int64)
 
     def cosines(self, rows: np.ndarray) -> np.ndarray:
-        return np.asarray([self.found[seq][1] for seq in rows.tolist()], np.float64)
+        return np.asarray([self.turns[seq].cosine for seq in rows.tolist()], np.float64)
 
     def speakers(self, rows: np.ndarray) -> list[str]:
-        return [self.found[seq][0].speaker or "" for seq in rows.tolist()]
+        return [self.turns[seq].speaker for seq in rows.tolist()]
 
     def occurred(self, rows: np.ndarray) -> list[str]:
-        return [self.found[seq][0].occurred_at for seq in rows.tolist()]
+        return [self.turns[seq].occurred_at for seq in rows.tolist()]
 
     def timewords(self, rows: np.ndarray) -> np.ndarray:
-        contents = (self.found[seq][0].content for seq in rows.tolist())
+        contents = (m.content for m in self.memories(rows.tolist()).values())
         return np.fromiter((TIME_WORDS.search(c) is not None for c in contents), bool, len(rows))
 
 
 def hits(
     near: list[int],
     keyed: list[int],
-    found: dict[int, tuple[Memory, float]],
+    turns: dict[int, Turn],
     bm25: dict[int, float],
     ctx: Context,
     request: inputs.SearchRequest,
     terms: list[str],
     explain: bool,
+    load: Callable[[list[int]], dict[int, Memory]],
 ) -> list[Hit]:
     """The hybrid hits of `request` from a context statement's rankings (seqs, best first), cut by min_score and
-    limit, each with its fused score; with `explain`, why each ranked."""
+    limit, each with its fused score; with `explain`, why each ranked. `load` reads full rows by seq."""
     f, limit = request.filter, request.limit
-    source = Fetched(found, ctx)
+    source = Fetched(turns, ctx, load)
     today = date.fromisoformat(f.as_of[:10]) if f.as_of else datetime.now(timezone.utc).date()
-    names = sorted({found[seq][0].speaker or "" for seq in found} - {""})
+    names = sorted({turn.speaker for turn in turns.values()} - {""})
     a = QueryAnalysis.of(request.query, hybrid_convex.named_speakers(request.query, names), today)
 
     def fused(depth: int) -> Fused:
@@ -96,16 +107,22 @@ def hits(
         deeper = passes[1].order[~np.isin(passes[1].pool[passes[1].order], order)]
         order = np.concatenate([order, passes[1].pool[deeper]])
         scores = np.concatenate([scores, passes[1].score[deeper]])
-    out: list[Hit] = []
-    query = {"mode": "hybrid", **hybrid_convex.describe_query(terms, a), "engine": "postgresql"}
+    kept: list[tuple[int, float]] = []
     for seq, rank_score in zip(order.tolist(), scores.tolist(), strict=True):
-        memory, score = found[seq]
-        if request.min_score is not None and score < request.min_score:
+        if request.min_score is not None and turns[seq].cosine < request.min_score:
             continue
-        why = _why(passes, seq, len(out) + 1, terms, found, query) if explain else None
-        out.append(Hit(memory, score, float(rank_score), why))
-        if len(out) == limit:
+        kept.append((seq, float(rank_score)))
+        if len(kept) == limit:
             break
+    wanted = [seq for seq, _ in kept]
+    if explain:
+        wanted += [seq for p in passes for seq in p.prev_row.tolist() if seq >= 0]
+    memories = source.memories(list(dict.fromkeys(wanted)))
+    query = {"mode": "hybrid", **hybrid_convex.describe_query(terms, a), "engine": "postgresql"}
+    out: list[Hit] = []
+    for seq, rank_score in kept:
+        why = _why(passes, seq, len(out) + 1, terms, memories, query) if explain else None
+        out.append(Hit(memories[seq], turns[seq].cosine, rank_score, why))
     return out
 
 
@@ -114,7 +131,7 @@ def _why(
     seq: int,
     rank: int,
     terms: list[str],
-    found: dict[int, tuple[Memory, float]],
+    memories: dict[int, Memory],
     query: dict[str, Any],
 ) -> dict[str, Any]:
     for fused in passes:
@@ -122,8 +139,8 @@ def _why(
         if at < len(fused.pool) and fused.pool[at] == seq:
             break
     prev = int(fused.prev_row[at])
-    prev_terms = _matched(terms, found[prev][0]) if prev >= 0 and fused.prev_bm[at] > 0 else []
-    memory = found[seq][0]
+    prev_terms = _matched(terms, memories[prev]) if prev >= 0 and fused.prev_bm[at] > 0 else []
+    memory = memories[seq]
     why = hybrid_convex.explain_row(fused, at, rank, _matched(terms, memory), prev_terms, memory.speaker or "")
     return {**why, "query": query}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,13 +22,32 @@ from memserver.postgres.rows import COLUMNS, CURRENT
 from memserver.retrieval.bm25 import KeywordIndex
 from memserver.retrieval.terms import date_text, tag_text
 
-__all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of", "tagged_first"]
+__all__ = [
+    "Context",
+    "Estimates",
+    "Rankings",
+    "Turn",
+    "context_rankings",
+    "full_rows",
+    "rankings",
+    "rankings_as_of",
+    "tagged_first",
+]
 
 log = logging.getLogger(__name__)
 
 EVERY = 2_000  # a filtered search with this few candidates ranks each with its context (local/search.KEYWORD_ALL)
 
 Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]], dict[int, float]]
+
+
+class Turn(NamedTuple):
+    """What the hybrid ranking reads of a fetched turn (a light row) besides its content."""
+
+    tags: tuple[str, ...]
+    speaker: str
+    occurred_at: str
+    cosine: float
 
 
 @dataclass
@@ -63,12 +82,53 @@ def rankings(
     *,
     vector: bool,
     words: list[str],
-    context: list[Context] | None = None,
 ) -> Rankings:
     """(vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25), one statement; again if the plan's
-    counts were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly). With
-    `context` (a list the Context is appended to), the statement also brings the session context of the hybrid
-    ranking, and the keyword ranking is 2 x depth deep (hybrid_convex.fused's inputs)."""
+    counts were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly)."""
+    result, _ = _run(db, tenant, est, q, f, depth, vector=vector, words=words, context=False)
+    near, keyed, bm25 = _sides(result)
+    return near, keyed, found_rows(result), bm25
+
+
+def context_rankings(
+    db: Database, tenant: str, est: Estimates, q: np.ndarray, f: inputs.SearchFilter, depth: int, words: list[str]
+) -> tuple[list[int], list[int], dict[int, Turn], dict[int, float], Context]:
+    """rankings() for the hybrid ranking: the keyword ranking 2 x depth deep, light rows (seq -> Turn) and the
+    session context, in one statement (search.search_sql with `context`)."""
+    result, unfiltered = _run(db, tenant, est, q, f, depth, vector=True, words=words, context=True)
+    near, keyed, bm25 = _sides(result)
+    turns = {
+        r[search.SEQ]: Turn(
+            tuple(r[search.TAGS]),
+            r[search.SPEAKER] or "",
+            inputs.stored_time(r[search.WHEN]),
+            1.0 - float(r[search.COSDIST]),
+        )
+        for r in result
+        if r[search.RANKING] in (4, 5)  # one row a turn, with its cosine
+    }
+    return near, keyed, turns, bm25, _context(result, filtered=not unfiltered)
+
+
+def _sides(result: list[tuple[Any, ...]]) -> tuple[list[int], list[int], dict[int, float]]:
+    keyword_rows = ranked(result, 2)
+    near = [seq for _, _, seq in ranked(result, 1)]
+    return near, [seq for _, _, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+
+
+def _run(
+    db: Database,
+    tenant: str,
+    est: Estimates,
+    q: np.ndarray,
+    f: inputs.SearchFilter,
+    depth: int,
+    *,
+    vector: bool,
+    words: list[str],
+    context: bool,
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """The rows of search_sql's statement (run again while its plan proved wrong) and whether it ran unfiltered."""
     tenant_rows, table_rows = est.tenant_rows, est.table_rows
     in_namespace = est.in_namespace.get(f.namespace, tenant_rows)
     unfiltered = f.empty and in_namespace >= tenant_rows
@@ -76,10 +136,9 @@ def rankings(
     _, params = search.filter_sql(f)
     params |= {"tenant": tenant, "q": q, "depth": depth, "terms": words, "kdepth": 2 * depth, "every": EVERY}
     result: list[tuple[Any, ...]] = []
-    near_rows: list[tuple[float, Any, int]] = []
     for _ in range(3):
-        keyword, with_context = bool(words), context is not None
-        sql = search.search_sql(plan, f, vector=vector, keyword=keyword, unfiltered=unfiltered, context=with_context)
+        keyword = bool(words)
+        sql = search.search_sql(plan, f, vector=vector, keyword=keyword, unfiltered=unfiltered, context=context)
         settings = None
         if plan.kind != "exact":
             settings = {
@@ -104,12 +163,13 @@ def rankings(
             plan = search.Plan("exact", plan.exact_max)
             continue  # an iterative scan that gave up (max_scan_tuples): rank exactly instead
         break
-    found = found_rows(result)
-    if context is not None:
-        context.append(_context(result, filtered=not unfiltered))
-    near = [seq for _, _, seq in near_rows]
-    keyword_rows = ranked(result, 2)
-    return near, [seq for _, _, seq in keyword_rows], found, {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+    return result, unfiltered
+
+
+def full_rows(db: Database, tenant: str, seqs: list[int]) -> dict[int, Memory]:
+    """The memories of `seqs` (the hits of a ranking made over light rows)."""
+    sql = f"SELECT {COLUMNS} FROM memserver.memories m WHERE m.tenant = %(tenant)s AND m.seq = ANY(%(seqs)s)"
+    return {r[1]: rows.memory(r) for r in db.run(tenant, [(sql, {"tenant": tenant, "seqs": seqs})])[0].fetchall()}
 
 
 def rankings_as_of(
@@ -148,10 +208,10 @@ def _context(result: list[tuple[Any, ...]], *, filtered: bool) -> Context:
     for r in result:
         if r[search.RANKING] is None:
             continue
-        seq = r[search.MEMORY + 1]
+        seq = r[search.SEQ]
         if r[search.IS_CURRENT]:
             current.add(seq)
-        if r[search.RANKING] != 4:
+        if r[search.RANKING] == 5:
             prev, nxt = r[search.PREV], r[search.NEXT]
             links[seq] = (-1 if prev is None else prev, -1 if nxt is None else nxt)
         if r[search.ADMITTED]:

@@ -74,6 +74,9 @@ def filter_sql(f: SearchFilter, *, held: bool = False) -> tuple[str, dict[str, A
     Current memories only, unless `f.as_of` asks for those that stood then, or `held` for the replaced ones too
     (select with include_replaced). Tags are matched through memory_tags for current memories (an index under
     row-level security, see migration 1), on the row's own array otherwise (memory_tags holds current ones only).
+    The tagged seqs are read once into an array (an InitPlan): as `m.seq IN (subquery)`, a freshly imported tenant
+    (no statistics yet: every estimate 1 row) got a nested loop re-reading the tag's postings per memory, quadratic
+    in the tag's size (419 tagged turns: 87,571 index rows for 419 candidates; benchmarks/README.md, "Engine parity").
     """
     conds = ["m.tenant = %(tenant)s", "m.namespace = %(namespace)s"]
     params: dict[str, Any] = {"namespace": stored_namespace(f.namespace)}
@@ -89,8 +92,8 @@ def filter_sql(f: SearchFilter, *, held: bool = False) -> tuple[str, dict[str, A
         conds.append(
             "m.tags && %(tags)s::text[]"
             if every
-            else "m.seq IN (SELECT g.seq FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s "
-            "AND g.tag = ANY(%(tags)s))"
+            else "m.seq = ANY(ARRAY(SELECT g.seq FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s "
+            "AND g.tag = ANY(%(tags)s)))"
         )
         params["tags"] = list(f.tags)
     if f.source is not None:
@@ -216,7 +219,7 @@ def search_sql(
     ncand = "(SELECT count(*) FROM cand)" if plan.kind != "ann" else "NULL::bigint"
     ctes.append(f"info AS ({COUNTS}, {exact} AS exact, {ncand} AS ncand)")
     if context:
-        return _with_context(ctes, branches, where)
+        return _with_context(ctes, branches, where, cand=plan.kind != "ann", exact=plan.kind == "exact")
     ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
     return (
         "WITH " + ",\n".join(ctes) + "\n"
@@ -234,39 +237,55 @@ _PREV = (
     "AND p.session = m.session AND p.session IS NOT NULL AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
 )
 _NEXT = _PREV.replace("p.seq < m.seq ORDER BY p.seq DESC", "p.seq > m.seq ORDER BY p.seq")
-# Where context rows hold what, after search_sql's columns: the turn's previous and next turn, whether it passes
-# the filters (ranking 3 rows), whether it is current, and the candidates counted (info).
-PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(DIST + 1, DIST + 6)
+# The light columns of a context statement's rows (after search_sql's first six): what the hybrid ranking reads of
+# every fetched turn; the full rows of the hits are read after (hybrid.py), so ~1,000 contents do not cross the wire.
+LIGHT = f"m.id, m.seq, m.created_at, m.tags, m.speaker, {OCCURRED}"
+SEQ, CREATED, TAGS, SPEAKER, WHEN, COSDIST = range(MEMORY + 1, MEMORY + 7)
+# Then: the turn's previous and next turn (ranking 5 rows), whether it passes the filters (ranking 3 rows), whether
+# it is current, and the candidates counted (info).
+PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(COSDIST + 1, COSDIST + 6)
 
 
-def _with_context(ctes: list[str], branches: list[str], where: str) -> str:
-    """search_sql's statement with the session context of hybrid_convex.fused: ranking 3 rows are the turns that
-    follow the rankings' rows (with whether they pass the filters), ranking 4 rows the turns around any of those;
-    every ranking 1-3 row carries its previous and next turn."""
+def _links(source: str) -> str:
+    """The previous and next turn of each seq of `source` (one lookup pair per distinct turn)."""
+    return (
+        f"SELECT u.seq, pv.seq AS prev, nx.seq AS next FROM ({source}) u JOIN memserver.memories m "
+        f"ON m.tenant = %(tenant)s AND m.seq = u.seq LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL "
+        f"LEFT JOIN LATERAL ({_NEXT}) nx ON m.session IS NOT NULL"
+    )
+
+
+def _with_context(ctes: list[str], branches: list[str], where: str, *, cand: bool, exact: bool) -> str:
+    """search_sql's statement with the session context of hybrid_convex.fused, in light rows (LIGHT): ranking 3
+    rows are the turns that follow the rankings' rows (with whether they pass the filters: a candidate, when the
+    `exact` plan listed them all in `cand`), ranking 5 rows each ranked or following turn's previous and next turn, ranking 4 rows the
+    turns around them."""
+    # One cosine per distinct turn (ranking 4 and 5 rows), the candidates' as computed for their ranking.
+    dist, known = "m.embedding <=> %(q)b", ""
+    if cand:
+        dist, known = "coalesce(c.dist, m.embedding <=> %(q)b)", " LEFT JOIN cand c ON c.seq = h.seq"
     ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
-    ctes.append(
-        "fol AS (SELECT DISTINCT x.seq FROM (SELECT DISTINCT seq FROM ranked) b JOIN memserver.memories m "
-        f"ON m.tenant = %(tenant)s AND m.seq = b.seq CROSS JOIN LATERAL ({_NEXT}) x WHERE m.session IS NOT NULL)"
+    ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT DISTINCT seq FROM ranked')})")
+    ctes.append("fol AS (SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL)")
+    ctes.append(f"l2 AS ({_links('SELECT seq FROM fol EXCEPT SELECT seq FROM l1')})")
+    passes = (
+        "fol.seq IN (SELECT seq FROM cand)"
+        if exact
+        else f"EXISTS (SELECT 1 FROM memserver.memories m WHERE {where} AND m.seq = fol.seq)"
     )
+    ctes.append("linked AS (SELECT seq, prev, next FROM l1 UNION ALL SELECT seq, prev, next FROM l2)")
     ctes.append(
-        "hits AS (SELECT seq, ranking, rank_score, NULL::boolean AS admitted FROM ranked UNION ALL "
-        f"SELECT fol.seq, 3, NULL, EXISTS (SELECT 1 FROM memserver.memories m WHERE {where} AND m.seq = fol.seq) "
-        "FROM fol)"
-    )
-    ctes.append(
-        "linked AS (SELECT h.*, pv.seq AS prev, nx.seq AS next FROM hits h JOIN memserver.memories m "
-        "ON m.tenant = %(tenant)s AND m.seq = h.seq "
-        f"LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL LEFT JOIN LATERAL ({_NEXT}) nx "
-        "ON m.session IS NOT NULL)"
-    )
-    ctes.append(
-        "allrows AS (SELECT seq, ranking, rank_score, admitted, prev, next FROM linked UNION ALL "
+        "allrows AS (SELECT seq, ranking, rank_score, NULL::boolean AS admitted, NULL::bigint AS prev, "
+        "NULL::bigint AS next FROM ranked UNION ALL "
+        f"SELECT fol.seq, 3, NULL, {passes}, NULL, NULL FROM fol UNION ALL "
+        "SELECT seq, 5, NULL, NULL, prev, next FROM linked UNION ALL "
         "SELECT a.seq, 4, NULL, NULL, NULL, NULL FROM (SELECT prev AS seq FROM linked UNION "
-        "SELECT next FROM linked) a WHERE a.seq IS NOT NULL)"
+        "SELECT next FROM linked EXCEPT SELECT seq FROM linked) a WHERE a.seq IS NOT NULL)"
     )
     return (
         "WITH " + ",\n".join(ctes) + "\n"
-        f"SELECT i.n, i.table_rows, i.exact, i.in_namespace, h.ranking, h.rank_score, {COLUMNS}, "
-        f"m.embedding <=> %(q)b AS dist, h.prev, h.next, h.admitted, {CURRENT} AS current, i.ncand "
-        "FROM info i LEFT JOIN (allrows h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq) ON true"
+        f"SELECT i.n, i.table_rows, i.exact, i.in_namespace, h.ranking, h.rank_score, {LIGHT}, "
+        f"CASE WHEN h.ranking >= 4 THEN {dist} END AS dist, h.prev, h.next, h.admitted, {CURRENT} AS current, "
+        "i.ncand FROM info i LEFT JOIN (allrows h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq"
+        f"{known}) ON true"
     )
