@@ -96,7 +96,8 @@ def context_rankings(
     """rankings() for the hybrid ranking: the keyword ranking 2 x depth deep, light rows (seq -> Turn) and the
     session context, in one statement (search.search_sql with `context`)."""
     result, unfiltered = _run(db, tenant, est, q, f, depth, vector=True, words=words, context=True)
-    near, keyed, bm25 = _sides(result)
+    created = {r[search.SEQ]: r[search.CREATED] for r in result if r[search.RANKING] in (4, 5)}
+    near, keyed, bm25 = _sides(result, created)
     turns = {
         r[search.SEQ]: Turn(
             tuple(r[search.TAGS]),
@@ -110,9 +111,11 @@ def context_rankings(
     return near, keyed, turns, bm25, _context(result, filtered=not unfiltered)
 
 
-def _sides(result: list[tuple[Any, ...]]) -> tuple[list[int], list[int], dict[int, float]]:
-    keyword_rows = ranked(result, 2)
-    near = [seq for _, _, seq in ranked(result, 1)]
+def _sides(
+    result: list[tuple[Any, ...]], created: dict[int, Any] | None = None
+) -> tuple[list[int], list[int], dict[int, float]]:
+    keyword_rows = ranked(result, 2, created)
+    near = [seq for _, _, seq in ranked(result, 1, created)]
     return near, [seq for _, _, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
 
 
@@ -152,14 +155,14 @@ def _run(
         n, space = int(head[search.N]), int(head[search.IN_NAMESPACE])
         est.tenant_rows, est.table_rows = n, max(int(max(head[search.TABLE_ROWS] or 0, 0)), n)
         est.in_namespace[f.namespace] = space
-        near_rows = ranked(result, 1)  # (distance, created_at, seq)
+        near_rows = sum(r[search.RANKING] == 1 for r in result)
         if unfiltered and space < n:
             log.info("the namespace is not the whole tenant any more; searching again with it as a filter")
             unfiltered = False
             plan = search.choose(space, est.table_rows, depth, True)
             continue
-        if vector and not bool(head[search.EXACT]) and len(near_rows) < min(depth, space):
-            log.info("HNSW returned %d of %d rows; ranking exactly", len(near_rows), depth)
+        if vector and not bool(head[search.EXACT]) and near_rows < min(depth, space):
+            log.info("HNSW returned %d of %d rows; ranking exactly", near_rows, depth)
             plan = search.Plan("exact", plan.exact_max)
             continue  # an iterative scan that gave up (max_scan_tuples): rank exactly instead
         break
@@ -221,10 +224,15 @@ def _context(result: list[tuple[Any, ...]], *, filtered: bool) -> Context:
     return Context(links, admitted, current, every)
 
 
-def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
-    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq)."""
+def ranked(
+    result: list[tuple[Any, ...]], ranking: int, created: dict[int, Any] | None = None
+) -> list[tuple[float, Any, int]]:
+    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq); the
+    created_at of each seq from `created` when the rows do not carry it (a context statement's light rows)."""
     sign = 1.0 if ranking == 1 else -1.0
     found = [r for r in result if r[search.RANKING] == ranking]
+    if created is not None:
+        return sorted((sign * float(r[search.RANK_SCORE]), created[r[search.SEQ]], r[search.SEQ]) for r in found)
     return sorted((sign * float(r[search.RANK_SCORE]), r[search.MEMORY + 2], r[search.MEMORY + 1]) for r in found)
 
 

@@ -219,7 +219,7 @@ def search_sql(
     ncand = "(SELECT count(*) FROM cand)" if plan.kind != "ann" else "NULL::bigint"
     ctes.append(f"info AS ({COUNTS}, {exact} AS exact, {ncand} AS ncand)")
     if context:
-        return _with_context(ctes, branches, where, cand=plan.kind != "ann", exact=plan.kind == "exact")
+        return _with_context(ctes, branches, where, exact=plan.kind == "exact")
     ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
     return (
         "WITH " + ",\n".join(ctes) + "\n"
@@ -255,15 +255,11 @@ def _links(source: str) -> str:
     )
 
 
-def _with_context(ctes: list[str], branches: list[str], where: str, *, cand: bool, exact: bool) -> str:
+def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
     """search_sql's statement with the session context of hybrid_convex.fused, in light rows (LIGHT): ranking 3
     rows are the turns that follow the rankings' rows (with whether they pass the filters: a candidate, when the
-    `exact` plan listed them all in `cand`), ranking 5 rows each ranked or following turn's previous and next turn, ranking 4 rows the
-    turns around them."""
-    # One cosine per distinct turn (ranking 4 and 5 rows), the candidates' as computed for their ranking.
-    dist, known = "m.embedding <=> %(q)b", ""
-    if cand:
-        dist, known = "coalesce(c.dist, m.embedding <=> %(q)b)", " LEFT JOIN cand c ON c.seq = h.seq"
+    `exact` plan listed them all in `cand`), ranking 5 rows each ranked or following turn's previous and next
+    turn, ranking 4 rows the turns around them."""
     ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
     ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT DISTINCT seq FROM ranked')})")
     ctes.append("fol AS (SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL)")
@@ -282,10 +278,17 @@ def _with_context(ctes: list[str], branches: list[str], where: str, *, cand: boo
         "SELECT a.seq, 4, NULL, NULL, NULL, NULL FROM (SELECT prev AS seq FROM linked UNION "
         "SELECT next FROM linked EXCEPT SELECT seq FROM linked) a WHERE a.seq IS NOT NULL)"
     )
+    # Only ranking 4 and 5 rows (one a distinct turn) read the memory: its light columns and its cosine.
+    ctes.append(
+        "out AS (SELECT h.ranking, h.rank_score, NULL::uuid AS id, h.seq, NULL::timestamptz AS created_at, "
+        "NULL::text[] AS tags, NULL::text AS speaker, NULL::timestamptz AS occurred, NULL::float8 AS dist, h.prev, "
+        "h.next, h.admitted, NULL::boolean AS current FROM allrows h WHERE h.ranking < 4 UNION ALL "
+        f"SELECT h.ranking, h.rank_score, {LIGHT}, m.embedding <=> %(q)b, h.prev, h.next, h.admitted, {CURRENT} "
+        "FROM allrows h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq WHERE h.ranking >= 4)"
+    )
     return (
         "WITH " + ",\n".join(ctes) + "\n"
-        f"SELECT i.n, i.table_rows, i.exact, i.in_namespace, h.ranking, h.rank_score, {LIGHT}, "
-        f"CASE WHEN h.ranking >= 4 THEN {dist} END AS dist, h.prev, h.next, h.admitted, {CURRENT} AS current, "
-        "i.ncand FROM info i LEFT JOIN (allrows h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq"
-        f"{known}) ON true"
+        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.ranking, o.rank_score, o.id, o.seq, o.created_at, "
+        "o.tags, o.speaker, o.occurred, o.dist, o.prev, o.next, o.admitted, o.current, i.ncand "
+        "FROM info i LEFT JOIN out o ON true"
     )
