@@ -164,7 +164,29 @@ def problems(conv: dict[str, Any], set_name: str | None = None) -> list[str]:
         if len(set(evidence)) != len(evidence):
             out.append(f"{cid} {qid}: evidence lists a turn twice")
         out.extend(f"{cid} {qid}: evidence {e!r} is not a turn id" for e in evidence if e not in ids)
+        out.extend(quote_problems(conv, q))
     return out
+
+
+def quote_problems(conv: dict[str, Any], question: dict[str, Any]) -> list[str]:
+    """A question's optional `quotes` (one per evidence turn: the words of the fact it states) not in their turn.
+
+    The check that evidence is evidence: a turn listed for a fact it does not say is caught here, not by a
+    reader. Matched case-insensitively against the memory text (speaker, text and image caption).
+    """
+    quotes = question.get("quotes")
+    if quotes is None:
+        return []
+    where = f"{conv.get('id', '?')} {question.get('id')}"
+    evidence = question.get("evidence") or []
+    if not isinstance(quotes, list) or len(quotes) != len(evidence):
+        return [f"{where}: quotes must be a list with one quote per evidence turn"]
+    text = {t["id"]: memory_text(t).lower() for _, t in turns(conv)}
+    return [
+        f"{where}: evidence {e} does not say {quote!r}"
+        for e, quote in zip(evidence, quotes, strict=True)
+        if e in text and (not isinstance(quote, str) or not quote.strip() or quote.lower() not in text[e])
+    ]
 
 
 def duplicate_memories(conv: dict[str, Any]) -> list[str]:

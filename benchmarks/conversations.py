@@ -160,12 +160,23 @@ def accepts(method: Any, name: str) -> bool:
     return name in inspect.signature(method).parameters
 
 
+METRICS = ("recall@5", "recall@10", "mrr", "ev@10", "all@10")  # averaged per question, in percent
+
+
 def rank_metrics(ranking: list[str], evidence: set[str]) -> dict[str, float]:
+    """R@k and ev@10: the share of evidence turns in the top k; all@10: 1 when every one is in the top 10.
+
+    ev@10 is R@10 under the name issue 28 uses for multi-turn questions; all@10 is the strict figure an answer
+    spread over several sessions needs (a question whose evidence is half found scores 0 there).
+    """
     first = next((i + 1 for i, key in enumerate(ranking) if key in evidence), None)
+    found10 = len(evidence & set(ranking[:10]))
     return {
         "recall@5": len(evidence & set(ranking[:5])) / len(evidence),
-        "recall@10": len(evidence & set(ranking[:10])) / len(evidence),
+        "recall@10": found10 / len(evidence),
         "mrr": 1.0 / first if first else 0.0,
+        "ev@10": found10 / len(evidence),
+        "all@10": float(found10 == len(evidence)),
         "first_rank": first or 0,
     }
 
@@ -246,7 +257,7 @@ def run_variant(
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def mean(part: list[dict[str, Any]]) -> dict[str, float]:
-        return {k: round(100 * statistics.fmean(r[k] for r in part), 1) for k in ("recall@5", "recall@10", "mrr")}
+        return {k: round(100 * statistics.fmean(r[k] for r in part), 1) for k in METRICS}
 
     return {
         "n": len(rows),
@@ -338,6 +349,14 @@ def time_embed_query(embedder: Any, texts: list[str], n: int = 40) -> dict[str, 
     return _common.summary(ms)
 
 
+def breakdown(variant: dict[str, Any]) -> list[list[Any]]:
+    """One row per question type, then per shape (shaped questions count in their type too), then all questions."""
+    by = {**variant["by_type"], **{f"shape {k}": v for k, v in variant.get("by_shape", {}).items()}}
+    named = [*convdata.TYPES, *(f"shape {s}" for s in convdata.SHAPES)]
+    parts = [(k, by[k]) for k in named if k in by] + [("all", {"n": variant["n"], **variant["overall"]})]
+    return [[kind, v["n"], *(v[m] for m in METRICS)] for kind, v in parts]
+
+
 def print_tables(result: dict[str, Any]) -> None:
     for name, data in result["sets"].items():
         print(f"\n{name}: {data['conversations']} conversations, {data['turns']} turns, {data['questions']} questions")
@@ -360,6 +379,10 @@ def print_tables(result: dict[str, Any]) -> None:
                 ]
             )
         print(_common.table(headers, rows))
+        for variant, v in data["variants"].items():
+            if v["available"]:
+                print(f"\n{name}, {variant}: every figure per question type and per shape")
+                print(_common.table(["kind", "n", "R@5", "R@10", "MRR", "ev@10", "all@10"], breakdown(v)))
     t = result["timing"]
     print(
         f"\nquery embedding alone p50 {t['embed_query_ms']['p50']} ms; search p50 excludes it. "

@@ -396,7 +396,9 @@ async def http_client(
             try:
                 await session.open()
             except (httpx2.HTTPError, KeyError) as exc:
-                tally["refused"][type(exc).__name__] = tally["refused"].get(type(exc).__name__, 0) + 1
+                status = getattr(getattr(exc, "response", None), "status_code", None)
+                kind = f"http {status}" if status else type(exc).__name__
+                tally["refused"][kind] = tally["refused"].get(kind, 0) + 1
                 await asyncio.sleep(gap * 4)
                 continue
             tally["opened"] += 1
@@ -419,6 +421,12 @@ async def http_client(
                 except httpx2.HTTPError as exc:
                     answer = {"exception": type(exc).__name__}
                 tally["calls"] += 1
+                if answer.get("http_status") in (429, 503):
+                    tally["busy"] += 1  # the guard said "later": load shed, not a failure of the session
+                    continue
+                if answer.get("http_status") == 404:
+                    tally["sessions_lost"] += 1  # the server forgot a session still in use
+                    break
                 result = answer.get("result")
                 if not isinstance(result, dict) or result.get("isError"):
                     key = f"{step}: {str(answer)[:100]}"
@@ -468,7 +476,7 @@ def run_http(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     server_args = ["--max-sessions", str(args.max_sessions), "--max-sessions-per-user", str(args.max_sessions)]
     server_args += ["--session-idle-timeout", str(args.idle_timeout)]
     tally: dict[str, Any] = {
-        **{"opened": 0, "closed": 0, "abandoned": 0, "calls": 0},
+        **{"opened": 0, "closed": 0, "abandoned": 0, "calls": 0, "busy": 0, "sessions_lost": 0},
         **{"errors": {}, "refused": {}, "forgotten": set()},
     }
     acked: dict[str, str] = {}
@@ -511,6 +519,8 @@ def run_http(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         "sessions_abandoned": tally["abandoned"],
         "opens_refused": tally["refused"],
         "calls": tally["calls"],
+        "busy": tally["busy"],
+        "sessions_lost": tally["sessions_lost"],
         "errors": sum(tally["errors"].values()),
         "error_kinds": dict(sorted(tally["errors"].items(), key=lambda kv: -kv[1])[:5]),
         "acknowledged_memories": len(acked),
@@ -536,9 +546,11 @@ def print_result(r: dict[str, Any]) -> None:
         row = [r["procs"], r["minutes"], sum(r["ops"].values()), r["acknowledged_adds"], r["acknowledged_forgets"]]
         row += [r["reader_checks"], r["lost"], r["forgotten_returned"]]
     else:
-        head = ["sessions", "minutes", "opened", "abandoned", "refused", "calls", "errors", "lost", "forgotten back"]
+        head = ["sessions", "minutes", "opened", "abandoned", "refused", "calls", "busy", "404s", "errors", "lost"]
+        head += ["forgotten back"]
         row = [r["sessions"], r["minutes"], r["sessions_opened"], r["sessions_abandoned"]]
-        row += [sum(r["opens_refused"].values()), r["calls"], r["errors"], r["lost"], r["forgotten_returned"]]
+        row += [sum(r["opens_refused"].values()), r["calls"], r["busy"], r["sessions_lost"], r["errors"], r["lost"]]
+        row += [r["forgotten_returned"]]
     print(table(head, [row]))
 
 

@@ -6,7 +6,8 @@ For the memory tool set (`memserver serve`) and the chat tool set (`serve --tool
 `tools` array of a `tools/list` result as the server sends it (compact JSON, UTF-8, camelCase, nothing unset), per
 tool and in all, and its tokens under all-MiniLM-L6-v2's WordPiece tokenizer (the `tokenizers` library and the
 model's tokenizer.json, offline; an uncased BERT vocabulary: a model's own tokenizer counts differently, usually
-within ~20% for English and JSON). The budget of issue 23 item 21: the memory tool set at most 6 KB.
+within ~20% for English and JSON). BUDGET is the memory tool set's limit, which
+tests/server/test_server_context_size.py holds the server to.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from memserver.embedding.embedder import load_tokenizer
 from memserver.embedding.sources import resolve_model
 from memserver.server import MEMORY_TOOLS, chat_tools
 
-BUDGET = 6 * 1024
+# issue 23 item 21: the whole memory tool set, browse_memories (the MCP App, apps.py) included: 6 KB (6124 bytes
+# used), raised for issue 24 by what kinds cost (7101 bytes): remember kind (its enum) + due +174, recall and
+# list_recent kind + include_archived +63 each, the mark tool (pin/archive/done and their undoing) +676; then
+# the consolidate tool (issue 24 item 4: +619, 7720 bytes used: its description, namespace and result; no `apply`
+# ids since nothing is applied in MCP without an elicited yes): 7 KB + 600.
+BUDGET = 7 * 1024 + 600
 
 
 def wire_json(value: Any) -> str:

@@ -210,6 +210,11 @@ def check_namespace(value: object, name: str = "namespace") -> str:
     return value.strip()
 
 
+def is_namespace(value: str) -> bool:
+    """Whether `value` is a namespace name exactly as the store keeps it (trimmed)."""
+    return bool(_NAMESPACE_RE.match(value))
+
+
 def is_memory_id(value: str) -> bool:
     """Whether `value` (trimmed, any case) has the shape of a memory id."""
     return bool(_ID_RE.match(value.strip().lower()))

@@ -172,11 +172,12 @@ class Catalog:
 
     def supersede(self, r: AddRecord) -> int | None:
         """`r` (just added) replaces `r.replaces`: that memory becomes history. Returns its row if it was current
-        (the derived indexes drop it), else None. A link the write path would have refused is logged and kept
-        as written (get() shows it), without changing the older memory."""
+        (the derived indexes drop it), else None. A link to a memory no longer stored is kept as written (get()
+        shows it); one the write path would have refused is logged and kept, without changing the older memory."""
         row = self.ids.get(r.replaces)
         if row is None:
-            log.warning("memory %s replaces %s, which is not stored; keeping the link as written", r.id, r.replaces)
+            # Legal: the older memory was forgotten and compaction has since dropped it (or an import kept a link).
+            log.debug("memory %s replaces %s, which is not stored; keeping the link as written", r.id, r.replaces)
             return None
         newer = self.history.replaced.get(row)
         if newer is not None:

@@ -21,6 +21,7 @@ whose snapshot the next open restores.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 COMPACTING_STALE_S = 6 * 3600
 _TEMP = re.compile(r"\.tmp-[0-9a-f]{8}$")  # durable.atomic_write's temp files
 _BATCH = 10_000
+CHECKPOINT_FILES = ((META_NAME, "index-*.hnsw*"), (KEYWORD_META, "keyword-*.npz*"))  # each meta, its data files
 
 
 class Compaction:
@@ -250,7 +252,7 @@ def compact(store: Folder) -> dict[str, Any]:
 def drop_checkpoints(folder: Path, files: FileLayer) -> None:
     """Remove the derived indexes' checkpoints (meta file first, then data files): a store too small to keep them
     rebuilds its indexes on open (generation.needs_checkpoint_after_open). Exclusive lock held."""
-    for meta, pattern in ((META_NAME, "index-*.hnsw*"), (KEYWORD_META, "keyword-*.npz*")):
+    for meta, pattern in CHECKPOINT_FILES:
         for p in [folder / meta, *sorted(folder.glob(pattern))]:
             with contextlib.suppress(FileNotFoundError):
                 files.unlink(p)
@@ -264,6 +266,7 @@ def remove_other_generations(folder: Path, generation: str, files: FileLayer) ->
     a write-path checkpoint that died (checkpoint_job.py: written without the lock, so only those whose lock no
     process holds). Call with the exclusive lock held, on the journal that is current."""
     keep = {vector_path(folder, generation).name, snapshot.snapshot_path(folder, generation).name}
+    unnamed = _unnamed_checkpoint_files(folder)
     dead: dict[str, bool] = {}  # compaction (its new generation), or checkpoint -> no longer running
     for p in folder.iterdir():
         name = p.name
@@ -282,7 +285,8 @@ def remove_other_generations(folder: Path, generation: str, files: FileLayer) ->
             stale = dead[nonce]
         else:
             stale = (
-                name.startswith("vectors-")
+                name in unnamed
+                or name.startswith("vectors-")
                 or (name.startswith("meta-") and name.endswith(".snap"))
                 or name.endswith((".compact-tmp", ".tmp"))
                 or _TEMP.search(name) is not None
@@ -290,6 +294,24 @@ def remove_other_generations(folder: Path, generation: str, files: FileLayer) ->
         if stale:
             with contextlib.suppress(OSError):
                 files.unlink(p)
+
+
+def _unnamed_checkpoint_files(folder: Path) -> set[str]:
+    """The derived indexes' data files that their meta does not name: left by a crash between a data file's rename
+    and its meta's commit (a compaction's switch, a staged checkpoint's commit) or inside drop_checkpoints. Data
+    files are only named into place under the exclusive lock, so none of these is in progress; nothing can load
+    them, and without this a store that keeps no checkpoints would keep them for good. A meta that is unreadable
+    keeps them all (the next checkpoint's commit removes them)."""
+    unnamed: set[str] = set()
+    for meta, pattern in CHECKPOINT_FILES:
+        try:
+            named = json.loads((folder / meta).read_bytes()).get("file")
+        except FileNotFoundError:
+            named = None
+        except (OSError, ValueError, AttributeError):
+            continue
+        unnamed |= {p.name for p in folder.glob(pattern) if p.name != named}
+    return unnamed
 
 
 def _compaction_over(folder: Path, nonce: str, generation: str, files: FileLayer) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from memserver.contract.inputs import now
+from memserver.errors import CorruptJournalError
 from memserver.local import snapshot
 from memserver.local.catalog import Catalog
 from memserver.local.checkpoints import CheckpointCosts
@@ -30,6 +31,7 @@ from memserver.local.hooks import StoreHooks
 from memserver.local.index import VectorIndex
 from memserver.local.journal import Journal
 from memserver.local.keyword import KeywordDerivedIndex
+from memserver.local.record_rules import broken_rule
 from memserver.local.replay import AddRecord, Coverage, DerivedIndex, add_line, added, delete_line, vfix_line
 from memserver.local.search import Searcher
 from memserver.local.vectors import Embed, VectorFile, row_crc, vector_path
@@ -224,7 +226,14 @@ class Generation:
         marks, covered_to = cov.marks, cov.covered_to
         pending: list[tuple[int, AddRecord]] = []
         past = 0  # records applied past `covered_to`
+        start = cov.offset  # where the next record's line starts
         for end, rec in entries:
+            at, start = start, end  # this record's line: bytes [at, end)
+            if (broken := broken_rule(rec)) is not None:
+                raise CorruptJournalError(
+                    f"{self.journal.path}: the record at byte {at} has a good checksum but an impossible field "
+                    f"({broken}); nothing was changed. Restore a backup, or correct or cut out that line by hand"
+                )
             op = rec.get("op")
             if op == "add":
                 r = added(rec)
@@ -232,6 +241,12 @@ class Generation:
                     continue
                 if "vcrc" in rec:
                     vectors.expect(r.row, int(rec["vcrc"], 16))
+                if r.replaces and self._replaces_back(r):
+                    raise CorruptJournalError(
+                        f"{self.journal.path}: the record at byte {at} makes a cycle of `replaces` ({r.id} "
+                        f"replaces {r.replaces}, which already leads back to it); nothing was changed. Restore a "
+                        "backup, or cut out that line by hand"
+                    )
                 if r.replaces:  # the older memory becomes history: the derived indexes drop it
                     old = catalog.supersede(r)
                     if old is not None:
@@ -258,6 +273,19 @@ class Generation:
                 cov.reached(end, len(catalog))
         cov.uncovered += past
         self._feed(pending)
+
+    def _replaces_back(self, r: AddRecord) -> bool:
+        """Whether following `replaces` from `r`'s older memory comes back to `r` (ids are unique, so a journal the
+        write path wrote never does)."""
+        link, steps = r.replaces, 0
+        while link and steps <= len(self.catalog):
+            if link == r.id:
+                return True
+            row = self.catalog.row_of(link)
+            if row is None:
+                return False
+            link, steps = self.catalog.record(row).replaces, steps + 1
+        return False
 
     def _drop(self, gone: AddRecord, end: int) -> None:
         """A memory stopped being current at the record ending at `end`: out of every derived index fed by then."""

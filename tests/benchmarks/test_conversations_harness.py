@@ -57,8 +57,10 @@ def _conversation() -> dict[str, Any]:
 
 def test_rank_metrics():
     m = conversations.rank_metrics(["a", "b", "c", "d", "e", "f", "g"], {"c", "g", "z"})
-    assert m == {"recall@5": 1 / 3, "recall@10": 2 / 3, "mrr": 1 / 3, "first_rank": 3}
+    assert m == {"recall@5": 1 / 3, "recall@10": 2 / 3, "mrr": 1 / 3, "ev@10": 2 / 3, "all@10": 0.0, "first_rank": 3}
     assert conversations.rank_metrics(["a"], {"b"})["mrr"] == 0.0
+    assert conversations.rank_metrics([*"abcdefghij", "k"], {"b", "j"})["all@10"] == 1.0
+    assert conversations.rank_metrics([*"abcdefghij", "k"], {"b", "k"})["all@10"] == 0.0  # 11th is out
 
 
 def test_turn_rows_write_the_held_out_convention_and_place_turns_in_time():
@@ -166,3 +168,43 @@ def test_turn_vectors_are_cached(tmp_path):
     calls = embedder.calls
     again, second = conversations.cached_vectors(tmp_path, embedder, texts, query=False)
     assert first is not None and second is None and embedder.calls == calls and again.shape == (2, 384)
+
+
+def _shaped() -> dict[str, Any]:
+    """The tiny conversation padded to 14 turns, with a which_two question whose second turn is one of the last."""
+    conv = _conversation()
+    session = conv["sessions"][1]
+    for k in range(3, 12):
+        session["turns"].append({"id": f"S2:{k}", "speaker": "Tom", "text": f"Filler number {k} about the weather"})
+    conv["questions"].append(
+        {
+            "id": "q3",
+            "type": "multi",
+            "shape": "which_two",
+            "question": "Which two things did Maya say about the terrier?",
+            "answer": "-",
+            "evidence": ["S1:3", "S2:2"],
+        }
+    )
+    return conv
+
+
+def test_every_figure_is_reported_per_type_and_per_shape(tmp_path):
+    result = conversations.evaluate_set("tiny", [_shaped()], FakeEmbedder(), tmp_path, ["semantic"], ())
+    semantic = result["variants"]["semantic"]
+    figures = {"n", *conversations.METRICS}
+    assert set(semantic["by_shape"]) == {"which_two"} and set(semantic["by_shape"]["which_two"]) == figures
+    assert set(semantic["by_type"]["multi"]) == figures and semantic["by_type"]["multi"]["n"] == 2  # q2 and q3
+    for part in (semantic["overall"], *semantic["by_type"].values(), *semantic["by_shape"].values()):
+        assert part["ev@10"] == part["recall@10"] and 0 <= part["all@10"] <= part["ev@10"] <= 100
+    rows = conversations.breakdown(semantic)
+    assert [r[0] for r in rows] == ["single", "multi", "shape which_two", "all"]
+    assert rows[-1][1] == 3 and len(rows[2]) == 2 + len(conversations.METRICS)
+
+
+def test_all_at_10_is_the_share_of_questions_with_every_evidence_turn_in_the_top_10(tmp_path):
+    result = conversations.evaluate_set("tiny", [_shaped()], FakeEmbedder(), tmp_path, ["keyword"], ())
+    keyword = result["variants"]["keyword"]
+    per = keyword["per_question"]
+    complete = [q for q, (_, r10) in per.items() if r10 == 1.0]
+    assert keyword["overall"]["all@10"] == round(100 * len(complete) / len(per), 1)

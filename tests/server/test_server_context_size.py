@@ -14,17 +14,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
 
+from benchmarks.tool_list_size import BUDGET
 from memserver.features import apps, prompts, resources, tools
 from memserver.local.store import MemoryStore
 from memserver.server import LISTS_TTL_MS, build_server
 from tests.support.fakes import FakeEmbedder
-
-# issue 23 item 21: the whole memory tool set, browse_memories (the MCP App, apps.py) included: 6 KB (6124 bytes
-# used), raised for issue 24 by what kinds cost (7101 bytes): remember kind (its enum) + due +174, recall and
-# list_recent kind + include_archived +63 each, the mark tool (pin/archive/done and their undoing) +676; then
-# the consolidate tool (issue 24 item 4: +619, 7720 bytes used: its description, namespace and result; no `apply`
-# ids since nothing is applied in MCP without an elicited yes): 7 KB + 600.
-BUDGET = 7 * 1024 + 600
 
 
 @pytest.fixture
