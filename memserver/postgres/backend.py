@@ -374,10 +374,12 @@ class PostgresBackend:
             return {t for memory, _ in found.values() for t in memory.tags}, ranking.hits(
                 near, keyed, found, bm25, request, shown, explain
             )
-        near, keyed, turns, bm25, ctx = ranking.context_rankings(db, self.tenant, est, q, f, depth, words)
+        near, keyed, turns, bm25, ctx, full = ranking.context_rankings(db, self.tenant, est, q, f, depth, words)
 
-        def load(seqs: list[int]) -> dict[int, Memory]:
-            return ranking.full_rows(db, self.tenant, seqs)
+        def load(seqs: list[int]) -> dict[int, Memory]:  # the statement's full rows; the others (explain) read now
+            missing = [seq for seq in seqs if seq not in full]
+            found = ranking.full_rows(db, self.tenant, missing) if missing else {}
+            return found | {seq: rows.memory(full[seq]) for seq in seqs if seq in full}
 
         tags = {t for turn in turns.values() for t in turn.tags}
         return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, load)

@@ -92,12 +92,13 @@ def rankings(
 
 def context_rankings(
     db: Database, tenant: str, est: Estimates, q: np.ndarray, f: inputs.SearchFilter, depth: int, words: list[str]
-) -> tuple[list[int], list[int], dict[int, Turn], dict[int, float], Context]:
-    """rankings() for the hybrid ranking: the keyword ranking 2 x depth deep, light rows (seq -> Turn) and the
-    session context, in one statement (search.search_sql with `context`)."""
+) -> tuple[list[int], list[int], dict[int, Turn], dict[int, float], Context, dict[int, tuple[Any, ...]]]:
+    """rankings() for the hybrid ranking: the keyword ranking 2 x depth deep, light rows (seq -> Turn), the session
+    context and the ranked turns' full rows (seq -> COLUMNS values: rows.memory makes a Memory of one), in one
+    statement (search.search_sql with `context`)."""
     result, unfiltered = _run(db, tenant, est, q, f, depth, vector=True, words=words, context=True)
-    created = {r[search.SEQ]: r[search.CREATED] for r in result if r[search.RANKING] in (4, 5)}
-    near, keyed, bm25 = _sides(result, created)
+    turn_rows = [r for r in result if r[search.RANKING] in (4, 5)]  # one row a turn, with its cosine
+    near, keyed, bm25 = _sides(result, {r[search.SEQ]: r[search.CREATED] for r in turn_rows})
     turns = {
         r[search.SEQ]: Turn(
             tuple(r[search.TAGS]),
@@ -105,10 +106,10 @@ def context_rankings(
             inputs.stored_time(r[search.WHEN]),
             1.0 - float(r[search.COSDIST]),
         )
-        for r in result
-        if r[search.RANKING] in (4, 5)  # one row a turn, with its cosine
+        for r in turn_rows
     }
-    return near, keyed, turns, bm25, _context(result, filtered=not unfiltered)
+    full = {r[search.SEQ]: r[search.MEMORY : search.DIST] for r in turn_rows if r[search.CONTENT] is not None}
+    return near, keyed, turns, bm25, _context(result, filtered=not unfiltered), full
 
 
 def _sides(

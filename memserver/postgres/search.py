@@ -237,58 +237,63 @@ _PREV = (
     "AND p.session = m.session AND p.session IS NOT NULL AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
 )
 _NEXT = _PREV.replace("p.seq < m.seq ORDER BY p.seq DESC", "p.seq > m.seq ORDER BY p.seq")
-# The light columns of a context statement's rows (after search_sql's first six): what the hybrid ranking reads of
-# every fetched turn; the full rows of the hits are read after (hybrid.py), so ~1,000 contents do not cross the wire.
-LIGHT = f"m.id, m.seq, m.created_at, m.tags, m.speaker, {OCCURRED}"
-SEQ, CREATED, TAGS, SPEAKER, WHEN, COSDIST = range(MEMORY + 1, MEMORY + 7)
+# The columns of a context statement's rows (after search_sql's first six): COLUMNS for the ranked turns (every hit
+# is one of them: hybrid.py reads their full rows from here, no second round trip), COLUMNS without the content
+# (LIGHT) for the turns only their context needs (~half the rows; their contents would cross the wire for nothing).
+LIGHT = COLUMNS.replace("m.content", "NULL::text")
+SEQ, CREATED, CONTENT, TAGS, _SOURCE, WHEN, SPEAKER = range(MEMORY + 1, MEMORY + 8)
+COSDIST = DIST
 # Then: the turn's previous and next turn (ranking 5 rows), whether it passes the filters (ranking 3 rows), whether
 # it is current, and the candidates counted (info).
-PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(COSDIST + 1, COSDIST + 6)
+PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(DIST + 1, DIST + 6)
 
 
-def _links(source: str) -> str:
-    """The previous and next turn of each seq of `source` (one lookup pair per distinct turn)."""
+def _links(source: str, *, content: bool) -> str:
+    """The previous and next turn of each seq of `source` (one lookup pair per distinct turn), with the turn's
+    COLUMNS (LIGHT unless `content`), its cosine distance and whether it is current, read by one lookup of its row."""
+    columns = (COLUMNS if content else LIGHT).replace(OCCURRED, f"{OCCURRED} AS occurred")
     return (
-        f"SELECT u.seq, pv.seq AS prev, nx.seq AS next FROM ({source}) u JOIN memserver.memories m "
+        f"SELECT pv.seq AS prev, nx.seq AS next, {columns.replace('NULL::text', 'NULL::text AS content')}, "
+        f"m.embedding <=> %(q)b AS dist, {CURRENT} AS current FROM ({source}) u JOIN memserver.memories m "
         f"ON m.tenant = %(tenant)s AND m.seq = u.seq LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL "
         f"LEFT JOIN LATERAL ({_NEXT}) nx ON m.session IS NOT NULL"
     )
 
 
+# The memory columns of _links' rows and its distance; NULL for each of them.
+_LINKED = ", ".join(
+    f"x.{c.split('.')[-1]}" for c in ("id", *COLUMNS.replace(OCCURRED, "occurred").split(", ")[1:], "dist")
+)
+_NONE = ", ".join(["NULL"] * (WIDTH + 1))
+
+
 def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
-    """search_sql's statement with the session context of hybrid_convex.fused, in light rows (LIGHT): ranking 3
-    rows are the turns that follow the rankings' rows (with whether they pass the filters: a candidate, when the
-    `exact` plan listed them all in `cand`), ranking 5 rows each ranked or following turn's previous and next
-    turn, ranking 4 rows the turns around them."""
+    """search_sql's statement with the session context of hybrid_convex.fused: ranking 5 rows are each ranked turn
+    (COLUMNS) and each turn that follows one (LIGHT), with its previous and next turn; ranking 3 rows the following
+    turns, with whether they pass the filters (a candidate, when the `exact` plan listed them all in `cand`);
+    ranking 4 rows (LIGHT) the turns around them. Each distinct turn's row is read once."""
     ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
-    ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT DISTINCT seq FROM ranked')})")
-    ctes.append("fol AS (SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL)")
-    ctes.append(f"l2 AS ({_links('SELECT seq FROM fol EXCEPT SELECT seq FROM l1')})")
+    ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT DISTINCT seq FROM ranked', content=True)})")
+    ctes.append("fol AS MATERIALIZED (SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL)")
+    ctes.append(f"l2 AS MATERIALIZED ({_links('SELECT seq FROM fol EXCEPT SELECT seq FROM l1', content=True)})")
     passes = (
         "fol.seq IN (SELECT seq FROM cand)"
         if exact
         else f"EXISTS (SELECT 1 FROM memserver.memories m WHERE {where} AND m.seq = fol.seq)"
     )
     ctes.append("linked AS (SELECT seq, prev, next FROM l1 UNION ALL SELECT seq, prev, next FROM l2)")
+    around = "SELECT prev AS seq FROM linked UNION SELECT next FROM linked EXCEPT SELECT seq FROM linked"
     ctes.append(
-        "allrows AS (SELECT seq, ranking, rank_score, NULL::boolean AS admitted, NULL::bigint AS prev, "
-        "NULL::bigint AS next FROM ranked UNION ALL "
-        f"SELECT fol.seq, 3, NULL, {passes}, NULL, NULL FROM fol UNION ALL "
-        "SELECT seq, 5, NULL, NULL, prev, next FROM linked UNION ALL "
-        "SELECT a.seq, 4, NULL, NULL, NULL, NULL FROM (SELECT prev AS seq FROM linked UNION "
-        "SELECT next FROM linked EXCEPT SELECT seq FROM linked) a WHERE a.seq IS NOT NULL)"
-    )
-    # Only ranking 4 and 5 rows (one a distinct turn) read the memory: its light columns and its cosine.
-    ctes.append(
-        "out AS (SELECT h.ranking, h.rank_score, NULL::uuid AS id, h.seq, NULL::timestamptz AS created_at, "
-        "NULL::text[] AS tags, NULL::text AS speaker, NULL::timestamptz AS occurred, NULL::float8 AS dist, h.prev, "
-        "h.next, h.admitted, NULL::boolean AS current FROM allrows h WHERE h.ranking < 4 UNION ALL "
-        f"SELECT h.ranking, h.rank_score, {LIGHT}, m.embedding <=> %(q)b, h.prev, h.next, h.admitted, {CURRENT} "
-        "FROM allrows h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq WHERE h.ranking >= 4)"
+        f"out AS (SELECT 5 AS ranking, NULL::float8 AS rank_score, {_LINKED}, x.prev, x.next, NULL::boolean AS "
+        "admitted, x.current FROM l1 x UNION ALL "
+        f"SELECT 5, NULL, {_LINKED}, x.prev, x.next, NULL, x.current FROM l2 x UNION ALL "
+        f"SELECT 4, NULL, {LIGHT}, m.embedding <=> %(q)b, NULL, NULL, NULL, {CURRENT} FROM ({around}) a "
+        "JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = a.seq UNION ALL "
+        f"SELECT ranking, rank_score, {_NONE.replace('NULL, NULL', 'NULL, seq', 1)}, NULL, NULL, NULL, NULL "
+        "FROM ranked UNION ALL "
+        f"SELECT 3, NULL, {_NONE.replace('NULL, NULL', 'NULL, seq', 1)}, NULL, NULL, {passes}, NULL FROM fol)"
     )
     return (
         "WITH " + ",\n".join(ctes) + "\n"
-        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.ranking, o.rank_score, o.id, o.seq, o.created_at, "
-        "o.tags, o.speaker, o.occurred, o.dist, o.prev, o.next, o.admitted, o.current, i.ncand "
-        "FROM info i LEFT JOIN out o ON true"
+        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.*, i.ncand FROM info i LEFT JOIN out o ON true"
     )
