@@ -97,8 +97,16 @@ def context_rankings(
     context and the ranked turns' full rows (seq -> COLUMNS values: rows.memory makes a Memory of one), in one
     statement (search.search_sql with `context`)."""
     result, unfiltered = _run(db, tenant, est, q, f, depth, vector=True, words=words, context=True)
-    turn_rows = [r for r in result if r[search.RANKING] in (4, 5)]  # one row a turn, with its cosine
-    near, keyed, bm25 = _sides(result, {r[search.SEQ]: r[search.CREATED] for r in turn_rows})
+    turn_rows = [r for r in result if r[search.RANKING] is not None]
+    near = [
+        seq
+        for *_, seq in sorted(
+            (r[search.VDIST], r[search.CREATED], r[search.SEQ]) for r in turn_rows if r[search.VDIST] is not None
+        )
+    ]
+    keyword_rows = sorted(
+        (-r[search.BM25], r[search.CREATED], r[search.SEQ]) for r in turn_rows if r[search.BM25] is not None
+    )
     turns = {
         r[search.SEQ]: Turn(
             tuple(r[search.TAGS]),
@@ -108,15 +116,14 @@ def context_rankings(
         )
         for r in turn_rows
     }
-    full = {r[search.SEQ]: r[search.MEMORY : search.DIST] for r in turn_rows if r[search.CONTENT] is not None}
-    return near, keyed, turns, bm25, _context(result, filtered=not unfiltered), full
+    full = {r[search.SEQ]: r[search.TURN] for r in turn_rows if r[search.CONTENT] is not None}
+    keyed, bm25 = [seq for *_, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+    return near, keyed, turns, bm25, _context(turn_rows, result[0], filtered=not unfiltered), full
 
 
-def _sides(
-    result: list[tuple[Any, ...]], created: dict[int, Any] | None = None
-) -> tuple[list[int], list[int], dict[int, float]]:
-    keyword_rows = ranked(result, 2, created)
-    near = [seq for _, _, seq in ranked(result, 1, created)]
+def _sides(result: list[tuple[Any, ...]]) -> tuple[list[int], list[int], dict[int, float]]:
+    keyword_rows = ranked(result, 2)
+    near = [seq for _, _, seq in ranked(result, 1)]
     return near, [seq for _, _, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
 
 
@@ -207,33 +214,26 @@ def rankings_as_of(
     return near, list(bm25), found, bm25
 
 
-def _context(result: list[tuple[Any, ...]], *, filtered: bool) -> Context:
+def _context(turn_rows: list[tuple[Any, ...]], head: tuple[Any, ...], *, filtered: bool) -> Context:
     links, admitted, current = {}, set(), set()
-    for r in result:
-        if r[search.RANKING] is None:
-            continue
+    for r in turn_rows:
         seq = r[search.SEQ]
         if r[search.IS_CURRENT]:
             current.add(seq)
         if r[search.RANKING] == 5:
             prev, nxt = r[search.PREV], r[search.NEXT]
             links[seq] = (-1 if prev is None else prev, -1 if nxt is None else nxt)
-        if r[search.ADMITTED]:
-            admitted.add(seq)
-    ncand = result[0][search.NCAND]
-    every = filtered and bool(result[0][search.EXACT]) and ncand is not None and ncand <= EVERY
+            if r[search.ADMITTED]:
+                admitted.add(seq)
+    ncand = head[search.NCAND]
+    every = filtered and bool(head[search.EXACT]) and ncand is not None and ncand <= EVERY
     return Context(links, admitted, current, every)
 
 
-def ranked(
-    result: list[tuple[Any, ...]], ranking: int, created: dict[int, Any] | None = None
-) -> list[tuple[float, Any, int]]:
-    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq); the
-    created_at of each seq from `created` when the rows do not carry it (a context statement's light rows)."""
+def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
+    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq)."""
     sign = 1.0 if ranking == 1 else -1.0
     found = [r for r in result if r[search.RANKING] == ranking]
-    if created is not None:
-        return sorted((sign * float(r[search.RANK_SCORE]), created[r[search.SEQ]], r[search.SEQ]) for r in found)
     return sorted((sign * float(r[search.RANK_SCORE]), r[search.MEMORY + 2], r[search.MEMORY + 1]) for r in found)
 
 

@@ -191,9 +191,13 @@ def search_sql(
         ctes.append(f"scored AS ({BM25_SCORES})")
         parts = []
         if plan.kind != "ann":
+            # The scored candidates by an aggregate over both, not a join: a tenant without statistics yet (every
+            # estimate 1 row) got a nested loop comparing every scored row with every candidate.
             parts.append(
-                "(SELECT s.seq, s.bm25 FROM scored s JOIN cand USING (seq) "
-                f"ORDER BY s.bm25 DESC, cand.created_at, s.seq LIMIT {klimit})"
+                "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25, NULL::timestamptz AS created_at FROM scored "
+                "UNION ALL SELECT seq, NULL, created_at FROM cand) x GROUP BY seq "
+                "HAVING count(bm25) > 0 AND count(created_at) > 0 "
+                f"ORDER BY max(bm25) DESC, max(created_at), seq LIMIT {klimit})"
             )
         if plan.kind != "exact":
             # Ties at the cut are ordered by created_at too: only the rows scoring at least the depth-th best
@@ -237,61 +241,59 @@ _PREV = (
     "AND p.session = m.session AND p.session IS NOT NULL AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
 )
 _NEXT = _PREV.replace("p.seq < m.seq ORDER BY p.seq DESC", "p.seq > m.seq ORDER BY p.seq")
-# The columns of a context statement's rows (after search_sql's first six): COLUMNS for the ranked turns (every hit
-# is one of them: hybrid.py reads their full rows from here, no second round trip), COLUMNS without the content
-# (LIGHT) for the turns only their context needs (~half the rows; their contents would cross the wire for nothing).
+# A context statement's rows (search_sql with `context`): one a distinct turn, each (n, table_rows, exact,
+# in_namespace, ranking, its vector ranking's distance, its BM25, <COLUMNS>, cosine distance, previous turn, next
+# turn, admitted, current, ncand). Ranking 5 rows are the ranked turns and the turns that follow them: their full
+# rows (every hit is one of them: hybrid.py reads the hits from here, no second round trip); ranking 4 rows the turns
+# only their context needs, in LIGHT columns (their contents would cross the wire for nothing).
 LIGHT = COLUMNS.replace("m.content", "NULL::text")
-SEQ, CREATED, CONTENT, TAGS, _SOURCE, WHEN, SPEAKER = range(MEMORY + 1, MEMORY + 8)
-COSDIST = DIST
-# Then: the turn's previous and next turn (ranking 5 rows), whether it passes the filters (ranking 3 rows), whether
-# it is current, and the candidates counted (info).
-PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(DIST + 1, DIST + 6)
+VDIST, BM25 = RANKING + 1, RANKING + 2
+SEQ, CREATED, CONTENT, TAGS, _SOURCE, WHEN, SPEAKER = range(BM25 + 2, BM25 + 9)
+TURN = slice(BM25 + 1, BM25 + 1 + WIDTH)  # COLUMNS
+COSDIST = TURN.stop
+PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(COSDIST + 1, COSDIST + 6)
 
 
-def _links(source: str, *, content: bool) -> str:
-    """The previous and next turn of each seq of `source` (one lookup pair per distinct turn), with the turn's
-    COLUMNS (LIGHT unless `content`), its cosine distance and whether it is current, read by one lookup of its row."""
-    columns = (COLUMNS if content else LIGHT).replace(OCCURRED, f"{OCCURRED} AS occurred")
+def _links(source: str, extra: str) -> str:
+    """The previous and next turn of each seq of `source` (alias u; one lookup pair per distinct turn), with the
+    turn's COLUMNS, its cosine distance, whether it is current and `extra`, read by one lookup of its row."""
+    columns = COLUMNS.replace(OCCURRED, f"{OCCURRED} AS occurred")
     return (
-        f"SELECT pv.seq AS prev, nx.seq AS next, {columns.replace('NULL::text', 'NULL::text AS content')}, "
-        f"m.embedding <=> %(q)b AS dist, {CURRENT} AS current FROM ({source}) u JOIN memserver.memories m "
-        f"ON m.tenant = %(tenant)s AND m.seq = u.seq LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL "
-        f"LEFT JOIN LATERAL ({_NEXT}) nx ON m.session IS NOT NULL"
+        f"SELECT pv.seq AS prev, nx.seq AS next, {columns}, m.embedding <=> %(q)b AS dist, {CURRENT} AS current, "
+        f"{extra} FROM ({source}) u JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = u.seq "
+        f"LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL LEFT JOIN LATERAL ({_NEXT}) nx "
+        "ON m.session IS NOT NULL"
     )
 
 
-# The memory columns of _links' rows and its distance; NULL for each of them.
-_LINKED = ", ".join(
-    f"x.{c.split('.')[-1]}" for c in ("id", *COLUMNS.replace(OCCURRED, "occurred").split(", ")[1:], "dist")
-)
-_NONE = ", ".join(["NULL"] * (WIDTH + 1))
+# The memory columns of _links' rows (alias x) and the distance.
+_LINKED = ", ".join(f"x.{c.split('.')[-1]}" for c in [*COLUMNS.replace(OCCURRED, "occurred").split(", "), "dist"])
 
 
 def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
-    """search_sql's statement with the session context of hybrid_convex.fused: ranking 5 rows are each ranked turn
-    (COLUMNS) and each turn that follows one (LIGHT), with its previous and next turn; ranking 3 rows the following
-    turns, with whether they pass the filters (a candidate, when the `exact` plan listed them all in `cand`);
-    ranking 4 rows (LIGHT) the turns around them. Each distinct turn's row is read once."""
+    """search_sql's statement with the session context of hybrid_convex.fused, one row a distinct turn (see
+    SEQ): the ranked turns with their place on each side (`sides`: an aggregate, not a join of the two lists,
+    which a tenant without statistics planned as a nested loop comparing every pair), the turns that follow them
+    with whether they pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked
+    turn passes), and the turns around both (ranking 4, LIGHT)."""
     ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
-    ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT DISTINCT seq FROM ranked', content=True)})")
-    ctes.append("fol AS MATERIALIZED (SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL)")
-    ctes.append(f"l2 AS MATERIALIZED ({_links('SELECT seq FROM fol EXCEPT SELECT seq FROM l1', content=True)})")
-    passes = (
-        "fol.seq IN (SELECT seq FROM cand)"
-        if exact
-        else f"EXISTS (SELECT 1 FROM memserver.memories m WHERE {where} AND m.seq = fol.seq)"
+    ctes.append(
+        "sides AS (SELECT seq, min(rank_score) FILTER (WHERE ranking = 1) AS vdist, "
+        "max(rank_score) FILTER (WHERE ranking = 2) AS bm25 FROM ranked GROUP BY seq)"
+    )
+    ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT * FROM sides', 'u.vdist, u.bm25, true AS admitted')})")
+    follow = "SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL EXCEPT SELECT seq FROM l1"
+    passes = "m.seq IN (SELECT seq FROM cand)" if exact else f"({where})"
+    ctes.append(
+        f"l2 AS MATERIALIZED ({_links(follow, f'NULL::float8 AS vdist, NULL::float8 AS bm25, {passes} AS admitted')})"
     )
     ctes.append("linked AS (SELECT seq, prev, next FROM l1 UNION ALL SELECT seq, prev, next FROM l2)")
     around = "SELECT prev AS seq FROM linked UNION SELECT next FROM linked EXCEPT SELECT seq FROM linked"
     ctes.append(
-        f"out AS (SELECT 5 AS ranking, NULL::float8 AS rank_score, {_LINKED}, x.prev, x.next, NULL::boolean AS "
-        "admitted, x.current FROM l1 x UNION ALL "
-        f"SELECT 5, NULL, {_LINKED}, x.prev, x.next, NULL, x.current FROM l2 x UNION ALL "
-        f"SELECT 4, NULL, {LIGHT}, m.embedding <=> %(q)b, NULL, NULL, NULL, {CURRENT} FROM ({around}) a "
-        "JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = a.seq UNION ALL "
-        f"SELECT ranking, rank_score, {_NONE.replace('NULL, NULL', 'NULL, seq', 1)}, NULL, NULL, NULL, NULL "
-        "FROM ranked UNION ALL "
-        f"SELECT 3, NULL, {_NONE.replace('NULL, NULL', 'NULL, seq', 1)}, NULL, NULL, {passes}, NULL FROM fol)"
+        f"out AS (SELECT 5 AS ranking, x.vdist, x.bm25, {_LINKED}, x.prev, x.next, x.admitted, x.current "
+        f"FROM l1 x UNION ALL SELECT 5, NULL, NULL, {_LINKED}, x.prev, x.next, x.admitted, x.current FROM l2 x "
+        f"UNION ALL SELECT 4, NULL, NULL, {LIGHT}, m.embedding <=> %(q)b, NULL, NULL, NULL, {CURRENT} "
+        f"FROM ({around}) a JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = a.seq)"
     )
     return (
         "WITH " + ",\n".join(ctes) + "\n"
