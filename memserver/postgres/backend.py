@@ -376,7 +376,7 @@ class PostgresBackend:
             )
         near, keyed, turns, bm25, ctx, full = ranking.context_rankings(db, self.tenant, est, q, f, depth, words)
 
-        def load(seqs: list[int]) -> dict[int, Memory]:  # the statement's full rows; the others (explain) read now
+        def load(seqs: list[int]) -> dict[int, Memory]:  # the statement's full rows; others (explain) read now
             missing = [seq for seq in seqs if seq not in full]
             found = ranking.full_rows(db, self.tenant, missing) if missing else {}
             return found | {seq: rows.memory(full[seq]) for seq in seqs if seq in full}

@@ -1,7 +1,9 @@
 """The hybrid ranking on PostgreSQL: the local store's (retrieval/hybrid_convex.fused) over the rows one context
 statement fetched (ranking.context_rankings: both candidate lists, the turns that follow them, and every session
-neighbour they need, with their cosines, in one round trip). Those rows are light (ranking.Turn: no content); the
-hits' full rows are read after, in a second round trip, with the pool's contents when the query has time words.
+neighbour they need, with their cosines, in one round trip). The ranked and following turns (every hit, the whole
+pool) come as full rows, decoded only when read (`load`: the hits, the pool's contents when the query has time
+words); the neighbours only their context needs come light (ranking.Turn: no content), and the few an explanation
+names are read in a second round trip.
 
 `Fetched` answers hybrid_convex.RowSource from those rows; `hits` orders them as local/search.py's `_hybrid` does (the
 first DEPTH from pools of DEPTH a side, a deeper `limit` filled from deeper pools after them) and explains them with

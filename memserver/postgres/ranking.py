@@ -178,7 +178,7 @@ def _run(
 
 
 def full_rows(db: Database, tenant: str, seqs: list[int]) -> dict[int, Memory]:
-    """The memories of `seqs` (the hits of a ranking made over light rows)."""
+    """The memories of `seqs` (those a context statement sent light rows of, when an explanation names them)."""
     sql = f"SELECT {COLUMNS} FROM memserver.memories m WHERE m.tenant = %(tenant)s AND m.seq = ANY(%(seqs)s)"
     return {r[1]: rows.memory(r) for r in db.run(tenant, [(sql, {"tenant": tenant, "seqs": seqs})])[0].fetchall()}
 

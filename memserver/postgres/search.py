@@ -272,8 +272,8 @@ _LINKED = ", ".join(f"x.{c.split('.')[-1]}" for c in [*COLUMNS.replace(OCCURRED,
 
 def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
     """search_sql's statement with the session context of hybrid_convex.fused, one row a distinct turn (see
-    SEQ): the ranked turns with their place on each side (`sides`: an aggregate, not a join of the two lists,
-    which a tenant without statistics planned as a nested loop comparing every pair), the turns that follow them
+    SEQ): the ranked turns with their place on each side (`sides`: an aggregate, so a turn on both sides is one
+    row, and no join of two CTEs a tenant without statistics could plan as a nested loop), the turns that follow them
     with whether they pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked
     turn passes), and the turns around both (ranking 4, LIGHT)."""
     ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
@@ -284,9 +284,8 @@ def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bo
     ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT * FROM sides', 'u.vdist, u.bm25, true AS admitted')})")
     follow = "SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL EXCEPT SELECT seq FROM l1"
     passes = "m.seq IN (SELECT seq FROM cand)" if exact else f"({where})"
-    ctes.append(
-        f"l2 AS MATERIALIZED ({_links(follow, f'NULL::float8 AS vdist, NULL::float8 AS bm25, {passes} AS admitted')})"
-    )
+    unranked = f"NULL::float8 AS vdist, NULL::float8 AS bm25, {passes} AS admitted"
+    ctes.append(f"l2 AS MATERIALIZED ({_links(follow, unranked)})")
     ctes.append("linked AS (SELECT seq, prev, next FROM l1 UNION ALL SELECT seq, prev, next FROM l2)")
     around = "SELECT prev AS seq FROM linked UNION SELECT next FROM linked EXCEPT SELECT seq FROM linked"
     ctes.append(

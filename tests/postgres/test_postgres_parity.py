@@ -115,7 +115,32 @@ def _groups(ranked: list[tuple[str, float, dict[str, Any]]]) -> list[set[str]]:
     ("filters", "limit"), [({}, 10), ({"tags": ["chat"]}, 10), ({"tags": ["chat"]}, 60)], ids=["all", "tag", "tag-60"]
 )
 def test_hybrid_ranks_alike_on_both_engines(engines: Any, limit: int, filters: dict[str, Any]) -> None:
-    local, pg = engines
+    _assert_alike(*engines, limit, filters)
+
+
+@pytest.fixture
+def thinned(postgres: Any, tmp_path: Path) -> Any:
+    """Both engines with some answers (turns that follow a question) archived and others deleted: following turns
+    that do not pass the filters (archived: still context, not candidates) or are gone (deleted: neither)."""
+    embedder = FakeEmbedder()
+    local = MemoryStore(tmp_path, "thinned", embedder=embedder)  # type: ignore[arg-type]
+    pg = PostgresBackend(postgres.database("thinned"), tenant="thinned", embedder=embedder)  # type: ignore[arg-type]
+    answers = [r["id"] for r in _records() if r.get("session") and int(r["id"][2:4], 16) % 2]
+    for engine in (local, pg):
+        engine.import_(_records())
+        for memory_id in answers[::4]:
+            assert engine.archive(memory_id) is not None
+        assert engine.delete_many(answers[1::4]) == len(answers[1::4])
+    yield local, pg
+    local.close()
+    pg.close()
+
+
+def test_hybrid_ranks_alike_when_following_turns_are_archived_or_deleted(thinned: Any) -> None:
+    _assert_alike(*thinned, 10, {})
+
+
+def _assert_alike(local: Any, pg: Any, limit: int, filters: dict[str, Any]) -> None:
     for query in QUESTIONS:
         mine, theirs = _ranked(local, query, limit, **filters), _ranked(pg, query, limit, **filters)
         assert [s for _, s, _ in theirs] == pytest.approx([s for _, s, _ in mine], abs=TIE), query
