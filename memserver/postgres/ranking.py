@@ -36,6 +36,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# The context statement is long (~20 CTEs and subplans): planning it took 1.3 ms of its ~9 ms on an idle server and
+# more under load. psycopg prepares a statement run 5 times on a connection; with a generic plan for it (this
+# setting, for the statement's transaction only) later runs skip planning: unfiltered hybrid p50 19.8 -> 13.4 ms
+# (benchmarks/README.md, "pg_hybrid"). Safe here because the statement's shape is fixed by search.py (the plan kind,
+# exact / ann / probe, is chosen in Python and spelt in the SQL) and its per-turn lookups are index probes whatever
+# the row estimates.
+GENERIC = "force_generic_plan"
 EVERY = 2_000  # a filtered search with this few candidates ranks each with its context (local/search.KEYWORD_ALL)
 
 Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]], dict[int, float]]
@@ -150,15 +157,17 @@ def _run(
     for _ in range(3):
         keyword = bool(words)
         sql = search.search_sql(plan, f, vector=vector, keyword=keyword, unfiltered=unfiltered, context=context)
-        settings = None
+        settings: dict[str, str] = {}
         if plan.kind != "exact":
-            settings = {
+            settings |= {
                 "hnsw.ef_search": str(search.ef_search(depth)),
                 "hnsw.iterative_scan": "strict_order",
                 "hnsw.max_scan_tuples": str(search.MAX_SCAN_TUPLES),
             }
+        if context:  # see GENERIC
+            settings["plan_cache_mode"] = GENERIC
         params["exact_max"] = plan.exact_max
-        result = db.run(tenant, [(sql, params)], settings=settings)[0].fetchall()
+        result = db.run(tenant, [(sql, params)], settings=settings or None)[0].fetchall()
         head = result[0]
         n, space = int(head[search.N]), int(head[search.IN_NAMESPACE])
         est.tenant_rows, est.table_rows = n, max(int(max(head[search.TABLE_ROWS] or 0, 0)), n)
