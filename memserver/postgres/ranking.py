@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -53,8 +54,12 @@ class Turn(NamedTuple):
 
     tags: tuple[str, ...]
     speaker: str
-    occurred_at: str
+    occurred: datetime | str  # as the row holds it; `occurred_at` formats it (only a query's time window reads it)
     cosine: float
+
+    @property
+    def occurred_at(self) -> str:
+        return self.occurred if isinstance(self.occurred, str) else inputs.stored_time(self.occurred)
 
 
 @dataclass
@@ -118,7 +123,7 @@ def context_rankings(
         r[search.SEQ]: Turn(
             tuple(r[search.TAGS]),
             r[search.SPEAKER] or "",
-            inputs.stored_time(r[search.WHEN]),
+            r[search.WHEN],
             1.0 - float(r[search.COSDIST]),
         )
         for r in turn_rows
