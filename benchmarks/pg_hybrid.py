@@ -7,12 +7,13 @@ conversation's tag, as benchmarks/conversations.py's hybrid+fields variant) into
 the same table, and times `search(question, limit=10)` for every question, tagged (tags=[conversation]) and
 unfiltered, with a fake embedder (hashed bag of words: the time is the engines', not the model's).
 
-The baseline's PostgresBackend is `git archive <rev> memserver` run in a child process (its own database in the same
-cluster, the same rows); the passes alternate local, this tree, the baseline, so that a change of the machine's load
-hits all three alike.
+A baseline's PostgresBackend is `git archive <rev> memserver` run in a child process (its own database in the same
+cluster, the same rows); the passes alternate local, this tree, the baselines, so that a change of the machine's
+load hits all alike.
 
     uv run python -m benchmarks.pg_hybrid                   # writes benchmarks/results/pg_hybrid.json
-    uv run python -m benchmarks.pg_hybrid --baseline ''     # without the baseline
+    uv run python -m benchmarks.pg_hybrid --baseline main,112e125   # two baselines (comma-separated revisions)
+    uv run python -m benchmarks.pg_hybrid --baseline ''     # without a baseline
     uv run python -m benchmarks.pg_hybrid --tenants 1       # PostgreSQL's table holds the one tenant only
 """
 
@@ -95,13 +96,13 @@ class Baseline:
 
     def __init__(self, rev: str, tmp: Path) -> None:
         archive = subprocess.run(["git", "archive", rev, "memserver"], cwd=C.ROOT, capture_output=True, check=True)
-        self.tree = tmp / "baseline"
+        self.tree = tmp / f"baseline-{rev}"
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(self.tree, filter="data")
         self.commit = subprocess.run(
             ["git", "rev-parse", "--short", rev], cwd=C.ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
-        self.spec = tmp / "baseline.json"
+        self.spec = tmp / f"baseline-{rev}.json"
 
     def run(self, **spec: Any) -> Any:
         self.spec.write_text(json.dumps({"tree": str(self.tree), **spec}))
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", type=int, default=10, help="tenants in PostgreSQL's table (default 10)")
     parser.add_argument("--repeat", type=int, default=3, help="passes over the questions (default 3)")
-    parser.add_argument("--baseline", default="main", help="revision whose PostgresBackend runs beside ('' none)")
+    parser.add_argument("--baseline", default="main", help="revisions whose PostgresBackend runs beside, a,b ('' none)")
     parser.add_argument("--out", default=str(RESULTS), help="result file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -153,20 +154,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_postgres(PostgresBackend, url, rows, args.tenants)
             local = MemoryStore(tmp, "hybrid", embedder=C.HashEmbedder())
             local.import_(rows)
-            baseline = base_url = None
-            if args.baseline:
-                baseline = Baseline(args.baseline, Path(tmp))
-                result["baseline"] = baseline.commit
-                base_url = cluster.create_database("baseline")
+            baselines: dict[str, tuple[Baseline, str]] = {}
+            for n, rev in enumerate(filter(None, args.baseline.split(","))):
+                baseline = Baseline(rev, Path(tmp))
+                base_url = cluster.create_database(f"baseline{n}")
                 baseline.run(step="load", url=base_url, rows=rows, tenants=args.tenants)
+                baselines[f"postgresql {rev} ({baseline.commit})"] = baseline, base_url
             for n in range(args.repeat):
                 C.log(f"pass {n + 1} of {args.repeat}")
                 passes = {"local": one_pass(local, questions, tags)}
                 with PostgresBackend(url, tenant="timed", embedder=C.HashEmbedder()) as pg:
                     passes["postgresql"] = one_pass(pg, questions, tags)
-                if baseline is not None:
+                for label, (baseline, base_url) in baselines.items():
                     spec = {"url": base_url, "questions": questions, "tags": tags}
-                    passes["postgresql baseline"] = baseline.run(step="time", **spec)
+                    passes[label] = baseline.run(step="time", **spec)
                 for engine, cases in passes.items():
                     for case, ms in cases.items():
                         times.setdefault(engine, {}).setdefault(case, []).extend(ms)
@@ -191,8 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
         )
     print(
-        f"\n{name} {conv['id']}: {len(rows)} turns, {len(questions)} questions x {args.repeat}, {args.tenants} "
-        f"tenants" + (f", baseline {result['baseline']} ({args.baseline})" if args.baseline else "")
+        f"\n{name} {conv['id']}: {len(rows)} turns, {len(questions)} questions x {args.repeat}, {args.tenants} tenants"
     )
     print(C.table(headers, table))
     result["machine"] = C.machine()
