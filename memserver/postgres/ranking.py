@@ -37,12 +37,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# The context statement is long (~20 CTEs and subplans): planning it took 1.3 ms of its ~9 ms on an idle server and
-# more under load. psycopg prepares a statement run 5 times on a connection; with a generic plan for it (this
+# The context statement is long (~10 CTEs and their subplans): planning it took 1.3-1.6 ms of ~5 ms on an idle
+# server, more under load. psycopg prepares a statement run 5 times on a connection; with a generic plan for it (this
 # setting, for the statement's transaction only) later runs skip planning: unfiltered hybrid p50 19.8 -> 13.4 ms
-# (benchmarks/README.md, "pg_hybrid"). Safe here because the statement's shape is fixed by search.py (the plan kind,
-# exact / ann / probe, is chosen in Python and spelt in the SQL) and its per-turn lookups are index probes whatever
-# the row estimates.
+# under load (benchmarks/README.md, "Engine parity"). Safe here because the statement's shape is fixed by search.py
+# (the plan kind, exact / ann / probe, is chosen in Python and spelt in the SQL), and its generic plan, with
+# statistics at 10 and 60 tenants, still looks each turn up by index (EXPLAIN (GENERIC_PLAN)).
 GENERIC = "force_generic_plan"
 EVERY = 2_000  # a filtered search with this few candidates ranks each with its context (local/search.KEYWORD_ALL)
 
