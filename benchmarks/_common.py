@@ -23,12 +23,14 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+import zlib
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,30 @@ RESULTS = ROOT / "benchmarks" / "results"
 QUALITY = ROOT / "benchmarks" / "data" / "quality.json"
 COLLECTION = "bench"
 DIM = 384
+
+
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """A TextEmbedder at constant, tiny cost: hashed bag of words (like tests/support/fakes.py), unit float32 rows,
+    for benchmarks that time the stores and not the model (multiprocess.py, soak.py, pg_hybrid.py)."""
+
+    dim = DIM
+    model_name = "bench/hashed-bag-of-words"
+
+    def _one(self, text: str) -> np.ndarray:
+        v = np.zeros(DIM, dtype=np.float32)
+        for word in _WORD.findall(text.lower()):
+            v[zlib.crc32(word.encode()) % DIM] += 1.0
+        v[-1] += 0.05
+        return v / np.linalg.norm(v)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, DIM), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(text)
 
 
 def cache_dir(arg: str | None = None) -> Path:

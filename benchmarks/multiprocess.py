@@ -30,49 +30,24 @@ import contextlib
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from benchmarks._common import RESULTS, ROOT, log, machine, summary, table, write_json
+from benchmarks._common import RESULTS, ROOT, HashEmbedder, log, machine, summary, table, write_json
 
 COLLECTION = "multi"
-DIM = 384
 WORDS = [
     *("invoice", "staging", "password", "rotates", "monday", "deploy", "berlin", "coffee", "meeting", "budget"),
     *("review", "quarter", "client", "design", "release", "backup", "server", "laptop", "garden", "recipe"),
     *("flight", "hotel", "doctor", "birthday", "project", "contract"),
 ]
-_WORD = re.compile(r"\w+")
 _BOARD = 128  # bytes per board record: "<writes> <keep id> <deleted id> <crc>\n", space-padded
-
-
-class HashEmbedder:
-    """A TextEmbedder at constant, tiny cost: hashed bag of words (like tests/support/fakes.py), unit float32 rows."""
-
-    dim = DIM
-    model_name = "bench/hashed-bag-of-words"
-
-    def _one(self, text: str) -> np.ndarray:
-        v = np.zeros(DIM, dtype=np.float32)
-        for word in _WORD.findall(text.lower()):
-            v[zlib.crc32(word.encode()) % DIM] += 1.0
-        v[-1] += 0.05
-        return v / np.linalg.norm(v)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, DIM), np.float32)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._one(text)
 
 
 # --- the board: what each worker has had acknowledged, for the others to check ----------------------------------

@@ -47,8 +47,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import RESULTS, ROOT, log, machine, summary, table, write_json
-from benchmarks.multiprocess import WORDS, HashEmbedder
+from benchmarks._common import RESULTS, ROOT, HashEmbedder, log, machine, summary, table, write_json
+from benchmarks.multiprocess import WORDS
 
 COLLECTION = "soak"
 

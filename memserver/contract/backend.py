@@ -126,15 +126,14 @@ class Memory:
 class Hit:
     """A search result: the memory, its cosine similarity to the query (1 is identical), and `rank_score`, the
     number the engine ordered the results by (descending): in "semantic" the cosine again, in "keyword" the BM25
-    score, in "hybrid" the fused score (the local store's convex fusion, retrieval/hybrid_convex.py; PostgreSQL's
-    reciprocal-rank fusion, retrieval/hybrid_rrf.py). Its scale is the mode's and the engine's: compare it only
-    within one result list. A `limit` beyond the fusion's head (50 a side locally, 20 on PostgreSQL) is filled
-    from a deeper fusion, after the head: the order is descending within each part.
+    score, in "hybrid" the fused score (convex fusion, retrieval/hybrid_convex.py, on both engines). Its scale is the
+    mode's: compare it only within one result list. A `limit` beyond the fusion's head (50 a side) is filled from a
+    deeper fusion, after the head: the order is descending within each part.
 
     `explanation` (only from `search(..., explain=True)`, else None): why it ranked, as a JSON-ready dict: "rank",
-    and what the engine knows of it: "semantic" (rank, cosine), "keyword" (rank, bm25, matched terms), the local
-    store also "fused", the session context and "boosts"; "query" is the query's side (terms, named speakers,
-    periods), the same for every hit. The shape beyond "rank" is the engine's: engines rank differently."""
+    and what the engine knows of it: "semantic" (rank, cosine), "keyword" (rank, bm25, matched terms), in hybrid
+    also "fused", the session context and "boosts"; "query" is the query's side (terms, named speakers, periods),
+    the same for every hit (PostgreSQL adds "engine")."""
 
     memory: Memory
     score: float
@@ -311,9 +310,9 @@ class MemoryBackend(Protocol):
         `mode`: "semantic" ranks by cosine similarity to the query (the exact top-`limit`, but an approximate index may
         trade a near-tie at the boundary); "keyword" by BM25 over the content and the date words of occurred_at (only
         memories sharing a word with the query: possibly none); "hybrid" (default) by both: a memory first in both
-        rankings comes first, one that matches neither word nor meaning last. How the two are fused is the engine's (the
-        local store: retrieval/hybrid_convex.py, with session context and soft speaker and time boosts; PostgreSQL:
-        retrieval/hybrid_rrf.py, reciprocal-rank fusion), so engines may order near-ties differently. Ties (equal cosine
+        rankings comes first, one that matches neither word nor meaning last. Both engines fuse them alike
+        (retrieval/hybrid_convex.py: with session context and soft speaker and time boosts); near-ties may still
+        order differently (float rounding). Ties (equal cosine
         in "semantic", equal BM25 in "keyword") rank the earlier-stored memory first. In every mode `Hit.score` is the
         cosine similarity to the query and `Hit.rank_score` the number the list is ordered by; `min_score` (-1..1)
         drops hits whose cosine is below it, after ranking (so fewer than `limit` may come back). A smaller `limit`

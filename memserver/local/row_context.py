@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from memserver.local.catalog import Catalog
-from memserver.retrieval.terms import normalise
+from memserver.retrieval.hybrid_convex import speaker_matcher
 from memserver.retrieval.timewords import TIME_WORDS
 
 __all__ = ["RowContext"]
@@ -125,14 +125,5 @@ class RowContext:
         return codes
 
     def _compile(self, names: list[str]) -> None:
-        codes: dict[str, list[int]] = {}
-        for code, name in enumerate(names):
-            if code and len(name) >= 2 and normalise(name.encode("utf-8", "replace")) is not None:
-                codes.setdefault(name.casefold(), []).append(code)
-        self._codes_of = codes
+        self._speaker_pattern, self._codes_of = speaker_matcher(names)
         self._names_seen = len(names)
-        if codes:
-            alternation = "|".join(re.escape(n) for n in sorted(codes, key=len, reverse=True))
-            self._speaker_pattern = re.compile(rf"(?<!\w)(?:{alternation})(?!\w)", re.IGNORECASE)
-        else:
-            self._speaker_pattern = None

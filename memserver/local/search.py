@@ -29,7 +29,6 @@ import numpy as np
 from memserver.contract import inputs
 from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit
 from memserver.local.catalog import Catalog
-from memserver.local.columns import sorted_union
 from memserver.local.hooks import StoreHooks
 from memserver.local.index import VectorIndex
 from memserver.local.keyword import KeywordDerivedIndex, indexed_text
@@ -74,21 +73,6 @@ def top_k(matrix: np.ndarray, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[
     top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
     top = top[np.lexsort((rows[top], -scores[top]))]
     return rows[top], scores[top]
-
-
-def _lookup(keys: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values[keys == row] for each row, 0 where a row is not among the keys or is -1; and where it was), with
-    `keys` sorted."""
-    if not len(keys) or not len(rows):
-        return np.zeros(len(rows)), np.zeros(len(rows), bool)
-    at = np.minimum(np.searchsorted(keys, rows), len(keys) - 1)
-    found = (keys[at] == rows) & (rows >= 0)
-    return np.where(found, values[at], 0.0), found
-
-
-def _member(rows: np.ndarray, of: np.ndarray) -> np.ndarray:
-    """Which of `rows` are in `of` (sorted): a mask."""
-    return _lookup(of, of, rows)[1]
 
 
 def _admitted(rows: np.ndarray, cand: np.ndarray | None) -> np.ndarray:
@@ -277,7 +261,7 @@ class Searcher:
         after them (each with its score in the deeper pass: the order is descending within each part)."""
         past = f.as_of is not None
         today = date.fromisoformat(f.as_of[:10]) if f.as_of else datetime.now(timezone.utc).date()  # "last week"
-        a = QueryAnalysis.of(text, self.context.named_speakers(text), today)
+        a = QueryAnalysis.of(text, self.context.named_speakers(text)[0], today)
         passes = [self._fused(q, text, DEPTH, cand, past, a)]
         order = passes[0].pool[passes[0].order]
         fused_scores = passes[0].score[passes[0].order]
@@ -310,10 +294,8 @@ class Searcher:
     def _fused(
         self, q: np.ndarray, text: str, depth: int, cand: np.ndarray | None, past: bool, a: QueryAnalysis
     ) -> Fused:
-        """The hybrid ranking over pools of `depth` rows a side, and what its scores were made of."""
-        context = self.context
-        # The vector side's rows: every candidate when they are few (the filtered case), else HNSW's best `depth`
-        # and the turns that follow them (their question matched: the answer may be next).
+        """The hybrid ranking over pools of `depth` rows a side (hybrid_convex.fused), over this store's rows."""
+        # The vector side's rows: every candidate when they are few (the filtered case), else HNSW's best `depth`.
         exact = cand is not None and (past or self._exact(cand))
         if exact:
             assert cand is not None
@@ -322,76 +304,45 @@ class Searcher:
             found, found_cos = self.rank(q, depth, cand, past)
             by_row = np.argsort(found)
             vrows, vcos = found[by_row], found_cos[by_row]
-        # The keyword side's: the BM25 matches (all of them among few candidates), and the turns that follow them.
+        # The keyword side's: the BM25 matches (all of them among few candidates).
         k = len(cand) if cand is not None and len(cand) <= KEYWORD_ALL else 2 * depth
         matches = self._keyword(text, max(k, 1), cand, past)
         keys = np.fromiter((row for row, _ in matches), np.int64, len(matches))
         values = np.fromiter((score for _, score in matches), np.float64, len(matches))
         by_row = np.argsort(keys)
-        keys, values = keys[by_row], values[by_row]
-        if exact:
-            rows = vrows
-            prev, nxt = context.neighbours(rows)
-            eligible = np.ones(len(rows), bool)
-        else:
-            base = sorted_union(vrows, keys)
-            rows = sorted_union(base, _admitted(_present(context.neighbours(base)[1]), cand))
-            prev, nxt = context.neighbours(rows)
-            eligible = _member(rows, vrows) | _member(rows, _present(context.neighbours(vrows)[1]))
-        # Every row's sides, its neighbours' parts included.
-        cos = self._cosines(q, rows, vrows, vcos)
-        prev_cos = next_cos = np.zeros(len(rows))
-        if context.has_sessions():
-            around = np.unique(_present(np.concatenate([prev, nxt])))
-            around_cos = self._cosines(q, around, rows, cos)
-            prev_cos, next_cos = _lookup(around, around_cos, prev)[0], _lookup(around, around_cos, nxt)[0]
-        vec = cos + hybrid_convex.PREV_VECTOR * prev_cos + hybrid_convex.NEXT_VECTOR * next_cos
-        bm, prev_bm = _lookup(keys, values, rows)[0], _lookup(keys, values, prev)[0]
-        kw = bm + hybrid_convex.PREV_KEYWORD * prev_bm
-        # Each side's best `depth`, ties by row; the pool is both.
-        vpos = np.flatnonzero(eligible)
-        near = vpos[hybrid_convex.top_rows(rows[vpos], vec[vpos], min(depth, len(vpos)))]
-        wpos = np.flatnonzero(kw > 0)
-        words = wpos[hybrid_convex.top_rows(rows[wpos], kw[wpos], min(depth, len(wpos)))]
-        at = sorted_union(near, words)
-        pool = rows[at]
-        speaker = np.zeros(len(pool), bool)
-        if a.speaker_codes:
-            table = np.zeros(len(self.catalog.speakers.names), bool)
-            table[a.speaker_codes] = True
-            speaker = table[context.speaker_codes(pool)]
-        window = np.zeros(len(pool), bool)
-        if a.windows:
-            window = hybrid_convex.window_mask([self.catalog.occurred_at(r) for r in pool.tolist()], a.windows)
-        when = context.timewords(pool) if a.when else np.zeros(len(pool), bool)
-        order, score = hybrid_convex.fuse(pool, vec[at], kw[at], speaker, window, when)
-        p, n = prev[at], nxt[at]
-        return Fused(
-            pool,
-            order,
-            score,
-            vec[at],
-            cos[at],
-            np.where(p >= 0, prev_cos[at], np.nan),
-            np.where(n >= 0, next_cos[at], np.nan),
-            kw[at],
-            bm[at],
-            prev_bm[at],
-            p,
-            speaker,
-            window,
-            when,
-            rows[near],
-            rows[words],
-        )
+        source = _Rows(self, q, cand)
+        return hybrid_convex.fused(source, a, depth, (vrows, vcos), (keys[by_row], values[by_row]), exact)
 
-    def _cosines(self, q: np.ndarray, rows: np.ndarray, known: np.ndarray, known_cos: np.ndarray) -> np.ndarray:
-        """Cosines of `rows` to `q`: those of `known` (sorted) as given, the others from the stored vectors."""
-        cos, found = _lookup(known, known_cos, rows)
-        if not found.all():
-            missing = np.flatnonzero(~found)
-            cos[missing] = np.einsum("ij,j->i", self.vectors.matrix(rows[missing]), q)
+
+class _Rows:
+    """hybrid_convex.RowSource over one generation's rows, for one query and its candidates."""
+
+    def __init__(self, searcher: Searcher, q: np.ndarray, cand: np.ndarray | None) -> None:
+        self.searcher, self.q, self.cand = searcher, q, cand
+        self.context = searcher.context
+
+    def has_sessions(self) -> bool:
+        return self.context.has_sessions()
+
+    def neighbours(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.context.neighbours(rows)
+
+    def admitted(self, rows: np.ndarray) -> np.ndarray:
+        return _admitted(rows, self.cand)
+
+    def cosines(self, rows: np.ndarray) -> np.ndarray:
+        cos: np.ndarray = np.einsum("ij,j->i", self.searcher.vectors.matrix(rows), self.q)
         return cos
+
+    def speakers(self, rows: np.ndarray) -> list[str]:
+        names = self.searcher.catalog.speakers.names
+        return [names[c] for c in self.context.speaker_codes(rows).tolist()]
+
+    def occurred(self, rows: np.ndarray) -> list[str]:
+        return [self.searcher.catalog.occurred_at(r) for r in rows.tolist()]
+
+    def timewords(self, rows: np.ndarray) -> np.ndarray:
+        return self.context.timewords(rows)
 
 
 def _first_then(first: Ranking, rest: Ranking, tags: list[str]) -> Ranking:
@@ -411,10 +362,6 @@ def _first_then(first: Ranking, rest: Ranking, tags: list[str]) -> Ranking:
         return {**why1(i, rank), "tagged": tags} if i < n else why2(int(keep[i - n]), rank)
 
     return rows, scores, order_scores, why
-
-
-def _present(rows: np.ndarray) -> np.ndarray:
-    return rows[rows >= 0]
 
 
 def _query_terms(text: str) -> list[str]:

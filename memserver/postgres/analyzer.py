@@ -31,7 +31,7 @@ import psycopg
 from memserver.contract import inputs
 from memserver.errors import StoreError
 from memserver.postgres import rows, terms
-from memserver.retrieval.terms import ANALYZER
+from memserver.postgres.terms import ANALYZER
 
 __all__ = ["BATCH", "is_current", "made_with", "reindex"]
 
@@ -42,7 +42,8 @@ _PROGRESS_EVERY_S = 5.0
 _ATTEMPTS = 3
 
 _READ = """
-    SELECT tenant, seq, content, coalesce(occurred_at, created_at), tags, terms, tfs, doc_len FROM memserver.memories
+    SELECT tenant, seq, content, coalesce(occurred_at, created_at), tags, speaker, terms, tfs, doc_len
+    FROM memserver.memories
     WHERE (tenant, seq) > (%s, %s) ORDER BY tenant, seq LIMIT %s
 """
 _REWRITE = """
@@ -130,8 +131,8 @@ def _changed(found: list[tuple[Any, ...]]) -> list[list[Any]]:
     """The _REWRITE arrays (tenant, seq, terms, tfs, doc_len) of the rows whose stored terms differ from the
     running analyzer's."""
     out: list[list[Any]] = [[], [], [], [], []]
-    for tenant, seq, content, occurred, tags, stored_terms, stored_tfs, doc_len in found:
-        new = terms.indexed(rows.loaded_text(content), inputs.stored_time(occurred), tags)
+    for tenant, seq, content, occurred, tags, speaker, stored_terms, stored_tfs, doc_len in found:
+        new = terms.indexed(rows.loaded_text(content), inputs.stored_time(occurred), tags, speaker)
         new_terms = [rows.stored_text(t) for t in new.terms]
         if new_terms == list(stored_terms) and new.tfs == list(stored_tfs) and new.length == doc_len:
             continue

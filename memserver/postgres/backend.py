@@ -31,16 +31,18 @@ from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, M
 from memserver.contract.write_rules import Pending
 from memserver.embedding import base as embedding
 from memserver.errors import StoreError
-from memserver.postgres import analyzer, health, listing, ranking, rows, schema, terms, writes
+from memserver.postgres import analyzer, health, hybrid, listing, ranking, rows, schema, terms, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
-from memserver.retrieval.hybrid_rrf import FUSION_DEPTH
+from memserver.retrieval.hybrid_convex import DEPTH
 from memserver.retrieval.terms import named_tags, query_words
 
 if TYPE_CHECKING:
     from memserver.embedding.base import TextEmbedder
 
 log = logging.getLogger(__name__)
+
+KEYWORD_DEPTH = 20  # the keyword ranking's depth (a deeper one changes nothing but how ties are cut at `limit`)
 
 IMPORT_BATCH = 1000
 # An import adding more rows than this (PostgreSQL's autovacuum_analyze_threshold and _scale_factor defaults) ANALYZEs.
@@ -329,32 +331,60 @@ class PostgresBackend:
         words = [stored_text(t) for t in terms.query_terms(request.query)] if mode != "semantic" else []
         if mode == "keyword" and not words:
             return []
-        near, keyed, found, bm25 = self._rankings(q, request, words)
         shown = [stored_text(t) for t in query_words(request.query)] if mode != "semantic" else []
-        hits = ranking.hits(near, keyed, found, bm25, request, shown, explain)
+        tags, hits = self._hits(q, request, words, shown, explain)
         f = request.filter
         if mode == "semantic" or f.as_of is not None:
             return hits
         # A query naming a tag (terms.named_tags) ranks that tag's memories first. Its tags are indexed terms, so
         # such memories reach the keyword pool: only a query whose pool holds one pays the second search.
-        named = named_tags(request.query, sorted({t for memory, _ in found.values() for t in memory.tags}))
+        named = named_tags(request.query, sorted(tags))
         if not named:
             return hits
         tagged = request._replace(filter=f._replace(tags=tuple(named)))
-        first = ranking.hits(*self._rankings(q, tagged, words), tagged, shown, explain)
+        first = self._hits(q, tagged, words, shown, explain)[1]
         if f.tags:  # both: the filter's tags and a named one
             first = [h for h in first if not set(f.tags).isdisjoint(h.memory.tags)]
         return ranking.tagged_first(first, hits, limit, named)
 
-    def _rankings(self, q: np.ndarray, request: inputs.SearchRequest, words: list[str]) -> ranking.Rankings:
-        """Both rankings of a request (seqs, best first), the memories they hold with their cosines, and the keyword
-        ranking's BM25 scores."""
+    def _hits(
+        self, q: np.ndarray, request: inputs.SearchRequest, words: list[str], shown: list[str], explain: bool
+    ) -> tuple[set[str], list[Hit]]:
+        """The tags of the memories a request's statement fetched and its hits: one side's ranking, or the hybrid
+        ranking of both with their session context (hybrid.py, the local store's)."""
         mode, f = request.mode, request.filter
-        depth = request.limit if mode == "semantic" else max(request.limit, FUSION_DEPTH)
+        depth = request.limit if mode == "semantic" else max(request.limit, KEYWORD_DEPTH)
+        if mode == "hybrid":
+            depth = max(request.limit, DEPTH)
         if f.as_of is not None:
-            return ranking.rankings_as_of(self.db, self.tenant, q, request.query, f, depth, words)
-        vector = mode != "keyword"
-        return ranking.rankings(self.db, self.tenant, self._estimates, q, f, depth, vector=vector, words=words)
+            if mode == "hybrid":  # every candidate, as the local store ranks as of a past time
+                depth = max(depth, ranking.EVERY)
+            near, keyed, found, bm25 = ranking.rankings_as_of(self.db, self.tenant, q, request.query, f, depth, words)
+            tags = {t for memory, _ in found.values() for t in memory.tags}
+            if mode != "hybrid":
+                return tags, ranking.hits(near, keyed, found, bm25, request, shown, explain)
+            ctx = ranking.Context({}, set(), set(), every=True)  # exact over what stood then, no session context
+            turns = {s: ranking.Turn(m.tags, m.speaker or "", m.occurred_at, c) for s, (m, c) in found.items()}
+
+            def stood(seqs: list[int]) -> dict[int, Memory]:
+                return {seq: found[seq][0] for seq in seqs}
+
+            return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, stood)
+        db, est, vector = self.db, self._estimates, mode != "keyword"
+        if mode != "hybrid":
+            near, keyed, found, bm25 = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
+            return {t for memory, _ in found.values() for t in memory.tags}, ranking.hits(
+                near, keyed, found, bm25, request, shown, explain
+            )
+        near, keyed, turns, bm25, ctx, full = ranking.context_rankings(db, self.tenant, est, q, f, depth, words)
+
+        def load(seqs: list[int]) -> dict[int, Memory]:  # the statement's full rows; others (explain) read now
+            missing = [seq for seq in seqs if seq not in full]
+            found = ranking.full_rows(db, self.tenant, missing) if missing else {}
+            return found | {seq: rows.memory(full[seq]) for seq in seqs if seq in full}
+
+        tags = {t for turn in turns.values() for t in turn.tags}
+        return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, load)
 
     def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         f = inputs.SearchFilter(namespace=namespace)

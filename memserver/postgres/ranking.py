@@ -2,15 +2,16 @@
 and the as_of path, which ranks exactly over the memories that stood then.
 
 Each returns (vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25 score of the keyword ranking);
-backend.py fuses them with retrieval/hybrid_rrf.hybrid_order (PostgreSQL's fusion: the local store's is
-retrieval/hybrid_convex) and cuts them as the local store does (min_score, limit).
+backend.py cuts one of them as the local store does (min_score, limit), or, for hybrid, hands them with their session
+context (`Context`) to hybrid.py, which ranks them with the local store's retrieval/hybrid_convex.fused.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,14 +21,57 @@ from memserver.postgres import rows, search
 from memserver.postgres.pool import Database
 from memserver.postgres.rows import COLUMNS, CURRENT
 from memserver.retrieval.bm25 import KeywordIndex
-from memserver.retrieval.hybrid_rrf import hybrid_order
 from memserver.retrieval.terms import date_text, tag_text
 
-__all__ = ["Estimates", "Rankings", "rankings", "rankings_as_of", "tagged_first"]
+__all__ = [
+    "Context",
+    "Estimates",
+    "Rankings",
+    "Turn",
+    "context_rankings",
+    "full_rows",
+    "rankings",
+    "rankings_as_of",
+    "tagged_first",
+]
 
 log = logging.getLogger(__name__)
 
+# The context statement is long (~10 CTEs and their subplans): planning it took 1.3-1.6 ms of ~5 ms on an idle
+# server, more under load. psycopg prepares a statement run 5 times on a connection; with a generic plan for it (this
+# setting, for the statement's transaction only) later runs skip planning: unfiltered hybrid p50 19.8 -> 13.4 ms
+# under load (benchmarks/README.md, "Engine parity"). Safe here because the statement's shape is fixed by search.py
+# (the plan kind, exact / ann / probe, is chosen in Python and spelt in the SQL), and its generic plan, with
+# statistics at 10 and 60 tenants, still looks each turn up by index (EXPLAIN (GENERIC_PLAN)).
+GENERIC = "force_generic_plan"
+EVERY = 2_000  # a filtered search with this few candidates ranks each with its context (local/search.KEYWORD_ALL)
+
 Rankings = tuple[list[int], list[int], dict[int, tuple[Memory, float]], dict[int, float]]
+
+
+class Turn(NamedTuple):
+    """What the hybrid ranking reads of a fetched turn (a light row) besides its content."""
+
+    tags: tuple[str, ...]
+    speaker: str
+    occurred: datetime | str  # as the row holds it; `occurred_at` formats it (only a query's time window reads it)
+    cosine: float
+
+    @property
+    def occurred_at(self) -> str:
+        return self.occurred if isinstance(self.occurred, str) else inputs.stored_time(self.occurred)
+
+
+@dataclass
+class Context:
+    """What a context statement (search.search_sql with `context`) adds for the hybrid ranking: each ranked or
+    following turn's previous and next turn, which following turns pass the filters, which rows are current, and
+    whether the rankings hold every candidate (few of them: hybrid_convex.fused's `every`)."""
+
+    links: dict[int, tuple[int, int]]  # seq -> (previous, next) seq, -1 for none
+    admitted: set[int]
+    current: set[int]
+    every: bool
 
 
 @dataclass
@@ -53,44 +97,104 @@ def rankings(
 ) -> Rankings:
     """(vector ranking, keyword ranking, seq -> (memory, cosine), seq -> BM25), one statement; again if the plan's
     counts were stale (the namespace is not the whole tenant any more) or HNSW ran short (then exactly)."""
+    result, _ = _run(db, tenant, est, q, f, depth, vector=vector, words=words, context=False)
+    near, keyed, bm25 = _sides(result)
+    return near, keyed, found_rows(result), bm25
+
+
+def context_rankings(
+    db: Database, tenant: str, est: Estimates, q: np.ndarray, f: inputs.SearchFilter, depth: int, words: list[str]
+) -> tuple[list[int], list[int], dict[int, Turn], dict[int, float], Context, dict[int, tuple[Any, ...]]]:
+    """rankings() for the hybrid ranking: the keyword ranking 2 x depth deep, light rows (seq -> Turn), the session
+    context and the ranked turns' full rows (seq -> COLUMNS values: rows.memory makes a Memory of one), in one
+    statement (search.search_sql with `context`)."""
+    result, unfiltered = _run(db, tenant, est, q, f, depth, vector=True, words=words, context=True)
+    turn_rows = [r for r in result if r[search.RANKING] is not None]
+    near = [
+        seq
+        for *_, seq in sorted(
+            (r[search.VDIST], r[search.CREATED], r[search.SEQ]) for r in turn_rows if r[search.VDIST] is not None
+        )
+    ]
+    keyword_rows = sorted(
+        (-r[search.BM25], r[search.CREATED], r[search.SEQ]) for r in turn_rows if r[search.BM25] is not None
+    )
+    turns = {
+        r[search.SEQ]: Turn(
+            tuple(r[search.TAGS]),
+            r[search.SPEAKER] or "",
+            r[search.WHEN],
+            1.0 - float(r[search.COSDIST]),
+        )
+        for r in turn_rows
+    }
+    full = {r[search.SEQ]: r[search.TURN] for r in turn_rows if r[search.CONTENT] is not None}
+    keyed, bm25 = [seq for *_, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+    return near, keyed, turns, bm25, _context(turn_rows, result[0], filtered=not unfiltered), full
+
+
+def _sides(result: list[tuple[Any, ...]]) -> tuple[list[int], list[int], dict[int, float]]:
+    keyword_rows = ranked(result, 2)
+    near = [seq for _, _, seq in ranked(result, 1)]
+    return near, [seq for _, _, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+
+
+def _run(
+    db: Database,
+    tenant: str,
+    est: Estimates,
+    q: np.ndarray,
+    f: inputs.SearchFilter,
+    depth: int,
+    *,
+    vector: bool,
+    words: list[str],
+    context: bool,
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """The rows of search_sql's statement (run again while its plan proved wrong) and whether it ran unfiltered."""
     tenant_rows, table_rows = est.tenant_rows, est.table_rows
     in_namespace = est.in_namespace.get(f.namespace, tenant_rows)
     unfiltered = f.empty and in_namespace >= tenant_rows
     plan = search.choose(in_namespace, table_rows, depth, not unfiltered)
     _, params = search.filter_sql(f)
-    params |= {"tenant": tenant, "q": q, "depth": depth, "terms": words}
+    params |= {"tenant": tenant, "q": q, "depth": depth, "terms": words, "kdepth": 2 * depth, "every": EVERY}
     result: list[tuple[Any, ...]] = []
-    near_rows: list[tuple[float, Any, int]] = []
     for _ in range(3):
-        sql = search.search_sql(plan, f, vector=vector, keyword=bool(words), unfiltered=unfiltered)
-        settings = None
+        keyword = bool(words)
+        sql = search.search_sql(plan, f, vector=vector, keyword=keyword, unfiltered=unfiltered, context=context)
+        settings: dict[str, str] = {}
         if plan.kind != "exact":
-            settings = {
+            settings |= {
                 "hnsw.ef_search": str(search.ef_search(depth)),
                 "hnsw.iterative_scan": "strict_order",
                 "hnsw.max_scan_tuples": str(search.MAX_SCAN_TUPLES),
             }
+        if context:  # see GENERIC
+            settings["plan_cache_mode"] = GENERIC
         params["exact_max"] = plan.exact_max
-        result = db.run(tenant, [(sql, params)], settings=settings)[0].fetchall()
+        result = db.run(tenant, [(sql, params)], settings=settings or None)[0].fetchall()
         head = result[0]
         n, space = int(head[search.N]), int(head[search.IN_NAMESPACE])
         est.tenant_rows, est.table_rows = n, max(int(max(head[search.TABLE_ROWS] or 0, 0)), n)
         est.in_namespace[f.namespace] = space
-        near_rows = ranked(result, 1)  # (distance, created_at, seq)
+        near_rows = sum(r[search.RANKING] == 1 for r in result)
         if unfiltered and space < n:
             log.info("the namespace is not the whole tenant any more; searching again with it as a filter")
             unfiltered = False
             plan = search.choose(space, est.table_rows, depth, True)
             continue
-        if vector and not bool(head[search.EXACT]) and len(near_rows) < min(depth, space):
-            log.info("HNSW returned %d of %d rows; ranking exactly", len(near_rows), depth)
+        if vector and not bool(head[search.EXACT]) and near_rows < min(depth, space):
+            log.info("HNSW returned %d of %d rows; ranking exactly", near_rows, depth)
             plan = search.Plan("exact", plan.exact_max)
             continue  # an iterative scan that gave up (max_scan_tuples): rank exactly instead
         break
-    found = found_rows(result)
-    near = [seq for _, _, seq in near_rows]
-    keyword_rows = ranked(result, 2)
-    return near, [seq for _, _, seq in keyword_rows], found, {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+    return result, unfiltered
+
+
+def full_rows(db: Database, tenant: str, seqs: list[int]) -> dict[int, Memory]:
+    """The memories of `seqs` (those a context statement sent light rows of, when an explanation names them)."""
+    sql = f"SELECT {COLUMNS} FROM memserver.memories m WHERE m.tenant = %(tenant)s AND m.seq = ANY(%(seqs)s)"
+    return {r[1]: rows.memory(r) for r in db.run(tenant, [(sql, {"tenant": tenant, "seqs": seqs})])[0].fetchall()}
 
 
 def rankings_as_of(
@@ -124,6 +228,22 @@ def rankings_as_of(
     return near, list(bm25), found, bm25
 
 
+def _context(turn_rows: list[tuple[Any, ...]], head: tuple[Any, ...], *, filtered: bool) -> Context:
+    links, admitted, current = {}, set(), set()
+    for r in turn_rows:
+        seq = r[search.SEQ]
+        if r[search.IS_CURRENT]:
+            current.add(seq)
+        if r[search.RANKING] == 5:
+            prev, nxt = r[search.PREV], r[search.NEXT]
+            links[seq] = (-1 if prev is None else prev, -1 if nxt is None else nxt)
+            if r[search.ADMITTED]:
+                admitted.add(seq)
+    ncand = head[search.NCAND]
+    every = filtered and bool(head[search.EXACT]) and ncand is not None and ncand <= EVERY
+    return Context(links, admitted, current, every)
+
+
 def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
     """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq)."""
     sign = 1.0 if ranking == 1 else -1.0
@@ -153,13 +273,8 @@ def hits(
     and limit, each with the score it was ordered by (cosine, BM25, RRF); with `explain`, each says where it
     stood."""
     mode, limit = request.mode, request.limit
-    order: list[tuple[int, float]]
-    if mode == "semantic":
-        order = [(seq, found[seq][1]) for seq in near]
-    elif mode == "keyword":
-        order = [(seq, bm25[seq]) for seq in keyed]
-    else:
-        order = hybrid_order(near, keyed, lambda seq: found[seq][0].occurred_at)
+    semantic = mode == "semantic"
+    order = [(seq, found[seq][1]) for seq in near] if semantic else [(seq, bm25[seq]) for seq in keyed]
     if request.min_score is None:
         order = order[:limit]
     out: list[Hit] = []
@@ -197,6 +312,5 @@ def _explanation(
         why["semantic"] = {"rank": near.index(seq) + 1 if seq in near else None, "cosine": round(float(cosine), 4)}
     if mode != "semantic":
         why["keyword"] = {"rank": keyed.index(seq) + 1 if seq in keyed else None}
-    fusion = "reciprocal-rank fusion of each side's best" if mode == "hybrid" else mode
-    why["query"] = {"mode": mode, "terms": words, "engine": "postgresql", "fusion": fusion}
+    why["query"] = {"mode": mode, "terms": words, "engine": "postgresql", "fusion": mode}
     return why

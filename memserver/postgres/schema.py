@@ -24,7 +24,7 @@ from psycopg import sql
 
 from memserver.errors import ModelMismatchError, StoreError
 from memserver.postgres import analyzer
-from memserver.retrieval.terms import ANALYZER
+from memserver.postgres.terms import ANALYZER
 
 SCHEMA = "memserver"
 APP_ROLE = "memserver_app"

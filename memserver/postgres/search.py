@@ -19,8 +19,9 @@ tag filters at 100k memories taken with a scratch script that is not in the repo
 ~100k memories the threshold sits at its floor, EXACT_MIN.
 
 The keyword ranking (terms.BM25_SCORES) is restricted to the same candidates, and both rankings come back in one
-result with each row's content and cosine, so fusion (retrieval/hybrid_rrf.hybrid_order, PostgreSQL's own: the local
-store fuses with retrieval/hybrid_convex) and the scores need nothing more from the database.
+result with each row's content and cosine; for hybrid search the same statement also brings the turns that follow
+them and every session neighbour (`context`), so fusion (retrieval/hybrid_convex.fused, the local store's, through
+hybrid.py) and the scores need nothing more from the database.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def filter_sql(f: SearchFilter, *, held: bool = False) -> tuple[str, dict[str, A
     Current memories only, unless `f.as_of` asks for those that stood then, or `held` for the replaced ones too
     (select with include_replaced). Tags are matched through memory_tags for current memories (an index under
     row-level security, see migration 1), on the row's own array otherwise (memory_tags holds current ones only).
+    The tagged seqs are read once into an array (an InitPlan): as `m.seq IN (subquery)`, a freshly imported tenant
+    (no statistics yet: every estimate 1 row) got a nested loop re-reading the tag's postings per memory, quadratic
+    in the tag's size (419 tagged turns: 87,571 index rows for 419 candidates; benchmarks/README.md, "Engine parity").
     """
     conds = ["m.tenant = %(tenant)s", "m.namespace = %(namespace)s"]
     params: dict[str, Any] = {"namespace": stored_namespace(f.namespace)}
@@ -88,8 +92,8 @@ def filter_sql(f: SearchFilter, *, held: bool = False) -> tuple[str, dict[str, A
         conds.append(
             "m.tags && %(tags)s::text[]"
             if every
-            else "m.seq IN (SELECT g.seq FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s "
-            "AND g.tag = ANY(%(tags)s))"
+            else "m.seq = ANY(ARRAY(SELECT g.seq FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s "
+            "AND g.tag = ANY(%(tags)s)))"
         )
         params["tags"] = list(f.tags)
     if f.source is not None:
@@ -127,7 +131,14 @@ DIST = MEMORY + WIDTH
 
 
 def search_sql(
-    plan: Plan, f: SearchFilter, *, vector: bool, keyword: bool, unfiltered: bool = False, lateral: bool = True
+    plan: Plan,
+    f: SearchFilter,
+    *,
+    vector: bool,
+    keyword: bool,
+    unfiltered: bool = False,
+    lateral: bool = True,
+    context: bool = False,
 ) -> str:
     """One statement returning (n, table_rows, exact, in_namespace, ranking, rank_score, <COLUMNS>, distance) rows.
 
@@ -139,10 +150,19 @@ def search_sql(
     candidate: the keyword ranking may cut before joining; the caller checks `in_namespace` == `n` after).
     `lateral`: the HNSW/probe keyword branch looks each scored row up by (tenant, seq) (False: a plain join, which
     the planner answered with a scan of every row of the tenant; benchmarks/postgres_keyword.py compares them).
+    `context`: what the hybrid ranking needs besides (context_sql): the keyword ranking is %(kdepth)s deep, and
+    when the filters pass at most %(every)s candidates both rankings hold all of them (`ncand` says how many).
     """
     where, _ = filter_sql(f)
     ctes: list[str] = []
     branches: list[str] = []
+    vlimit = klimit = "%(depth)s"
+    if context:
+        klimit = "%(kdepth)s"
+        if not unfiltered and plan.kind != "ann":  # few candidates: every one of them, as the local store does
+            every = "(SELECT count(*) FROM cand) <= %(every)s"
+            vlimit = f"CASE WHEN {every} THEN %(every)s ELSE %(depth)s END"
+            klimit = f"CASE WHEN {every} THEN %(every)s ELSE %(kdepth)s END"
     exact = {"exact": "true", "ann": "false", "probe": "(SELECT yes FROM small)"}[plan.kind]
     if plan.kind == "probe":
         ctes.append(
@@ -158,7 +178,7 @@ def search_sql(
     if vector:
         parts = []
         if plan.kind != "ann":
-            parts.append("(SELECT seq, dist FROM cand ORDER BY dist, created_at, seq LIMIT %(depth)s)")
+            parts.append(f"(SELECT seq, dist FROM cand ORDER BY dist, created_at, seq LIMIT {vlimit})")
         if plan.kind != "exact":
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
             parts.append(
@@ -171,36 +191,110 @@ def search_sql(
         ctes.append(f"scored AS ({BM25_SCORES})")
         parts = []
         if plan.kind != "ann":
+            # The scored candidates by an aggregate over both, not a join: a tenant without statistics yet (every
+            # estimate 1 row) got a nested loop comparing every scored row with every candidate.
             parts.append(
-                "(SELECT s.seq, s.bm25 FROM scored s JOIN cand USING (seq) "
-                "ORDER BY s.bm25 DESC, cand.created_at, s.seq LIMIT %(depth)s)"
+                "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25, NULL::timestamptz AS created_at FROM scored "
+                "UNION ALL SELECT seq, NULL, created_at FROM cand) x GROUP BY seq "
+                "HAVING count(bm25) > 0 AND count(created_at) > 0 "
+                f"ORDER BY max(bm25) DESC, max(created_at), seq LIMIT {klimit})"
             )
         if plan.kind != "exact":
             # Ties at the cut are ordered by created_at too: only the rows scoring at least the depth-th best
             # score (ties included) are joined to memories for it.
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
-            cut = "s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT %(depth)s) x)"
+            cut = f"s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT {klimit}) x)"
             if not unfiltered:
                 cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
             if lateral:  # one (tenant, seq) lookup per scored row passing the cut (review S1)
                 parts.append(
                     "(SELECT s.seq, s.bm25 FROM scored s CROSS JOIN LATERAL (SELECT m.created_at FROM "
                     f"memserver.memories m WHERE {where} AND m.seq = s.seq OFFSET 0) m WHERE {cut}{guard} "
-                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                    f"ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT {klimit})"
                 )
             else:  # the join the planner turned into a scan of the tenant's time index (kept for the benchmark)
                 parts.append(
                     "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
                     f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
-                    "ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT %(depth)s)"
+                    f"ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT {klimit})"
                 )
         ctes.append(f"words AS ({' UNION ALL '.join(parts)})")
         branches.append("SELECT seq, 2 AS ranking, bm25 AS rank_score FROM words")
-    ctes.append(f"info AS ({COUNTS}, {exact} AS exact)")
+    ncand = "(SELECT count(*) FROM cand)" if plan.kind != "ann" else "NULL::bigint"
+    ctes.append(f"info AS ({COUNTS}, {exact} AS exact, {ncand} AS ncand)")
+    if context:
+        return _with_context(ctes, branches, where, exact=plan.kind == "exact")
     ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
     return (
         "WITH " + ",\n".join(ctes) + "\n"
         f"SELECT i.n, i.table_rows, i.exact, i.in_namespace, h.ranking, h.rank_score, {COLUMNS}, "
         "m.embedding <=> %(q)b AS dist "
         "FROM info i LEFT JOIN (hits h JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = h.seq) ON true"
+    )
+
+
+# A turn's previous / next turn in its session and namespace (any state: one that is not current counts as none,
+# as in the local store), by memories_session (migration 5: its predicate spelt out, so the planner need not prove
+# it). Alias m is the turn.
+_PREV = (
+    "SELECT p.seq FROM memserver.memories p WHERE p.tenant = m.tenant AND p.namespace = m.namespace "
+    "AND p.session = m.session AND p.session IS NOT NULL AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
+)
+_NEXT = _PREV.replace("p.seq < m.seq ORDER BY p.seq DESC", "p.seq > m.seq ORDER BY p.seq")
+# A context statement's rows (search_sql with `context`): one a distinct turn, each (n, table_rows, exact,
+# in_namespace, ranking, its vector ranking's distance, its BM25, <COLUMNS>, cosine distance, previous turn, next
+# turn, admitted, current, ncand). Ranking 5 rows are the ranked turns and the turns that follow them: their full
+# rows (every hit is one of them: hybrid.py reads the hits from here, no second round trip); ranking 4 rows the turns
+# only their context needs, in LIGHT columns (their contents would cross the wire for nothing).
+LIGHT = COLUMNS.replace("m.content", "NULL::text")
+VDIST, BM25 = RANKING + 1, RANKING + 2
+SEQ, CREATED, CONTENT, TAGS, _SOURCE, WHEN, SPEAKER = range(BM25 + 2, BM25 + 9)
+TURN = slice(BM25 + 1, BM25 + 1 + WIDTH)  # COLUMNS
+COSDIST = TURN.stop
+PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(COSDIST + 1, COSDIST + 6)
+
+
+def _links(source: str, extra: str) -> str:
+    """The previous and next turn of each seq of `source` (alias u; one lookup pair per distinct turn), with the
+    turn's COLUMNS, its cosine distance, whether it is current and `extra`, read by one lookup of its row."""
+    columns = COLUMNS.replace(OCCURRED, f"{OCCURRED} AS occurred")
+    return (
+        f"SELECT pv.seq AS prev, nx.seq AS next, {columns}, m.embedding <=> %(q)b AS dist, {CURRENT} AS current, "
+        f"{extra} FROM ({source}) u JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = u.seq "
+        f"LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL LEFT JOIN LATERAL ({_NEXT}) nx "
+        "ON m.session IS NOT NULL"
+    )
+
+
+# The memory columns of _links' rows (alias x) and the distance.
+_LINKED = ", ".join(f"x.{c.split('.')[-1]}" for c in [*COLUMNS.replace(OCCURRED, "occurred").split(", "), "dist"])
+
+
+def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
+    """search_sql's statement with the session context of hybrid_convex.fused, one row a distinct turn (see
+    SEQ): the ranked turns with their place on each side (`sides`: an aggregate, so a turn on both sides is one
+    row, and no join of two CTEs a tenant without statistics could plan as a nested loop), the turns that follow them
+    with whether they pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked
+    turn passes), and the turns around both (ranking 4, LIGHT)."""
+    ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
+    ctes.append(
+        "sides AS (SELECT seq, min(rank_score) FILTER (WHERE ranking = 1) AS vdist, "
+        "max(rank_score) FILTER (WHERE ranking = 2) AS bm25 FROM ranked GROUP BY seq)"
+    )
+    ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT * FROM sides', 'u.vdist, u.bm25, true AS admitted')})")
+    follow = "SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL EXCEPT SELECT seq FROM l1"
+    passes = "m.seq IN (SELECT seq FROM cand)" if exact else f"({where})"
+    unranked = f"NULL::float8 AS vdist, NULL::float8 AS bm25, {passes} AS admitted"
+    ctes.append(f"l2 AS MATERIALIZED ({_links(follow, unranked)})")
+    ctes.append("linked AS (SELECT seq, prev, next FROM l1 UNION ALL SELECT seq, prev, next FROM l2)")
+    around = "SELECT prev AS seq FROM linked UNION SELECT next FROM linked EXCEPT SELECT seq FROM linked"
+    ctes.append(
+        f"out AS (SELECT 5 AS ranking, x.vdist, x.bm25, {_LINKED}, x.prev, x.next, x.admitted, x.current "
+        f"FROM l1 x UNION ALL SELECT 5, NULL, NULL, {_LINKED}, x.prev, x.next, x.admitted, x.current FROM l2 x "
+        f"UNION ALL SELECT 4, NULL, NULL, {LIGHT}, m.embedding <=> %(q)b, NULL, NULL, NULL, {CURRENT} "
+        f"FROM ({around}) a JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = a.seq)"
+    )
+    return (
+        "WITH " + ",\n".join(ctes) + "\n"
+        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.*, i.ncand FROM info i LEFT JOIN out o ON true"
     )

@@ -17,8 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memserver.retrieval.bm25 import KeywordIndex
+from memserver.retrieval.terms import ANALYZER as analyzer_version
 from memserver.retrieval.terms import date_text, normalise, raw_tokens, tag_text
 from memserver.retrieval.terms import query_terms as analyzer_query_terms
+
+# The analyzer stamp of meta 'keyword' (analyzer.py): memserver's tokenizer, and the speaker among a row's terms (as
+# the local store indexes it: local/keyword.indexed_text); a database stamped otherwise is re-indexed on open.
+ANALYZER = f"{analyzer_version}+speaker"
 
 _DEFAULTS = KeywordIndex()
 K1 = _DEFAULTS.k1
@@ -40,10 +45,10 @@ class IndexedText:
 _term = functools.lru_cache(maxsize=1 << 17)(normalise)
 
 
-def indexed(content: str, occurred_at: str, tags: Sequence[str] = ()) -> IndexedText:
-    """The terms of a memory: its content, the date words of its occurred_at and its tags (as the local store
-    indexes them)."""
-    raw = raw_tokens(f"{content} {date_text(occurred_at)} {tag_text(list(tags))}")
+def indexed(content: str, occurred_at: str, tags: Sequence[str] = (), speaker: str | None = None) -> IndexedText:
+    """The terms of a memory: its content, the date words of its occurred_at, its tags and its speaker's name (as
+    the local store indexes them)."""
+    raw = raw_tokens(f"{content} {date_text(occurred_at)} {tag_text(list(tags))} {speaker or ''}")
     counts = Counter(term for term in map(_term, raw) if term is not None)
     return IndexedText(list(counts), list(counts.values()), sum(counts.values()))
 

@@ -215,7 +215,7 @@ def insert_sql(tenant: str, model_id: int, items: Sequence[Pending], stamp: str)
         m = it.m
         created = m.created_at or stamp
         occurred = m.occurred_at or created
-        indexed = terms.indexed(m.content, occurred, m.tags)
+        indexed = terms.indexed(m.content, occurred, m.tags, m.speaker)
         values = (
             uuid.UUID(it.id),
             created,

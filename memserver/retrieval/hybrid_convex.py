@@ -24,13 +24,15 @@ piece is worth: benchmarks/README.md, "Retrieval II".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from memserver.retrieval.terms import normalise
 from memserver.retrieval.timewords import Window, is_when, time_windows
 
 __all__ = [
@@ -45,9 +47,13 @@ __all__ = [
     "WINDOW_AFTER_DAYS",
     "Fused",
     "QueryAnalysis",
+    "RowSource",
     "describe_query",
     "explain_row",
     "fuse",
+    "fused",
+    "named_speakers",
+    "speaker_matcher",
     "top_rows",
     "window_mask",
 ]
@@ -65,17 +71,69 @@ WINDOW_AFTER_DAYS = 31  # people talk about an event in the weeks after it
 
 @dataclass(frozen=True)
 class QueryAnalysis:
-    """What a query carries beyond its words: the speakers it names (names and speaker codes), whether it asks
+    """What a query carries beyond its words: the speakers it names (their stored names), whether it asks
     "when", and the periods it names."""
 
     speakers: list[str]
-    speaker_codes: list[int]
     when: bool
     windows: list[Window]
 
     @classmethod
-    def of(cls, query: str, speakers: tuple[list[str], list[int]], today: date) -> QueryAnalysis:
-        return cls(speakers[0], speakers[1], is_when(query), time_windows(query, today))
+    def of(cls, query: str, speakers: list[str], today: date) -> QueryAnalysis:
+        return cls(speakers, is_when(query), time_windows(query, today))
+
+
+def speaker_matcher(names: Sequence[str]) -> tuple[re.Pattern[str] | None, dict[str, list[int]]]:
+    """(a case-insensitive whole-name pattern over `names`, casefolded name -> its positions in `names`), names
+    that are stopwords or shorter than 2 letters left out ("Will", "May" would fire on words); position 0 is "no
+    speaker" and is never matched."""
+    codes: dict[str, list[int]] = {}
+    for code, name in enumerate(names):
+        if code and len(name) >= 2 and normalise(name.encode("utf-8", "replace")) is not None:
+            codes.setdefault(name.casefold(), []).append(code)
+    if not codes:
+        return None, codes
+    alternation = "|".join(re.escape(n) for n in sorted(codes, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternation})(?!\w)", re.IGNORECASE), codes
+
+
+def named_speakers(query: str, names: Sequence[str]) -> list[str]:
+    """Those of `names` (distinct speakers) that `query` names by their whole name, any case."""
+    pattern, codes = speaker_matcher(["", *names])
+    if pattern is None:
+        return []
+    found = dict.fromkeys(m.group(0).casefold() for m in pattern.finditer(query))
+    return [names[c - 1] for name in found for c in codes[name]]
+
+
+class RowSource(Protocol):
+    """What `fused` asks an engine about its rows (keys: the engine's row numbers, stored order; int64 arrays)."""
+
+    def has_sessions(self) -> bool: ...
+
+    def neighbours(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(previous, next) current turn of each row in its session and namespace, -1 for none."""
+        ...
+
+    def admitted(self, rows: np.ndarray) -> np.ndarray:
+        """Those of `rows` (current ones) that pass the search's filters."""
+        ...
+
+    def cosines(self, rows: np.ndarray) -> np.ndarray:
+        """Each row's cosine to the query."""
+        ...
+
+    def speakers(self, rows: np.ndarray) -> list[str]:
+        """Each row's speaker ("" for none)."""
+        ...
+
+    def occurred(self, rows: np.ndarray) -> list[str]:
+        """Each row's occurred_at in the stored format ("" for none)."""
+        ...
+
+    def timewords(self, rows: np.ndarray) -> np.ndarray:
+        """Which rows carry time words (timewords.TIME_WORDS) in their content: a mask."""
+        ...
 
 
 def top_rows(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
@@ -140,6 +198,110 @@ class Fused(NamedTuple):
         nv = self.vec[i] / vmax if vmax > 0 else self.vec[i]
         nk = self.kw[i] / kmax if kmax > 0 else 0.0
         return VECTOR_WEIGHT * float(nv), (1.0 - VECTOR_WEIGHT) * float(nk)
+
+
+def _present(rows: np.ndarray) -> np.ndarray:
+    return rows[rows >= 0]
+
+
+def _union(*parts: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of int64 arrays."""
+    a = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+    a.sort()
+    if len(a) > 1:
+        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
+    return a
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values[keys == row] for each row, 0 where a row is not among the keys or is -1; and where it was), with
+    `keys` sorted."""
+    if not len(keys) or not len(rows):
+        return np.zeros(len(rows)), np.zeros(len(rows), bool)
+    at = np.minimum(np.searchsorted(keys, rows), len(keys) - 1)
+    found = (keys[at] == rows) & (rows >= 0)
+    return np.where(found, values[at], 0.0), found
+
+
+def _cosines(source: RowSource, rows: np.ndarray, known: np.ndarray, known_cos: np.ndarray) -> np.ndarray:
+    """Cosines of `rows`: those of `known` (sorted) as given, the others from the source."""
+    cos, found = _lookup(known, known_cos, rows)
+    if not found.all():
+        missing = np.flatnonzero(~found)
+        cos[missing] = source.cosines(rows[missing])
+    return cos
+
+
+def fused(
+    source: RowSource,
+    a: QueryAnalysis,
+    depth: int,
+    vector_side: tuple[np.ndarray, np.ndarray],
+    keyword_side: tuple[np.ndarray, np.ndarray],
+    every: bool,
+) -> Fused:
+    """The hybrid ranking over pools of `depth` rows a side, and what its scores were made of: the one ranking of
+    both engines (the local store's numpy rows, PostgreSQL's fetched rows).
+
+    `vector_side`: (rows, cosines) sorted by row: every candidate when `every` (few candidates: each is ranked
+    with its context), else the vector ranking's best `depth`, whose following turns join (their question matched:
+    the answer may be next). `keyword_side`: (rows, BM25) sorted by row: the BM25 matches (a row beyond them counts
+    as unmatched), whose following turns join too."""
+    vrows, vcos = vector_side
+    keys, values = keyword_side
+    if every:
+        rows = vrows
+        prev, nxt = source.neighbours(rows)
+        eligible = np.ones(len(rows), bool)
+    else:
+        base = _union(vrows, keys)
+        rows = _union(base, source.admitted(_present(source.neighbours(base)[1])))
+        prev, nxt = source.neighbours(rows)
+        followers = np.unique(_present(source.neighbours(vrows)[1]))  # sorted: _lookup's keys
+        eligible = _lookup(vrows, vrows, rows)[1] | _lookup(followers, followers, rows)[1]
+    # Every row's sides, its neighbours' parts included.
+    cos = _cosines(source, rows, vrows, vcos)
+    prev_cos = next_cos = np.zeros(len(rows))
+    if source.has_sessions():
+        around = np.unique(_present(np.concatenate([prev, nxt])))
+        around_cos = _cosines(source, around, rows, cos)
+        prev_cos, next_cos = _lookup(around, around_cos, prev)[0], _lookup(around, around_cos, nxt)[0]
+    vec = cos + PREV_VECTOR * prev_cos + NEXT_VECTOR * next_cos
+    bm, prev_bm = _lookup(keys, values, rows)[0], _lookup(keys, values, prev)[0]
+    kw = bm + PREV_KEYWORD * prev_bm
+    # Each side's best `depth`, ties by row; the pool is both.
+    vpos = np.flatnonzero(eligible)
+    near = vpos[top_rows(rows[vpos], vec[vpos], min(depth, len(vpos)))]
+    wpos = np.flatnonzero(kw > 0)
+    words = wpos[top_rows(rows[wpos], kw[wpos], min(depth, len(wpos)))]
+    at = _union(near, words)
+    pool = rows[at]
+    speaker = np.zeros(len(pool), bool)
+    if a.speakers:
+        named = {s.casefold() for s in a.speakers}
+        speaker = np.fromiter((s.casefold() in named for s in source.speakers(pool)), bool, len(pool))
+    window = window_mask(source.occurred(pool), a.windows) if a.windows else np.zeros(len(pool), bool)
+    when = source.timewords(pool) if a.when else np.zeros(len(pool), bool)
+    order, score = fuse(pool, vec[at], kw[at], speaker, window, when)
+    p, n = prev[at], nxt[at]
+    return Fused(
+        pool,
+        order,
+        score,
+        vec[at],
+        cos[at],
+        np.where(p >= 0, prev_cos[at], np.nan),
+        np.where(n >= 0, next_cos[at], np.nan),
+        kw[at],
+        bm[at],
+        prev_bm[at],
+        p,
+        speaker,
+        window,
+        when,
+        rows[near],
+        rows[words],
+    )
 
 
 def fuse(

@@ -173,6 +173,12 @@ def test_ties_are_ordered_by_created_at_then_insertion(
         "ties are broken by row (insertion order, or any order in HNSW and exact top-k cuts); compaction "
         "renumbers rows in created_at order, so the tie order of imported memories changes when compacting",
     )
+    _xfail_if(
+        request,
+        backend.engine == "postgresql" and mode == "hybrid",
+        "hybrid ranks with the local store's code (retrieval/hybrid_convex.py), which breaks ties by stored order "
+        "(the row, here the seq), not created_at",
+    )
     stamps = ["2025-01-05", "2025-01-03", "2025-01-04", "2025-01-01", "2025-01-03", "2025-01-02"]
     backend.store.import_(
         [{"content": t, "tags": ["t"], "created_at": f"{d}T00:00:00Z"} for t, d in zip(TIED, stamps, strict=True)]

@@ -21,7 +21,8 @@ from memserver.errors import StoreError
 from memserver.postgres import analyzer, rows
 from memserver.postgres import schema as pg_schema
 from memserver.postgres.backend import PostgresBackend, open_database
-from memserver.retrieval.terms import ANALYZER, date_text, raw_tokens
+from memserver.postgres.terms import ANALYZER
+from memserver.retrieval.terms import date_text, raw_tokens
 from tests.conftest import PostgresForTests
 from tests.support.fakes import FakeEmbedder
 

@@ -67,7 +67,7 @@ def test_a_schema_1_database_migrates_in_place(postgres: PostgresForTests) -> No
         newer = _insert_as_schema_1(conn, "t", "The gutter needs cleaning", "2024-05-02T10:00:00+00:00")
     with PostgresBackend(url, tenant="t", embedder=FakeEmbedder()) as b:
         with psycopg.connect(url, autocommit=True) as conn:
-            assert pg_schema.current_version(conn) == pg_schema.latest_version() == 4
+            assert pg_schema.current_version(conn) == pg_schema.latest_version() == 5
         got = b.get(older)
         assert got is not None and got.occurred_at == got.created_at == "2024-03-14T10:00:00.000000+00:00"
         assert (got.namespace, got.speaker, got.session, got.tags) == ("default", "", "", ("old",))
