@@ -292,7 +292,12 @@ def resolve(src: str | os.PathLike[str], collection: str | None) -> Path:
 def restore(src: Path, target: Path, replace: bool) -> dict[str, Any]:
     """Put the backup at `src` in place as the collection folder `target`: into a missing or empty folder, or,
     with `replace`, instead of the store there (moved aside to `<target>.replaced-<time>` until the new one is in
-    place, then removed). Processes that have the store open must be stopped first. Returns the manifest."""
+    place, then removed). Processes that have the store open must be stopped first. Returns the manifest.
+
+    The crash story: the copy is made in `.restoring-<name>` and only once whole and synced renamed to
+    `.restored-<name>`; then the old store moves aside and `.restored-<name>` takes its name. A kill between those
+    two renames leaves no store under the name but a whole `.restored-<name>`: the next open of the store finishes
+    the rename (`finish_restore`), so a restore never leaves an empty store behind."""
     manifest = read_manifest(src)
     files = manifest.get("files")
     if not isinstance(files, dict) or JOURNAL_NAME not in files:
@@ -304,20 +309,39 @@ def restore(src: Path, target: Path, replace: bool) -> dict[str, Any]:
     if occupied and not replace:
         raise InvalidInputError(f"{target} is not empty; restoring would replace the store there")
     make_dirs(target.parent)
-    staged = target.with_name(f".restoring-{target.name}")
-    shutil.rmtree(staged, ignore_errors=True)
+    staged, whole = _restore_names(target)
+    for leftover in (staged, whole):  # what a restore killed earlier left
+        shutil.rmtree(leftover, ignore_errors=True)
     staged.mkdir(mode=0o700)
     for name in files:
         _copy_file(src / name, staged / name)
     OS.fsync_dir(staged)
+    OS.replace(staged, whole)
+    OS.fsync_dir(target.parent)
     aside = target.with_name(f"{target.name}.replaced-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
     if target.exists():
-        os.rename(target, aside)
-    os.rename(staged, target)
+        OS.replace(target, aside)
+    OS.replace(whole, target)
     OS.fsync_dir(target.parent)
     with contextlib.suppress(OSError):
         shutil.rmtree(aside)
     return manifest
+
+
+def finish_restore(target: Path) -> bool:
+    """Finish a restore killed after it moved the old store aside: `.restored-<name>` (whole and synced) takes the
+    store's name when no folder has it. True if it did."""
+    _, whole = _restore_names(target)
+    if target.exists() or not whole.is_dir():
+        return False
+    OS.replace(whole, target)
+    OS.fsync_dir(target.parent)
+    return True
+
+
+def _restore_names(target: Path) -> tuple[Path, Path]:
+    """A restore's folder while it copies, and once whole."""
+    return target.with_name(f".restoring-{target.name}"), target.with_name(f".restored-{target.name}")
 
 
 def _copy_file(src: Path, target: Path) -> None:

@@ -25,6 +25,7 @@ from memserver import config
 from memserver.durable import OS, FileLayer, disk_errors_as, make_dirs, make_private
 from memserver.errors import StoreError
 from memserver.local import checkpoint_job
+from memserver.local.backup import finish_restore
 from memserver.local.checkpoints import CheckpointCosts, fixed_interval_from_env
 from memserver.local.compaction import remove_other_generations
 from memserver.local.generation import Generation
@@ -79,6 +80,13 @@ class Folder:
         root = Path(os.path.abspath(os.path.expanduser(path))) if path is not None else config.data_dir()
         self.name = config.validate_collection(collection) if collection else config.collection_name()
         self.path = root / self.name
+        if finish_restore(self.path):
+            log.warning(
+                "%s: finished a restore that was interrupted before the store took its name; the store it replaced "
+                "is kept beside it as %s.replaced-<time> (remove it once you no longer need it)",
+                self.path,
+                self.name,
+            )
         make_dirs(self.path, self.files)
         make_private(self.path, self.files)  # a store made before 0600/0700 (durable.py), tightened once
         self.thread_lock = threading.RLock()
