@@ -186,7 +186,15 @@ WINDOW_OPTIONS = {
     },
     **{f"spread-at{at}-m{m}": _spread(at, m) for at in (3, 8) for m in (3, 4)},
 }
+# The fourth run: the best windows of the third (3 minutes, 3 windows, weight 0.1) refined around it.
+WINDOW_FINE_OPTIONS = {
+    f"windows-{span // 60}m-n{n}-w{w}": _windows(span, n, w)
+    for span in (120, 180, 300)
+    for n in (2, 3)
+    for w in (0.1, 0.15)
+}
 OPTIONS.update(WINDOW_OPTIONS)
+OPTIONS.update(WINDOW_FINE_OPTIONS)
 # Index-time options (benchmarks/lab/entities.py): the store's memory text and the text its vector is of, by
 # turn_rows' key. speaker-keys: first-person turns also written about their speaker, in both; -kw: in the text
 # (so the keyword index) only, the vector still the plain turn's; -vec: in the vector only.
@@ -201,12 +209,15 @@ INDEX_OPTIONS = {
 FACT_OPTIONS = ("facts", "facts-kw", "facts-vec")
 # The rows of the first run of issue 28's options (multipart.py), and of the second (entities.py).
 OPTION_VARIANTS = tuple(
-    f"hybrid+fields+{name}" for name in OPTIONS if name not in ENTITY_OPTIONS and name not in WINDOW_OPTIONS
+    f"hybrid+fields+{name}"
+    for name in OPTIONS
+    if name not in ENTITY_OPTIONS and name not in WINDOW_OPTIONS and name not in WINDOW_FINE_OPTIONS
 )
 ENTITY_VARIANTS = tuple(
     f"hybrid+fields+{name}" for name in (*ENTITY_OPTIONS, *INDEX_OPTIONS) if name not in FACT_OPTIONS
 )
 WINDOW_VARIANTS = tuple(f"hybrid+fields+{name}" for name in (*WINDOW_OPTIONS, *FACT_OPTIONS))
+WINDOW_FINE_VARIANTS = tuple(f"hybrid+fields+{name}" for name in WINDOW_FINE_OPTIONS)
 FIELDS = ("speaker", "session", "occurred_at", "namespace")
 DEPTH = 50  # ranking depth scored for MRR
 TIMED_LIMIT = 10  # the timed search: what a recall of 10 does
@@ -591,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         nargs="+",
-        choices=VARIANTS + OPTION_VARIANTS + ENTITY_VARIANTS + WINDOW_VARIANTS,
+        choices=VARIANTS + OPTION_VARIANTS + ENTITY_VARIANTS + WINDOW_VARIANTS + WINDOW_FINE_VARIANTS,
         default=list(VARIANTS),
         help="rows to run (hybrid+fields+<option>: issue 28's re-rankings, opt-in)",
     )
