@@ -9,10 +9,11 @@ chat.assemble from what each allocation selects. Scored: the share of a question
 block (ev), and whether all of them are (all), in percent, per question type and shape.
 
 Allocations of the "earlier conversations" section:
-- today: RELEVANT_CANDIDATES (20) hits by cosine, weak ones dropped (what recall() does);
+- today: 20 hits by cosine, weak ones dropped (what recall() did before issue 28);
 - fused: the same hits in the hybrid ranking's order (the ranking R@10 is measured on) instead of by cosine;
 - more: 40 hits by cosine (more turns, as many as the budget holds);
-- fused-40: 40 hits in the hybrid ranking's order, as many as the budget holds;
+- fused-40: 40 hits in the hybrid ranking's order, as many as the budget holds (kept: what recall() does now,
+  chat.RELEVANT_CANDIDATES);
 - context-N: the best N hits by cosine, each shown after the turn before it in its session (session context).
 Scenarios: an empty session (the section may take the whole budget), and a busy one (ten recent turns of ~150
 characters take the recent share first, as in a running chat).
@@ -39,6 +40,7 @@ from memserver.local.store import MemoryStore
 OUT = ROOT / "benchmarks" / "results" / "lab-chat-block.json"
 ALLOCATIONS = ("today", "fused", "more", "fused-40", "context-5", "context-10")
 SCENARIOS = ("empty session", "busy session")
+BEFORE = 20  # recall()'s hits before issue 28
 BUSY = [
     chat.Turn(
         f"busy{i}",
@@ -60,11 +62,11 @@ BUSY = [
 def select(allocation: str, hits: dict[int, list[Hit]], previous: dict[str, Memory]) -> list[Memory]:
     """The memories an allocation gives the "earlier conversations" section, in the order it takes them (`hits`:
     the search's results at each limit searched)."""
-    limit = 40 if allocation in ("more", "fused-40") else chat.RELEVANT_CANDIDATES
+    limit = 40 if allocation in ("more", "fused-40") else BEFORE
     strong = [h for h in hits[limit] if h.score >= tools.WEAK_MATCH_SCORE]
     by_cosine = sorted(strong, key=lambda h: -h.score)
     if allocation == "today":
-        return [h.memory for h in by_cosine[: chat.RELEVANT_CANDIDATES]]
+        return [h.memory for h in by_cosine[:BEFORE]]
     if allocation.startswith("fused"):
         return [h.memory for h in strong]
     if allocation == "more":
@@ -117,9 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         previous |= {m.id: b for b, m in pairwise(said) if m is not None and b is not None}
                     options = chat.ChatOptions(budget=args.budget, namespace=conv["id"])
                     for q in conv["questions"]:
-                        hits = {  # recall()'s own search (20), and the deeper one "more" takes
-                            n: store.search(q["question"], limit=n, namespace=conv["id"])
-                            for n in (chat.RELEVANT_CANDIDATES, 40)
+                        hits = {  # recall()'s search before issue 28 (20), and today's (40)
+                            n: store.search(q["question"], limit=n, namespace=conv["id"]) for n in (BEFORE, 40)
                         }
                         evidence = set(q["evidence"])
                         for scenario in SCENARIOS:
