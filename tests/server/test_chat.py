@@ -279,8 +279,8 @@ def test_unused_shares_go_to_the_other_sections(store: Any) -> None:
 
 def test_earlier_conversations_show_as_many_hits_as_fit_in_the_searchs_own_order(store: Any) -> None:
     """Not 20 hits re-sorted by cosine: the search's ranking, as far as the budget goes (issue 28)."""
-    for i in range(45):
-        store.add(f"Meeting note {i}: the budget review for the garden project moved again.")
+    for i in range(45):  # more keyword matches and fewer: the local store's fused order is not the cosine order
+        store.add(f"Meeting note {i}: " + "the garden project " * (i % 4) + f"budget review moved again, item {i * 7}.")
     query = "garden project budget review"
     block = ChatMemory(ChatOptions(budget=12000)).recall(HERE, store, {"query": query})
     assert isinstance(block, str)
