@@ -16,7 +16,9 @@ of its evidence turns found in the top 5 / top 10 (R@5, R@10) and the reciprocal
 - hybrid+fields+<option> (opt-in, OPTION_VARIANTS): hybrid+fields re-ranked by one of issue 28's ideas for
   multi-session questions (benchmarks/lab/multipart.py: a per-session cap, two-stage session recall, "how did X
   change" expansion; benchmarks/lab/entities.py: places reserved per named entity, and first-person turns also
-  indexed about their speaker, an index-time option); all rejected, benchmarks/README.md, "Retrieval III".
+  indexed about their speaker, an index-time option; benchmarks/lab/windows.py: time windows ranked first, a
+  timeline expansion, a rule-based fact line per turn, index time); all rejected, benchmarks/README.md,
+  "Retrieval III".
 
 Turn vectors are computed once per text with the real Embedder, batched, and cached under the cache directory
 (keyed by a hash of the texts and the model file), then imported with `import_`; question vectors are computed
