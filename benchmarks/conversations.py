@@ -16,7 +16,9 @@ of its evidence turns found in the top 5 / top 10 (R@5, R@10) and the reciprocal
 - hybrid+fields+<option> (opt-in, OPTION_VARIANTS): hybrid+fields re-ranked by one of issue 28's ideas for
   multi-session questions (benchmarks/lab/multipart.py: a per-session cap, two-stage session recall, "how did X
   change" expansion; benchmarks/lab/entities.py: places reserved per named entity, and first-person turns also
-  indexed about their speaker, an index-time option); all rejected, benchmarks/README.md, "Retrieval III".
+  indexed about their speaker, an index-time option; benchmarks/lab/windows.py: time windows ranked first, a
+  timeline expansion, a rule-based fact line per turn, index time); all rejected, benchmarks/README.md,
+  "Retrieval III".
 
 Turn vectors are computed once per text with the real Embedder, batched, and cached under the cache directory
 (keyed by a hash of the texts and the model file), then imported with `import_`; question vectors are computed
@@ -46,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import _common, convdata
-from benchmarks.lab import entities, multipart
+from benchmarks.lab import entities, multipart, windows
 from memserver.contract.backend import Hit
 from memserver.errors import InvalidInputError
 from memserver.local.store import MemoryStore
@@ -156,6 +158,45 @@ OPTIONS: dict[str, Any] = {
     **{f"entity-s{s}": _entity(s) for s in (1, 2, 3)},
 }
 ENTITY_OPTIONS = tuple(name for name in OPTIONS if name.startswith("entity"))
+
+
+def _windows(span: int, count: int, weight: float) -> Any:
+    return lambda q, ranking, ctx: windows.windows_first(ranking, span, count, weight)
+
+
+def _spread(at: int, most: int) -> Any:
+    """Timeline expansion: the mentions of X from a hybrid search of X with its owner (the question itself when it
+    asks "between the first and the last" of something the change pattern does not name)."""
+
+    def expand(q: str, ranking: list[multipart.Turn], ctx: OptionContext) -> list[multipart.Turn]:
+        if not windows.is_timeline_question(q):
+            return ranking
+        subject = multipart.change_subject(q, owner=True) or q
+        return windows.spread(ranking, ctx.mentions(subject, "hybrid"), most, at, TIMED_LIMIT)
+
+    return expand
+
+
+# The third run (benchmarks/lab/windows.py): time windows of 3 / 10 minutes (turns are a minute apart) and of a day
+# (a session), and the timeline expansion.
+WINDOW_OPTIONS = {
+    **{
+        f"windows-{span // 60}m-n{n}-w{w}": _windows(span, n, w)
+        for span in (180, 600, 86400)
+        for n in (3, 5)
+        for w in (0.05, 0.1)
+    },
+    **{f"spread-at{at}-m{m}": _spread(at, m) for at in (3, 8) for m in (3, 4)},
+}
+# The fourth run: the best windows of the third (3 minutes, 3 windows, weight 0.1) refined around it.
+WINDOW_FINE_OPTIONS = {
+    f"windows-{span // 60}m-n{n}-w{w}": _windows(span, n, w)
+    for span in (120, 180, 300)
+    for n in (2, 3)
+    for w in (0.1, 0.15)
+}
+OPTIONS.update(WINDOW_OPTIONS)
+OPTIONS.update(WINDOW_FINE_OPTIONS)
 # Index-time options (benchmarks/lab/entities.py): the store's memory text and the text its vector is of, by
 # turn_rows' key. speaker-keys: first-person turns also written about their speaker, in both; -kw: in the text
 # (so the keyword index) only, the vector still the plain turn's; -vec: in the vector only.
@@ -163,10 +204,22 @@ INDEX_OPTIONS = {
     "speaker-keys": ("enriched", "enriched"),
     "speaker-keys-kw": ("enriched", "plain"),
     "speaker-keys-vec": ("plain", "enriched"),
+    "facts": ("facts", "facts"),  # the rule-based fact line (benchmarks/lab/windows.py) in the text and the vector
+    "facts-kw": ("facts", "plain"),
+    "facts-vec": ("plain", "facts"),
 }
+FACT_OPTIONS = ("facts", "facts-kw", "facts-vec")
 # The rows of the first run of issue 28's options (multipart.py), and of the second (entities.py).
-OPTION_VARIANTS = tuple(f"hybrid+fields+{name}" for name in OPTIONS if name not in ENTITY_OPTIONS)
-ENTITY_VARIANTS = tuple(f"hybrid+fields+{name}" for name in (*ENTITY_OPTIONS, *INDEX_OPTIONS))
+OPTION_VARIANTS = tuple(
+    f"hybrid+fields+{name}"
+    for name in OPTIONS
+    if name not in ENTITY_OPTIONS and name not in WINDOW_OPTIONS and name not in WINDOW_FINE_OPTIONS
+)
+ENTITY_VARIANTS = tuple(
+    f"hybrid+fields+{name}" for name in (*ENTITY_OPTIONS, *INDEX_OPTIONS) if name not in FACT_OPTIONS
+)
+WINDOW_VARIANTS = tuple(f"hybrid+fields+{name}" for name in (*WINDOW_OPTIONS, *FACT_OPTIONS))
+WINDOW_FINE_VARIANTS = tuple(f"hybrid+fields+{name}" for name in WINDOW_FINE_OPTIONS)
 FIELDS = ("speaker", "session", "occurred_at", "namespace")
 DEPTH = 50  # ranking depth scored for MRR
 TIMED_LIMIT = 10  # the timed search: what a recall of 10 does
@@ -203,7 +256,12 @@ def dated(text: str, when: datetime) -> str:
 def turn_rows(conv: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per turn: id, store id, the memory texts of each variant, when it was said, and its fields."""
     rows = []
+    before: dict[str, Any] = {}
     for session, turn in convdata.turns(conv):
+        previous = before.get(session["id"])
+        before[session["id"]] = turn
+        asked = previous["text"] if previous is not None and previous["speaker"] != turn["speaker"] else None
+        fact = windows.fact_line(turn["text"], turn["speaker"], asked)
         start = datetime.fromisoformat(session["date"])
         when = start + timedelta(minutes=int(turn["id"].split(":")[1]) - 1)
         plain = convdata.memory_text(turn)
@@ -215,6 +273,7 @@ def turn_rows(conv: dict[str, Any]) -> list[dict[str, Any]]:
                 "plain": plain,
                 "dated": dated(plain, start),
                 "enriched": f"{plain}\n{statement}" if statement else plain,
+                "facts": f"{plain}\n{fact}" if fact else plain,
                 "at": when.isoformat(timespec="seconds"),
                 "speaker": turn["speaker"],
                 "session": f"{conv['id']}/{session['id']}",
@@ -301,6 +360,22 @@ def rank_metrics(ranking: list[str], evidence: set[str]) -> dict[str, float]:
     }
 
 
+def records(
+    conv: dict[str, Any], rows: list[dict[str, Any]], vectors: np.ndarray, text_key: str, given: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The import records of a conversation's turns: text `text_key` of each row, its vector, and the fields
+    `given` (with occurred_at given, no created_at: every time signal must come from occurred_at)."""
+    out = []
+    for r, v in zip(rows, vectors, strict=True):
+        record = {"id": r["id"], "content": r[text_key], "created_at": r["at"], "tags": [conv["id"]], "vector": v}
+        values = {"speaker": r["speaker"], "session": r["session"], "occurred_at": r["at"], "namespace": conv["id"]}
+        record.update({f: values[f] for f in given})
+        if "occurred_at" in given:  # stored now, said then
+            del record["created_at"]
+        out.append(record)
+    return out
+
+
 def run_variant(
     variant: str,
     conv: dict[str, Any],
@@ -325,26 +400,7 @@ def run_variant(
     with tempfile.TemporaryDirectory(prefix="memserver-conv-") as tmp:
         store = store_class(tmp, "conversations", embedder=embedder)
         try:
-            records = []
-            for r, v in zip(rows, vectors[vector_key], strict=True):
-                record = {
-                    "id": r["id"],
-                    "content": r[text_key],
-                    "created_at": r["at"],
-                    "tags": [conv["id"]],
-                    "vector": v,
-                }
-                values = {
-                    "speaker": r["speaker"],
-                    "session": r["session"],
-                    "occurred_at": r["at"],
-                    "namespace": conv["id"],
-                }
-                record.update({f: values[f] for f in given})
-                if "occurred_at" in given:  # stored now, said then: every time signal must come from occurred_at
-                    del record["created_at"]
-                records.append(record)
-            imported = store.import_(records)
+            imported = store.import_(records(conv, rows, vectors[vector_key], text_key, given))
             filters: dict[str, Any] = {"tags": [conv["id"]], "mode": mode}
             if "namespace" in given and accepts(store.search, "namespace"):
                 filters["namespace"] = conv["id"]
@@ -433,7 +489,7 @@ def evaluate_set(
         vectors: dict[str, np.ndarray] = {}
         wanted = {"plain", *("dated" for v in variants if v == "hybrid+date")}
         wanted |= {INDEX_OPTIONS[n][1] for v in variants if (n := option_name(v)) in INDEX_OPTIONS}
-        for key in ("plain", "dated", "enriched"):
+        for key in ("plain", "dated", "enriched", "facts"):
             if key not in wanted:
                 continue
             vectors[key], seconds = cached_vectors(cache, embedder, [r[key] for r in rows], query=False)
@@ -548,7 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         nargs="+",
-        choices=VARIANTS + OPTION_VARIANTS + ENTITY_VARIANTS,
+        choices=VARIANTS + OPTION_VARIANTS + ENTITY_VARIANTS + WINDOW_VARIANTS + WINDOW_FINE_VARIANTS,
         default=list(VARIANTS),
         help="rows to run (hybrid+fields+<option>: issue 28's re-rankings, opt-in)",
     )

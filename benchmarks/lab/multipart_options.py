@@ -1,12 +1,12 @@
 """Issue 28, item 2: which multi-part option (benchmarks/lab/multipart.py, entities.py) to keep, leave-one-set-out.
 
-Reads runs of benchmarks.conversations that have the hybrid+fields row and `hybrid+fields+<option>` rows side by
-side (their per-question R@10; every run's hybrid+fields must agree), groups the options into families (cap:
-diversity; two-stage: sessions by their turns' scores; centroid: sessions by their mean vector; change: "how did X
-change" expansion; entity: places reserved per named entity; speaker-keys: first-person turns also indexed about
-their speaker, an index-time option), and for each set held out
-picks the family's option with the best mean R@10 on the other sets, then reports that option on the held-out set
-against hybrid+fields: overall and per question type and shape. A family is kept only if its held-out option gains
+Reads runs of benchmarks.conversations that have the hybrid+fields row and `hybrid+fields+<option>` rows side by side
+(their per-question R@10; every run's hybrid+fields must agree), groups the options into families (cap: diversity;
+two-stage: sessions by their turns' scores; centroid: sessions by their mean vector; change: "how did X change"
+expansion; entity: places reserved per named entity; speaker-keys: first-person turns also indexed about their
+speaker, an index-time option; windows, spread, facts: the third run's, benchmarks/lab/windows.py), and for each set
+held out picks the family's option with the best mean R@10 on the other sets, then reports that option on the held-out
+set against hybrid+fields: overall and per question type and shape. A family is kept only if its held-out option gains
 R@10 on every set and loses on no type or shape of any set.
 
     uv run python -m benchmarks.conversations --variants hybrid+fields $(uv run python -c \\
@@ -16,6 +16,11 @@ R@10 on every set and loses on no type or shape of any set.
         "from benchmarks.conversations import ENTITY_VARIANTS as o; print(' '.join(o))") \\
         --out benchmarks/results/conversations-issue28-entities.json
     uv run python -m benchmarks.lab.multipart_options    # writes benchmarks/results/lab-multipart-options.json
+    uv run python -m benchmarks.conversations --variants hybrid+fields $(uv run python -c \\
+        "from benchmarks.conversations import WINDOW_VARIANTS as o; print(' '.join(o))") \\
+        --out benchmarks/results/conversations-issue28-windows.json
+    uv run python -m benchmarks.lab.multipart_options --run benchmarks/results/conversations-issue28-windows.json \\
+        --out benchmarks/results/lab-windows-options.json
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ OUT = ROOT / "benchmarks" / "results" / "lab-multipart-options.json"
 BASE = "hybrid+fields"
 ENTITIES = ROOT / "benchmarks" / "results" / "conversations-issue28-entities.json"
 FAMILIES = ("cap", "two-stage", "centroid", "change", "entity", "speaker-keys")
+# The third run's (benchmarks/lab/windows.py): time windows (each span a family of its own too), the timeline
+# expansion, the rule-based fact line.
+WINDOW_FAMILIES = ("windows", "windows-3m", "windows-10m", "windows-1440m", "spread", "facts")
 
 
 def kinds_of(sets: Sequence[str]) -> dict[str, tuple[str, str | None]]:
@@ -79,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         raise SystemExit(f"{name}, {v}: the runs differ; run them on the same data and code")
     options = [v.removeprefix(BASE + "+") for v in table[sets[0]] if v.startswith(BASE + "+")]
     verdicts: dict[str, Any] = {}
-    for family in FAMILIES:
+    for family in (*FAMILIES, *WINDOW_FAMILIES):
         members = [o for o in options if o.startswith(family)]
         if not members:
             continue

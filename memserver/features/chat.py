@@ -21,9 +21,10 @@ What `recall()` returns, within `budget` characters, built in this order:
   (c) about the user: memories tagged `profile` (of both namespaces), newest first: for a chat message, only its
       first-person sentences ("I live in Porto."), else the whole memory; not those already in (a);
   (b) earlier conversations: the memories most relevant to the latest user message (recall's `query` when the
-      client passes one): hybrid search in each namespace, merged by cosine, those scoring at least
-      tools.WEAK_MATCH_SCORE, best first, without memories of the current session or already shown whole in (a) or
-      (c) (a message of which (c) showed only its first-person sentences may be shown whole here).
+      client passes one): hybrid search in each namespace, those of cosine at least tools.WEAK_MATCH_SCORE, in
+      each search's own ranking, the namespaces' lists taken in turn (the curated facts' first), as many of the
+      RELEVANT_CANDIDATES as fit, without memories of the current session or already shown whole in (a) or (c) (a
+      message of which (c) showed only its first-person sentences may be shown whole here).
 Each section first takes up to its share of the budget (SHARES: (a) 35%, (c) 25%, (b) 40%); what a section leaves
 unused goes to the others, in the order (b), (a), (c), (p). A line is cut at `line_cap` characters with an
 ellipsis. No section repeats a memory (p) showed. The block lists (p), (c), (b), (a), (a) oldest first; every
@@ -45,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -67,7 +69,10 @@ SOURCE = "chat"
 SHARES = {"recent": 0.35, "profile": 0.25, "relevant": 0.40}
 REFILL_ORDER = ("relevant", "recent", "profile", "pinned")  # who gets what a section leaves unused
 PINNED_SHARE = 0.5  # the pinned memories' part of the budget at most, taken before the others
-RELEVANT_CANDIDATES = 20  # hits searched for (b); fewer are shown
+# Hits searched for (b), as many shown as fit: at 20 the block was short of hits, not of budget (issue 28: 40, in
+# the search's ranking rather than by cosine, showed more evidence on every conversation set, no question type
+# losing; benchmarks/README.md, "Retrieval III").
+RELEVANT_CANDIDATES = 40
 PROFILE_CANDIDATES = 100  # profile memories looked at for (c), newest first
 SEARCH_LIMIT = 5  # results of search_in_memory
 MAX_MESSAGE_CHARS = 10 * inputs.MAX_CONTENT_CHARS  # a longer message is refused; a long one is stored in pieces
@@ -373,12 +378,8 @@ class ChatMemory:
         pins.sort(key=lambda m: m.occurred_at, reverse=True)
         relevant: list[Memory] = []
         if query:
-            hits = self._search(store, query[: inputs.MAX_QUERY_CHARS], RELEVANT_CANDIDATES)
-            relevant = [
-                hit.memory
-                for hit in hits
-                if hit.score >= tools.WEAK_MATCH_SCORE and not (session_id and hit.memory.session == session_id)
-            ]
+            hits = self._ranked(store, query[: inputs.MAX_QUERY_CHARS], RELEVANT_CANDIDATES)
+            relevant = [hit.memory for hit in hits if not (session_id and hit.memory.session == session_id)]
         text = assemble(turns, profile, relevant, self.options, pins)
         if self.options.condense and text != NONE:
             return ContextBlock(text, self.options.budget)
@@ -392,6 +393,17 @@ class ChatMemory:
             found += [(-hit.score, order, hit) for hit in store.search(query, limit=limit, namespace=space)]
         found.sort(key=lambda item: item[:2])
         return [hit for *_, hit in found[:limit]]
+
+    def _ranked(self, store: MemoryBackend, query: str, limit: int) -> list[Hit]:
+        """The hits of cosine at least tools.WEAK_MATCH_SCORE of the read namespaces, each search in its own ranking
+        order (what its fusion found best first), the lists taken in turn, the curated facts' first; `limit` in all.
+        """
+        lists = [
+            [hit for hit in store.search(query, limit=limit, namespace=space) if hit.score >= tools.WEAK_MATCH_SCORE]
+            for space in reversed(self.options.read_namespaces)  # the facts' namespace first
+        ]
+        merged = [hit for rank in zip_longest(*lists) for hit in rank if hit is not None]
+        return merged[:limit]
 
     def search(self, store: MemoryBackend, args: dict[str, Any]) -> str:
         """search_in_memory(data): the best matches as numbered lines."""

@@ -158,7 +158,8 @@ def test_dated_answers_name_the_right_weekday(name, conv):
 
 @pytest.mark.parametrize("name", sorted(SETS))
 def test_set_statistics_are_in_a_sane_range(name):
-    """Loose bounds around the public benchmark's figures (/work/shared/notes/retrieval.md): far off means broken.
+    """Loose bounds around the public benchmark's figures (benchmarks/lab/conversation-sets.md, "Statistics"): far
+    off means broken.
 
     `benchmarks/conversations.py --stats` prints the figures; a failure here prints them too.
     """

@@ -214,7 +214,7 @@ def test_the_issue_28_options_are_rows_of_their_own_beside_hybrid_fields(tmp_pat
     embedder = FakeEmbedder()
     fields = conversations.probe_fields(embedder)
     assert fields == conversations.FIELDS  # the store keeps them (issue 12)
-    options = (*conversations.OPTION_VARIANTS, *conversations.ENTITY_VARIANTS)
+    options = (*conversations.OPTION_VARIANTS, *conversations.ENTITY_VARIANTS, *conversations.WINDOW_VARIANTS)
     rows = ["hybrid+fields", *options]
     result = conversations.evaluate_set("tiny", [_conversation()], embedder, tmp_path, rows, fields)
     assert list(result["variants"]) == rows and all(result["variants"][v]["available"] for v in rows)

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 
 from memserver.cli.command import build_parser
-from memserver.features import chat
+from memserver.features import chat, tools
 from memserver.features.chat import ChatMemory, ChatOptions
 from memserver.local.store import MemoryStore
 from memserver.server import build_server, chat_tools
@@ -275,6 +275,19 @@ def test_unused_shares_go_to_the_other_sections(store: Any) -> None:
     block = memory.recall(HERE, store, {"query": "garden project budget review"})
     assert isinstance(block, str) and len(block) <= 2000
     assert list(chat.HEADINGS.values())[1] in block and len(block) > 2000 * 0.8  # well over its 40% share
+
+
+def test_earlier_conversations_show_as_many_hits_as_fit_in_the_searchs_own_order(store: Any) -> None:
+    """Not 20 hits re-sorted by cosine: the search's ranking, as far as the budget goes (issue 28)."""
+    for i in range(45):  # more keyword matches and fewer: the local store's fused order is not the cosine order
+        store.add(f"Meeting note {i}: " + "the garden project " * (i % 4) + f"budget review moved again, item {i * 7}.")
+    query = "garden project budget review"
+    block = ChatMemory(ChatOptions(budget=12000)).recall(HERE, store, {"query": query})
+    assert isinstance(block, str)
+    shown = [line.split("] Note: ", 1)[1] for line in section(block, chat.HEADINGS["relevant"]).splitlines()]
+    hits = store.search(query, limit=chat.RELEVANT_CANDIDATES, namespace="default")
+    assert len(shown) > 20
+    assert shown == [hit.memory.content for hit in hits if hit.score >= tools.WEAK_MATCH_SCORE]
 
 
 def test_nothing_is_shown_twice(store: Any) -> None:
