@@ -82,11 +82,12 @@ class Browser:
         queue_timeout: float = 10.0,
         poll_seconds: float = POLL_SECONDS,
         home_namespace: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.stores = stores
         self.home_namespace = home_namespace  # `memserver ui --namespace`: the pages open on it
         self.check_token = check_token
-        self.sessions = security.Sessions()
+        self.sessions = security.Sessions(clock)  # `clock`: the wall clock a token's expiry is read against
         self.censuses = Censuses()
         self.poll_seconds = poll_seconds
         self.limits = {"concurrent": concurrent, "max_body_bytes": max_body_bytes, "queue_timeout": queue_timeout}
@@ -794,7 +795,7 @@ class Browser:
             else:
                 error, status = "That token is not valid.", 401
             grant = security.SignIn(checked) if isinstance(checked, str) else checked
-            if grant is not None and grant.expires_at is not None and grant.expires_at <= time.time():
+            if grant is not None and grant.expires_at is not None and grant.expires_at <= self.sessions.clock():
                 grant = None  # inside the verifier's clock leeway, but the session would end before it began
                 error, status = "That token has expired; sign in again at your identity provider.", 401
             if grant is not None:
