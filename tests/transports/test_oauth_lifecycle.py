@@ -39,7 +39,7 @@ DEEP = b"[" * 100_000 + b"]" * 100_000  # valid JSON, nested past any parser's r
 class Provider:
     """An identity provider on http.server (HTTP/1.1, keep-alive): POST /introspect answers `answers[token]` (or
     `body` as it is), GET answers `pages[path]`. It records the tokens asked about, holds each call until `gate`
-    opens, and sets `ended` when a client closes its connection."""
+    opens, and notes each client connection (by its port) as it opens and as it ends."""
 
     def __init__(self) -> None:
         self.answers: dict[str, dict[str, Any]] = {}
@@ -49,7 +49,9 @@ class Provider:
         self.gate = threading.Event()
         self.gate.set()
         self.arrived = threading.Event()  # a call came in
-        self.ended = threading.Event()  # a client's connection ended
+        self.opened: list[int] = []  # the client ports of the connections, in the order they opened
+        self.ended: set[int] = set()  # ... and of those that ended
+        self.changed = threading.Condition()
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,9 +76,16 @@ class Provider:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def setup(self) -> None:
+                super().setup()
+                with provider.changed:
+                    provider.opened.append(self.client_address[1])
+
             def finish(self) -> None:
                 super().finish()
-                provider.ended.set()
+                with provider.changed:
+                    provider.ended.add(self.client_address[1])
+                    provider.changed.notify_all()
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -96,6 +105,11 @@ class Provider:
     def settings(self, **introspection: Any) -> OAuthSettings:
         where = IntrospectionSettings(self.url + "/introspect", **introspection)
         return OAuthSettings(issuer=self.url, audience=AUDIENCE, introspection=where)
+
+    def sees_closed(self, port: int) -> bool:
+        """Whether the connection from `port` ends (waiting for it, within reason)."""
+        with self.changed:
+            return self.changed.wait_for(lambda: port in self.ended, timeout=10)
 
     def stop(self) -> None:
         self.gate.set()
@@ -135,8 +149,8 @@ def test_one_verifier_serves_mcp_and_the_browser_and_is_closed_at_shutdown(provi
         assert client.post("/ui/signin", data=form, headers={"origin": BASE}).status_code == 303
         assert client.get("/ui/browse").status_code == 200
         assert provider.calls == [token]
-        assert not provider.ended.is_set()
-    assert provider.ended.wait(10)  # the lifespan closed the one client
+        assert len(provider.opened) == 1 and not provider.ended
+    assert provider.sees_closed(provider.opened[0])  # the lifespan closed the one client
     assert isinstance(issuer, IntrospectionVerifier) and issuer.closed
 
 
@@ -144,7 +158,8 @@ def test_a_verifier_moved_to_another_event_loop_closes_the_old_loops_client(prov
     verifier = IntrospectionVerifier(provider.settings())
     with start_blocking_portal() as portal:  # an event loop in another thread, still running
         assert portal.call(verifier.verify_token, provider.token()) is not None
-        assert not provider.ended.is_set()
+        [first] = provider.opened
+        assert not provider.ended
 
         async def elsewhere() -> Any:
             access = await verifier.verify_token(provider.token())
@@ -152,7 +167,7 @@ def test_a_verifier_moved_to_another_event_loop_closes_the_old_loops_client(prov
             return access
 
         assert asyncio.run(elsewhere()) is not None
-        assert provider.ended.wait(10)  # while the first loop still runs: its client was closed, not dropped
+        assert provider.sees_closed(first)  # while the first loop still runs: its client was closed, not dropped
     assert verifier.closed
 
 
