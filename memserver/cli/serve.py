@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memserver.cli.options import DATABASE_HELP, check_database, database_url
 from memserver.errors import MemserverError
 
 if TYPE_CHECKING:
+    from mcp.server.auth.provider import TokenVerifier
+
     from memserver.features.chat import ChatOptions
     from memserver.server import ToolSet
     from memserver.transports.limits import HttpLimits
@@ -176,7 +180,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     oauth = _oauth_settings(args)
     if database:
         check_database(database)
-    ui = _browser(tokens, limits, oauth) if args.ui else None
+    issuer, ui = _sign_in(tokens, limits, oauth, ui=bool(args.ui))
     server = build_server(
         data_dir=args.data_dir,
         per_user=bool(tokens) or oauth is not None,
@@ -195,6 +199,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sse=bool(args.sse),
         ui=ui,
         oauth=oauth,
+        oauth_verifier=issuer,
     )
     return 0
 
@@ -215,20 +220,40 @@ def _oauth_settings(args: argparse.Namespace) -> OAuthSettings | None:
     )
 
 
-def _browser(tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | None = None) -> Any:
-    """The memory browser for `serve --http --ui`: signs people in with the same bearer tokens, OAuth access
-    tokens included (each user sees only their own store), with the limits of /mcp."""
+def _sign_in(
+    tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | None, *, ui: bool
+) -> tuple[TokenVerifier | None, Any]:
+    """The issuer's one token verifier (None without OAuth) and the memory browser (None without `ui`) checking
+    tokens with it: handed both to the HTTP app, /mcp and /ui share its caches and its HTTP client, and the app's
+    lifespan closes it once."""
+    issuer = None
+    if oauth is not None:
+        from memserver.transports.oauth import token_verifier
+
+        issuer = token_verifier(oauth)
+    return issuer, _browser(tokens, limits, issuer) if ui else None
+
+
+def _browser(
+    tokens: dict[str, str],
+    limits: HttpLimits,
+    issuer: TokenVerifier | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Any:
+    """The memory browser for `serve --http --ui`: signs people in with the same bearer tokens, and the OAuth
+    access tokens `issuer` accepts (each user sees only their own store), with the limits of /mcp. `issuer` is
+    the HTTP app's own verifier, not a second one (see _sign_in). `clock`: the wall clock sessions end by."""
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.ui.app import Browser
     from memserver.ui.security import SignIn
 
     check_token = None
-    if tokens or oauth is not None:
+    if tokens or issuer is not None:
         verifier: Any = StaticTokenVerifier(tokens)
-        if oauth is not None:
-            from memserver.transports.oauth import FirstThatAccepts, token_verifier
+        if issuer is not None:
+            from memserver.transports.oauth import FirstThatAccepts
 
-            verifier = FirstThatAccepts(verifier, token_verifier(oauth))
+            verifier = FirstThatAccepts(verifier, issuer)
 
         async def check_token(token: str) -> SignIn | None:
             access = await verifier.verify_token(token)
@@ -241,6 +266,7 @@ def _browser(tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | 
         concurrent=limits.max_concurrent_requests,
         max_body_bytes=limits.max_body_bytes,
         queue_timeout=limits.queue_timeout,
+        clock=clock,
     )
 
 

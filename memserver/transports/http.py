@@ -34,6 +34,7 @@ from memserver.errors import ConfigError
 from memserver.transports.limits import HttpLimits
 
 if TYPE_CHECKING:
+    from mcp.server.auth.provider import TokenVerifier
     from mcp.server.lowlevel import Server
     from mcp.server.transport_security import TransportSecurityMiddleware
     from starlette.applications import Starlette
@@ -76,6 +77,7 @@ def http_app(
     sse: bool = False,
     ui: MountedApp | None = None,
     oauth: OAuthSettings | None = None,
+    oauth_verifier: TokenVerifier | None = None,
 ) -> Starlette:
     """The Starlette app serving `server` at /mcp, with the security settings described in the module docstring.
 
@@ -84,7 +86,9 @@ def http_app(
 
     `oauth`: also accept the access tokens of an OAuth issuer (JWTs checked here, oauth.py, or asked about at its
     introspection endpoint, introspection.py), serve the RFC 9728 metadata naming it, and point 401 answers at that
-    metadata; a token that cannot be checked now (the issuer out of reach) is answered 503.
+    metadata; a token that cannot be checked now (the issuer out of reach) is answered 503. `oauth_verifier`: the
+    issuer's verifier (oauth.token_verifier) when the browser (`ui`) checks its tokens with it too, so that both
+    share its caches and its HTTP client; made here when not given. The app's lifespan closes it, once.
 
     `server` must have been built with `per_user=bool(tokens or oauth)`. `stateless`: /mcp keeps no sessions (every POST
     stands alone, so any instance behind a load balancer can serve it). `sse`: also serve the legacy HTTP+SSE
@@ -151,7 +155,7 @@ def http_app(
 
         from memserver.transports.oauth import FirstThatAccepts, token_verifier
 
-        issuer_verifier = token_verifier(oauth)
+        issuer_verifier = token_verifier(oauth) if oauth_verifier is None else oauth_verifier
         verifier = FirstThatAccepts(verifier, issuer_verifier)
         resource = AnyHttpUrl(oauth.resource)
         metadata_url = AnyHttpUrl(_resource_metadata_url(oauth.resource))
@@ -202,7 +206,7 @@ def http_app(
                 yield
             finally:
                 if (close := getattr(issuer_verifier, "aclose", None)) is not None:
-                    await close()  # introspection's shared HTTP client
+                    await close()  # introspection's shared HTTP client, the browser's too
 
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
@@ -318,6 +322,7 @@ def serve_http(
     sse: bool = False,
     ui: MountedApp | None = None,
     oauth: OAuthSettings | None = None,
+    oauth_verifier: TokenVerifier | None = None,
 ) -> None:
     """Serve over streamable HTTP (and legacy SSE with `sse`) until interrupted. Prints the URL on stderr once
     listening."""
@@ -340,6 +345,7 @@ def serve_http(
         sse=sse,
         ui=ui,
         oauth=oauth,
+        oauth_verifier=oauth_verifier,
     )
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"

@@ -12,11 +12,15 @@ Load and failure:
   - answers are cached by the token's SHA-256 (never the token) for `cache_seconds`, never past the token's `exp`,
     at most `max_cached` of them (the oldest go first): a token used for a session's requests is asked about once
     every half minute, not once per request, and a revoked one stops working within that time;
+  - requests arriving together with the same unseen token wait for one call (single flight), not one call each;
   - one httpx client (one connection pool) serves every call, and at most `max_concurrent` calls are in flight
-    (the rest wait, within the same `timeout`): a burst of new tokens cannot open a connection each;
+    (the rest wait, within the same `timeout`): a burst of new tokens cannot open a connection each. The client
+    belongs to one event loop: `aclose()` closes it (the app's lifespan does), and a verifier used from a new loop
+    closes the old loop's client before making its own;
   - an endpoint that does not answer within `timeout`, cannot be reached, answers anything but 200 with a JSON
-    object, is one warning and AuthUnavailableError (HTTP 503: try again), never a 401 for a token that may be
-    good. Nothing the endpoint says is logged or passed on: refusals are logged by the check that failed.
+    object (a JSON answer nested too deep to parse included), is one warning and AuthUnavailableError (HTTP 503:
+    try again), never a 401 for a token that may be good. Nothing the endpoint says is logged or passed on:
+    refusals are logged by the check that failed.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_plus, urlsplit
@@ -78,20 +82,31 @@ class IntrospectionSettings:
 @dataclass
 class _Answer:
     access: AccessToken | None  # None: the token is refused
-    until: float  # time.monotonic() after which it is asked about again
+    asked: float  # the clock when the endpoint answered (a clock set back before it ends the answer too)
+    until: float  # the clock after which it is asked about again
 
 
 class IntrospectionVerifier:
-    """The SDK's TokenVerifier by introspection at the issuer's endpoint (see the module docstring)."""
+    """The SDK's TokenVerifier by introspection at the issuer's endpoint (see the module docstring).
 
-    def __init__(self, settings: OAuthSettings) -> None:
+    `clock`: seconds since the epoch (time.time), for the token's dates and the cache's."""
+
+    def __init__(self, settings: OAuthSettings, *, clock: Callable[[], float] = time.time) -> None:
         assert settings.introspection is not None
         self.settings = settings
         self.endpoint = settings.introspection
+        self.clock = clock
+        self.waiting = 0  # calls waiting for a free slot now (max_concurrent in flight)
         self._cache: OrderedDict[bytes, _Answer] = OrderedDict()
+        self._flights: dict[bytes, asyncio.Future[AccessToken | None]] = {}  # token digest -> the call asking
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: Any = None  # httpx2.AsyncClient of _loop
         self._slots: asyncio.Semaphore | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether no HTTP client is open (none made yet, or aclose() closed it)."""
+        return self._http is None
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's AccessToken, None when refused.
@@ -103,36 +118,71 @@ class IntrospectionVerifier:
             return None
         key = hashlib.sha256(token.encode()).digest()
         cached = self._cache.get(key)
-        if cached is not None and time.monotonic() < cached.until:
+        if cached is not None and cached.asked <= self.clock() < cached.until:
             return cached.access
+        await self._bind_loop()
+        flight = self._flights.get(key)
+        if flight is None:  # the first to ask; the others with this token wait for its answer
+            flight = asyncio.ensure_future(self._check(token, key))
+            self._flights[key] = flight
+            flight.add_done_callback(lambda done: self._landed(key, done))
+        return await asyncio.shield(flight)  # one caller cancelled does not cancel the others' answer
+
+    async def aclose(self) -> None:
+        """Close the shared client (the app's lifespan ends); a later call makes a new one."""
+        if self._http is not None:
+            http, self._http, self._loop, self._slots = self._http, None, None, None
+            await http.aclose()
+
+    async def _check(self, token: str, key: bytes) -> AccessToken | None:
+        """Ask about `token`, judge the answer and cache the verdict (see verify_token)."""
         access, reason = self._judge(await self._ask(token), token)
         if access is None:
             logger.info("OAuth token refused by introspection: %s", reason)
+        now = self.clock()
         ttl = self.endpoint.cache_seconds
         if access is not None and access.expires_at is not None:
-            ttl = min(ttl, access.expires_at - time.time())
-        self._cache[key] = _Answer(access, time.monotonic() + ttl)
+            ttl = min(ttl, access.expires_at - now)  # a token past its exp is not served from the cache
+        self._cache[key] = _Answer(access, now, now + ttl)
         self._cache.move_to_end(key)
         while len(self._cache) > self.endpoint.max_cached:
             self._cache.popitem(last=False)
         return access
 
-    async def aclose(self) -> None:
-        """Close the shared client (the app's lifespan ends)."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = self._loop = None
+    def _landed(self, key: bytes, flight: asyncio.Future[AccessToken | None]) -> None:
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        if not flight.cancelled():
+            flight.exception()  # retrieved: an outage nobody is left waiting for is not logged as unhandled
 
-    def _client(self) -> tuple[Any, asyncio.Semaphore]:
-        """The shared client and the semaphore bounding calls, of the running event loop (made on first use)."""
+    async def _bind_loop(self) -> None:
+        """Make the client, the slots and the flights this event loop's; a client of another loop is closed first
+        (in its own loop when that still runs; else here, as far as a closed loop allows)."""
         import httpx2
 
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._http is None or self._slots is None:
-            limits = httpx2.Limits(max_connections=self.endpoint.max_concurrent)
-            self._http = httpx2.AsyncClient(timeout=self.endpoint.timeout, follow_redirects=False, limits=limits)
-            self._slots = asyncio.Semaphore(self.endpoint.max_concurrent)
-            self._loop = loop
+        if self._loop is loop and self._http is not None and self._slots is not None:
+            return
+        old, old_loop = self._http, self._loop
+        self._http = self._loop = self._slots = None
+        self._flights = {}
+        if old is not None and old_loop is not None:
+            try:
+                if old_loop.is_running():
+                    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(old.aclose(), old_loop))
+                else:
+                    await old.aclose()
+            except RuntimeError:  # its loop is closed, and its sockets with nothing left to close them
+                logger.debug("the introspection client of an ended event loop was dropped")
+        limits = httpx2.Limits(max_connections=self.endpoint.max_concurrent)
+        self._http = httpx2.AsyncClient(timeout=self.endpoint.timeout, follow_redirects=False, limits=limits)
+        self._slots = asyncio.Semaphore(self.endpoint.max_concurrent)
+        self._loop = loop
+
+    def _client(self) -> tuple[Any, asyncio.Semaphore]:
+        """The running loop's client and the semaphore bounding calls (made by _bind_loop)."""
+        if self._http is None or self._slots is None:
+            raise AuthUnavailableError("the OAuth introspection client was closed")  # aclose() while asking
         return self._http, self._slots
 
     async def _ask(self, token: str) -> Mapping[str, Any]:
@@ -149,8 +199,15 @@ class IntrospectionVerifier:
         problem = None
         try:
             with anyio.fail_after(self.endpoint.timeout):
-                async with slots:  # waiting for a slot counts too
+                self.waiting += 1
+                try:
+                    await slots.acquire()  # waiting for a slot counts too
+                finally:
+                    self.waiting -= 1
+                try:
                     answer = await client.post(self.endpoint.url, data=form, headers=headers)
+                finally:
+                    slots.release()
         except TimeoutError:
             problem = f"no answer within {self.endpoint.timeout:g} s"
         except httpx2.HTTPError as exc:
@@ -161,7 +218,7 @@ class IntrospectionVerifier:
             else:
                 try:
                     body = answer.json()
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested past what the parser will follow
                     body = None
                 if isinstance(body, dict):
                     return body
@@ -177,7 +234,7 @@ class IntrospectionVerifier:
             return None, "not active"
         if (bad := bad_numeric_date(answer)) is not None:
             return None, f"its {bad!r} is not a date"
-        now = time.time()
+        now = self.clock()
         exp = answer.get("exp")
         if exp is None or exp <= now:
             return None, "expired" if exp is not None else "no 'exp'"

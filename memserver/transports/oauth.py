@@ -10,8 +10,9 @@ token's user (bearer.py). What is checked, and why:
     numbers that can be dates (not strings, booleans, NaN, infinities or 10**400, which PyJWT alone lets through);
   - the JWKS is fetched once and cached; a token with a `kid` the cache lacks refetches it (the issuer rotated its
     key), at most once per `refetch_interval` so a stream of made-up kids cannot make us hammer the issuer;
-  - when the keys cannot be fetched, that is one warning per attempt and AuthUnavailableError for the tokens that
-    needed them: HTTP answers 503 (the client should retry), not 401 (the token is not at fault).
+  - when the keys cannot be fetched (or the answer is not JSON, nested too deep to parse included), that is one
+    warning per attempt and AuthUnavailableError for the tokens that needed them: HTTP answers 503 (the client
+    should retry), not 401 (the token is not at fault).
 
 The SDK supplies the rest: BearerAuthBackend calls `verify_token`, RequireAuthMiddleware answers 401 with
 `WWW-Authenticate: Bearer ... resource_metadata="..."`, and create_protected_resource_routes serves the RFC 9728
@@ -315,7 +316,15 @@ class JwtTokenVerifier:
                 answer = await client.get(self._jwks_url)
                 answer.raise_for_status()
                 keys = jwt.PyJWKSet.from_dict(answer.json()).keys
-        except (httpx2.HTTPError, ValueError, TypeError, AttributeError, jwt.PyJWTError, LookupError) as exc:
+        except (
+            httpx2.HTTPError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            jwt.PyJWTError,
+            LookupError,
+            RecursionError,  # a JSON answer nested deeper than the parser follows: as bad as one that is not JSON
+        ) as exc:
             # One line, no traceback: the tokens waiting on these keys get a 503 saying the same.
             where = self._jwks_url or self.settings.issuer
             self._cache.failure = f"{where}: {type(exc).__name__}: {exc}"

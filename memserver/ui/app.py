@@ -1,9 +1,10 @@
-"""The memory browser as an ASGI app: its routes, who the visitor is, and each page's store calls.
+"""The memory browser as an ASGI app: its routes and each page's store calls.
 
 `Browser(stores, check_token=...)` serves /ui/... (mounted at /ui by transports/http.py, or served alone by
 `memserver ui`). Every store call goes through the storage contract in a worker thread; pages are built by
-views.py. With `check_token` (serve --http with bearer tokens) every page but the sign-in and the static files
-needs a signed-in session, and a session sees its user's store only (the loader's `Stores`, as /mcp does).
+views.py. Who the visitor is, is sessions.py's: with `check_token` (serve --http with bearer tokens) every page but
+the sign-in and the static files needs a signed-in session, and a session sees its user's store only (the loader's
+`Stores`, as /mcp does).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,12 +22,13 @@ import anyio
 
 from memserver.contract import inputs, lifecycle, versions
 from memserver.contract.backend import MemoryFilter
-from memserver.errors import AuthUnavailableError, InvalidInputError, MemserverError
+from memserver.errors import InvalidInputError, MemserverError
 from memserver.features import forgetting
-from memserver.ui import consolidate, marks, security, views
+from memserver.ui import consolidate, marks, security, sessions, views
 from memserver.ui.census import Censuses
 from memserver.ui.markup import Child, Markup, breakable, el, text
 from memserver.ui.plot import timeline_plot
+from memserver.ui.sessions import Refused, Visit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -45,27 +46,6 @@ PAGE = 50  # memories per Browse page
 RESULTS = 20  # hits per search
 SAMPLE = 10  # memories shown in a bulk preview
 POLL_SECONDS = 0.25  # the live watch: how often a page's store is asked for its revision (as subscriptions.py)
-# a bearer token -> its user (or its user and expiry), or None; AuthUnavailableError: it cannot be checked now
-TokenCheck = Callable[[str], Awaitable[str | security.SignIn | None]]
-
-
-class Refused(Exception):
-    """A request this browser will not serve: `status` and a one-line reason."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-
-
-@dataclass
-class Visit:
-    """Who is asking: the session, its CSRF token, whose store."""
-
-    sid: str
-    user: str | None
-    csrf: str
-    new: bool  # the session began with this request: its cookie goes with the answer
-    signed_in: bool  # show "Sign out" (a server with tokens)
 
 
 class Browser:
@@ -76,17 +56,17 @@ class Browser:
         self,
         stores: Stores | None = None,
         *,
-        check_token: TokenCheck | None = None,
+        check_token: sessions.TokenCheck | None = None,
         concurrent: int = 32,
         max_body_bytes: int = 1024 * 1024,
         queue_timeout: float = 10.0,
         poll_seconds: float = POLL_SECONDS,
         home_namespace: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.stores = stores
         self.home_namespace = home_namespace  # `memserver ui --namespace`: the pages open on it
-        self.check_token = check_token
-        self.sessions = security.Sessions()
+        self.signins = sessions.BrowserSessions(check_token, clock)  # who asks: cookies, sign-in, CSRF
         self.censuses = Censuses()
         self.poll_seconds = poll_seconds
         self.limits = {"concurrent": concurrent, "max_body_bytes": max_body_bytes, "queue_timeout": queue_timeout}
@@ -101,7 +81,7 @@ class Browser:
         from starlette.routing import Mount, Route
         from starlette.staticfiles import StaticFiles
 
-        page = self._page
+        page = self.signins.page
         routes = [
             Route("/", page(self.search_page)),
             Route("/browse", page(self.browse_page)),
@@ -117,8 +97,8 @@ class Browser:
             Route("/stats", page(self.stats_page)),
             Route("/consolidate", page(functools.partial(consolidate.page, self)), methods=["GET", "POST"]),
             Route("/events", page(self.events)),
-            Route("/signin", self.signin, methods=["GET", "POST"]),
-            Route("/signout", page(self.signout), methods=["POST"]),
+            Route("/signin", self.signins.signin, methods=["GET", "POST"]),
+            Route("/signout", page(self.signins.signout), methods=["POST"]),
             Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
         ]
         app = Starlette(
@@ -128,47 +108,6 @@ class Browser:
         return security.Guard(app, **self.limits)  # type: ignore[arg-type]
 
     # --- who is asking -----------------------------------------------------------------------------------------
-
-    def _visit(self, request: Request) -> Visit | None:
-        """The visitor's session; a server without tokens starts one for anyone (loopback, one person's store)."""
-        sid = request.cookies.get(security.COOKIE)
-        session = self.sessions.find(sid)
-        new = False
-        if session is None or not session.signed_in:
-            if self.check_token is not None:
-                return None
-            sid, new = self.sessions.start(None, signed_in=True), True
-            session = self.sessions.find(sid)
-        assert sid is not None and session is not None
-        return Visit(sid, session.user, self.sessions.csrf(sid), new, self.check_token is not None)
-
-    def _page(
-        self, handler: Callable[[Request, Visit], Awaitable[Response]]
-    ) -> Callable[[Request], Awaitable[Response]]:
-        @functools.wraps(handler)
-        async def endpoint(request: Request) -> Response:
-            from starlette.responses import RedirectResponse
-
-            visit = self._visit(request)
-            if visit is None:
-                return RedirectResponse("/ui/signin", status_code=303)
-            response = await handler(request, visit)
-            if visit.new:
-                security.set_cookie(response, request, visit.sid)
-            return response
-
-        return endpoint
-
-    async def _form(self, request: Request, visit: Visit | None) -> dict[str, str]:
-        """A POST's fields, once its origin and CSRF token are checked (403 otherwise)."""
-        if not security.same_origin(request):
-            raise Refused(403, "Refused: this request did not come from a page of this server (Origin/Referer).")
-        form = await request.form()
-        fields = {key: value for key, value in form.items() if isinstance(value, str)}
-        token = fields.get("csrf") or request.headers.get("x-csrf-token")
-        if visit is None or not self.sessions.csrf_ok(visit.sid, token):
-            raise Refused(403, "Refused: the form's CSRF token is missing or stale; reload the page and try again.")
-        return fields
 
     async def _store(self, visit: Visit) -> MemoryBackend:
         if self.stores is None:
@@ -189,7 +128,7 @@ class Browser:
 
     async def checked_form(self, request: Request, visit: Visit | None) -> dict[str, str]:
         """A POST's fields once its origin and CSRF token are checked (Refused 403 otherwise)."""
-        return await self._form(request, visit)
+        return await self.signins.form(request, visit)
 
     async def store_for(self, visit: Visit) -> MemoryBackend:
         """The visitor's store (Refused 503 while it is not open)."""
@@ -482,11 +421,11 @@ class Browser:
         return RedirectResponse(views.memory_url(new), status_code=303)
 
     async def edit(self, request: Request, visit: Visit) -> Response:
-        fields = await self._form(request, visit)
+        fields = await self.signins.form(request, visit)
         return await self._new_version(request, visit, content=fields.get("content", ""), tags=None)
 
     async def retag(self, request: Request, visit: Visit) -> Response:
-        fields = await self._form(request, visit)
+        fields = await self.signins.form(request, visit)
         return await self._new_version(request, visit, content=None, tags=fields.get("tags", ""))
 
     async def forget(self, request: Request, visit: Visit) -> Response:
@@ -496,7 +435,7 @@ class Browser:
         if memory is None:
             return self._missing(visit)
         if request.method == "POST":
-            await self._form(request, visit)
+            await self.signins.form(request, visit)
             found = memory
             await _in_thread(lambda: store.delete(found.id, namespace=found.namespace))
             return RedirectResponse(views.url("/browse", forgot=memory.id[:8]), status_code=303)
@@ -519,7 +458,7 @@ class Browser:
     # --- Bulk forget -------------------------------------------------------------------------------------------
 
     async def bulk(self, request: Request, visit: Visit) -> Response:
-        fields = await self._form(request, visit) if request.method == "POST" else dict(request.query_params)
+        fields = await self.signins.form(request, visit) if request.method == "POST" else dict(request.query_params)
         store = await self._store(visit)
         criteria = {k: fields.get(k, "").strip() for k in BULK_FIELDS}
         given = {k: v for k, v in criteria.items() if v}
@@ -701,8 +640,7 @@ class Browser:
         else:  # app.js sends the file itself, with the token in a header (upload progress)
             token = request.headers.get("x-csrf-token")
             data = await request.body()
-        if not isinstance(token, str) or not self.sessions.csrf_ok(visit.sid, token):
-            raise Refused(403, "Refused: the form's CSRF token is missing or stale; reload the page and try again.")
+        self.signins.check_csrf(visit, token)
         store = await self._store(visit)
         summary, status = await _in_thread(lambda: import_lines(store, data))
         return await self.transfer_page(request, visit, summary=summary, status=status)
@@ -754,7 +692,7 @@ class Browser:
             yield f"retry: 2000\nevent: ready\ndata: {last}\n\n"
             while True:
                 await anyio.sleep(self.poll_seconds)
-                if not self.sessions.live(visit.sid):  # signed out, or its token expired: the stream ends too
+                if not self.signins.live(visit.sid):  # signed out, or its token expired: the stream ends too
                     return
                 try:
                     now = await anyio.to_thread.run_sync(store.revision)
@@ -767,77 +705,6 @@ class Browser:
         return StreamingResponse(
             stream(), media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"}
         )
-
-    # --- Sign-in -----------------------------------------------------------------------------------------------
-
-    async def signin(self, request: Request) -> Response:
-        from starlette.responses import HTMLResponse, RedirectResponse
-
-        if self.check_token is None:
-            return RedirectResponse("/ui/", status_code=303)
-        sid = request.cookies.get(security.COOKIE)
-        session = self.sessions.find(sid)
-        new = session is None
-        if session is None:
-            sid = self.sessions.start(None, signed_in=False)
-        assert sid is not None
-        visit = Visit(sid, None, self.sessions.csrf(sid), new, signed_in=False)
-        error = None
-        status = 200
-        if request.method == "POST":
-            fields = await self._form(request, visit)
-            try:
-                checked = await self.check_token(fields.get("token", "").strip())
-            except AuthUnavailableError:  # logged where it happened
-                checked = None
-                error, status = "The identity provider cannot be reached to check the token; try again shortly.", 503
-            else:
-                error, status = "That token is not valid.", 401
-            grant = security.SignIn(checked) if isinstance(checked, str) else checked
-            if grant is not None and grant.expires_at is not None and grant.expires_at <= time.time():
-                grant = None  # inside the verifier's clock leeway, but the session would end before it began
-                error, status = "That token has expired; sign in again at your identity provider.", 401
-            if grant is not None:
-                self.sessions.end(sid)  # a new session id on sign-in: one set before it cannot ride along
-                fresh = self.sessions.start(grant.user, signed_in=True, expires_at=grant.expires_at)
-                response = RedirectResponse("/ui/", status_code=303)
-                security.set_cookie(response, request, fresh)
-                logger.info("browser sign-in for user %s", grant.user)
-                return response
-        body = el(
-            "section",
-            el("h1", "Sign in"),
-            el(
-                "p",
-                "Paste the bearer token your server's operator gave you. It is checked once and never "
-                "stored in this browser: a session cookie stands for it.",
-            ),
-            el("p", error, role="alert", class_="error") if error else None,
-            el(
-                "form",
-                views.hidden_csrf(visit.csrf),
-                views.field("Token", "token", kind="password", autocomplete="current-password", required=True),
-                el("button", "Sign in", type="submit"),
-                method="post",
-                action="/ui/signin",
-                class_="stack",
-            ),
-            class_="signin",
-        )
-        markup = views.page("Sign in", body, current="", csrf=visit.csrf, signed_in=False, page_name="signin")
-        page = HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
-        if new:
-            security.set_cookie(page, request, sid)
-        return page
-
-    async def signout(self, request: Request, visit: Visit) -> Response:
-        from starlette.responses import RedirectResponse
-
-        await self._form(request, visit)
-        self.sessions.end(visit.sid)
-        response = RedirectResponse("/ui/signin" if self.check_token else "/ui/", status_code=303)
-        response.delete_cookie(security.COOKIE, path="/ui")
-        return response
 
 
 # --- the pieces of each page's work --------------------------------------------------------------------------------

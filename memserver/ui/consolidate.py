@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from memserver.contract.backend import MemoryBackend
-    from memserver.ui.app import Browser, Visit
+    from memserver.ui.app import Browser
+    from memserver.ui.sessions import Visit
 
 SHOWN = 50  # proposals on one page
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from memserver.contract.backend import Memory
-    from memserver.ui.app import Browser, Visit
+    from memserver.ui.app import Browser
+    from memserver.ui.sessions import Visit
 
 CHANGES = {  # the button's value: (flag, value, its label)
     "pin": ("pinned", True, "Pin"),
@@ -59,7 +60,7 @@ async def mark(browser: Browser, request: Request, visit: Visit) -> Response:
     """POST /ui/memory/{id}/mark: the change, then a redirect to the memory's new version."""
     from starlette.responses import RedirectResponse
 
-    fields = await browser._form(request, visit)
+    fields = await browser.checked_form(request, visit)
     store, memory, _ = await browser._memory(request, visit)
     if memory is None:
         return browser._missing(visit)

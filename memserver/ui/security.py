@@ -22,6 +22,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -73,7 +74,8 @@ class Session:
 class Sessions:
     """Session id -> Session, with the CSRF secret. Thread-safe; bounded (the oldest go first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock  # seconds since the epoch, as a token's `exp` (the idle clock is time.monotonic)
         self._secret = secrets.token_bytes(32)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
@@ -96,7 +98,7 @@ class Sessions:
             session = self._sessions.get(sid)
             if session is None:
                 return None
-            expired = session.expires_at is not None and time.time() >= session.expires_at
+            expired = session.expires_at is not None and self.clock() >= session.expires_at
             if expired or now - session.seen > IDLE_SECONDS:
                 del self._sessions[sid]
                 return None
@@ -109,7 +111,7 @@ class Sessions:
         a long answer (the live event stream) asks between its parts."""
         with self._lock:
             session = self._sessions.get(sid)
-        return session is not None and (session.expires_at is None or time.time() < session.expires_at)
+        return session is not None and (session.expires_at is None or self.clock() < session.expires_at)
 
     def end(self, sid: str | None) -> None:
         with self._lock:

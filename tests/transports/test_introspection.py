@@ -47,6 +47,7 @@ class Endpoint:
         self.status = 200
         self.slow: set[str] = set()
         self.gate = threading.Event()
+        self.arrived = threading.Event()  # a call came in
 
         async def introspect(request: Request) -> Response:
             form = await request.form()
@@ -59,6 +60,7 @@ class Endpoint:
                     "gate_open": self.gate.is_set(),
                 }
             )
+            self.arrived.set()
             if token in self.slow:
                 await anyio.to_thread.run_sync(self.gate.wait, 30)
             if self.status != 200:
@@ -154,10 +156,13 @@ def test_an_audience_list_naming_us_and_an_answer_without_iss_are_accepted(endpo
     verifier = IntrospectionVerifier(settings(endpoint.url))
 
     async def run() -> list[Any]:
-        return [
-            await verifier.verify_token(endpoint.token(aud=["https://other.example", AUDIENCE])),
-            await verifier.verify_token(endpoint.token(iss=None, sub="auth0|bob-42")),
-        ]
+        try:
+            return [
+                await verifier.verify_token(endpoint.token(aud=["https://other.example", AUDIENCE])),
+                await verifier.verify_token(endpoint.token(iss=None, sub="auth0|bob-42")),
+            ]
+        finally:
+            await verifier.aclose()
 
     listed, without_iss = asyncio.run(run())
     assert listed.client_id == "alice" and listed.scopes == ["memory:read", "memory:write"]
@@ -204,10 +209,33 @@ def test_the_cache_never_outlives_its_ttl_and_is_not_keyed_by_the_token(endpoint
     async def run() -> list[Any]:
         first = await verifier.verify_token(token)
         endpoint.answers[token] = {"active": False}  # revoked
-        return [first, await verifier.verify_token(token)]
+        after = await verifier.verify_token(token)
+        await verifier.aclose()
+        return [first, after]
 
     first, after = asyncio.run(run())
     assert first is not None and after is None
+    assert len(endpoint.calls) == 2
+
+
+def test_an_answer_is_cached_no_longer_than_its_token_lasts(endpoint: Endpoint) -> None:
+    """A token expiring in 10 s with a 30 s cache: asked about again once its exp has passed (and refused then),
+    not served from the cache for the 20 s after."""
+    now = [time.time()]
+    verifier = IntrospectionVerifier(settings(endpoint.url, cache_seconds=30), clock=lambda: now[0])
+    token = endpoint.token(exp=int(now[0]) + 10)
+
+    async def run() -> list[Any]:
+        answers = [await verifier.verify_token(token)]
+        now[0] += 5
+        answers.append(await verifier.verify_token(token))  # from the cache
+        now[0] += 6  # past its exp, inside cache_seconds
+        answers.append(await verifier.verify_token(token))
+        await verifier.aclose()
+        return answers
+
+    first, cached, expired = asyncio.run(run())
+    assert first is not None and cached is first and expired is None
     assert len(endpoint.calls) == 2
 
 
@@ -220,11 +248,11 @@ def test_calls_beyond_the_concurrency_bound_wait_for_a_slot(endpoint: Endpoint) 
 
     async def run() -> list[Any]:
         first = asyncio.ensure_future(verifier.verify_token(slow))
-        while not endpoint.calls:  # the slow call has the slot and is held at the endpoint
-            await asyncio.sleep(0.01)
+        await anyio.to_thread.run_sync(endpoint.arrived.wait, 10)  # the slow call has the slot, held at the endpoint
         second = asyncio.ensure_future(verifier.verify_token(quick))
-        # Nothing to wait on for a call that must not happen: give an unbounded client time to make it.
-        await asyncio.sleep(0.2)
+        while not verifier.waiting and len(endpoint.calls) < 2:  # until it waits for the slot (or, unbounded, is sent)
+            await asyncio.sleep(0)  # (no clock: each pass lets the other task run to its next await)
+        assert verifier.waiting == 1
         endpoint.gate.set()
         outcome = [await first, await second]
         await verifier.aclose()

@@ -19,17 +19,19 @@ from memserver.local.store import MemoryStore
 from memserver.server import build_server
 from memserver.transports.http import bind_socket, http_app
 from memserver.transports.limits import HttpLimits
+from memserver.transports.oauth import JwtTokenVerifier
 from tests.support.fakes import FakeEmbedder
 from tests.support.identity import BASE, HEADERS, INITIALIZE, IdentityProvider
 
 
-def app_for(idp: IdentityProvider, tmp_path: Path, *, ui: bool = False, **settings: Any) -> Any:
+def app_for(idp: IdentityProvider, tmp_path: Path, *, ui: bool = False, clock: Any = time.time, **settings: Any) -> Any:
     def factory(user: str | None) -> MemoryStore:
         return MemoryStore(tmp_path / str(user), "oauth", embedder=FakeEmbedder())
 
     oauth = idp.settings(**settings)
-    browser = _browser({}, HttpLimits(), oauth) if ui else None
-    return http_app(build_server(factory, per_user=True), oauth=oauth, ui=browser)
+    issuer = JwtTokenVerifier(oauth)
+    browser = _browser({}, HttpLimits(), issuer, clock=clock) if ui else None
+    return http_app(build_server(factory, per_user=True), oauth=oauth, oauth_verifier=issuer, ui=browser)
 
 
 def initialize(client: TestClient, token: str) -> Any:
@@ -108,16 +110,18 @@ def sign_in(client: TestClient, token: str) -> Any:
 
 
 def test_a_browser_session_ends_when_its_access_token_expires(idp: IdentityProvider, tmp_path: Path) -> None:
-    """`serve --http --ui` with OAuth: the cookie session opened with a token that expires in a second or two is
-    signed out once it has; a token past its `exp` (even inside the clock leeway /mcp would not grant either) is
-    refused at sign-in."""
-    with TestClient(app_for(idp, tmp_path, ui=True), base_url=BASE, follow_redirects=False) as client:
-        assert sign_in(client, idp.token(exp=int(time.time()) - 5)).status_code == 401
-        expires = int(time.time()) + 2
+    """`serve --http --ui` with OAuth: the cookie session opened with a token is signed out once the browser's
+    clock passes the token's exp; a token past its `exp` (even inside the clock leeway /mcp would not grant
+    either) is refused at sign-in."""
+    now = [time.time()]
+    app = app_for(idp, tmp_path, ui=True, clock=lambda: now[0])
+    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
+        assert sign_in(client, idp.token(exp=int(now[0]) - 5)).status_code == 401
+        expires = int(now[0]) + 120
         assert sign_in(client, idp.token(exp=expires)).status_code == 303
+        now[0] = expires - 1
         assert client.get("/ui/browse").status_code == 200
-        while time.time() < expires:  # the event is the clock passing the token's exp: nothing else to wait on
-            time.sleep(0.05)
+        now[0] = expires
         answer = client.get("/ui/browse")
         assert (answer.status_code, answer.headers.get("location")) == (303, "/ui/signin")
 
