@@ -85,11 +85,24 @@ def inspect(data: bytes) -> Inbound:
     request_id, problem, code = _check(obj)
     if problem is not None:
         return refusal(request_id, code, problem)
+    # _check() has told which of the four it is: validating against that model alone costs half the union's.
+    model = _model(obj)
     try:
-        message = types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
+        message = (
+            model.model_validate(obj, by_name=False)
+            if model
+            else types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
+        )
     except ValidationError:
         return refusal(request_id, types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
     return Accepted(message)
+
+
+def _model(obj: dict[str, Any]) -> type[types.JSONRPCRequest | types.JSONRPCNotification] | None:
+    """The model of a message _check() passed, when it has a method (a response: None, the union decides)."""
+    if "method" not in obj:
+        return None
+    return types.JSONRPCRequest if "id" in obj else types.JSONRPCNotification
 
 
 def refusal(request_id: types.RequestId | None, code: int, message: str, data: Any = None) -> Refused:
