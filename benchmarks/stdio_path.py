@@ -10,14 +10,21 @@ query-embedding cache is on, so no model runs), GAP_S apart: the load of a share
 which only an interleaving like this makes comparable at the scale of 0.1 ms. Per side: ping p50, recall p50, and
 "outside the handler" (the client's latency minus the handler's own `_meta["memserver/timing"].handler_ms`: the
 pipes, the wake-ups, parsing, the SDK's dispatch and the answer's way back).
-Prints a table and writes benchmarks/results/stdio_path.json.
+With --trace, each side's server instead runs under benchmarks/_stdio_trace.py, which stamps each boundary of the
+path (the line read, parsed, handed to the SDK's dispatcher, its task started, the middleware, the handler, the
+result shaped, encoded, written); the table then gives the median of each segment in µs, client send and receive
+included (one clock for both processes).
+Prints a table and writes benchmarks/results/stdio_path.json (--trace: stdio_path-trace.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -73,18 +80,124 @@ def run(root: Path, trees: dict[str, Path], rounds: int) -> dict[str, Any]:
     }
 
 
+STAGES = [
+    "line",
+    "inspected",
+    "sdk_dispatch",
+    "sdk_task",
+    "sdk_on_request",
+    "our_middleware",
+    "handler",
+    "handler_done",
+    "sdk_serialized",
+    "sdk_write_result",
+    "encode",
+    "encoded",
+    "written",
+]
+
+
+class TracedClient(RawClient):
+    """RawClient whose server runs under _stdio_trace.py; keeps each request's send and receive times."""
+
+    def __init__(self, root: Path, tree: Path, out: Path) -> None:
+        # not super().__init__(): that spawns `python -m memserver serve`
+        params = C.server_params(root, tree=tree)
+        script = str(Path(__file__).with_name("_stdio_trace.py"))
+        self.proc = subprocess.Popen(
+            [sys.executable, script, str(root), str(out)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=params.env,
+            cwd=params.cwd,
+        )
+        self.next_id = 0
+        self.times: dict[int, tuple[str, int, int]] = {}
+        self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        sent = time.perf_counter_ns()
+        result = super().request(method, params)
+        self.times[self.next_id] = (method, sent, time.perf_counter_ns())
+        return result
+
+
+def trace(root: Path, trees: dict[str, Path], rounds: int) -> dict[str, Any]:
+    """Per side and method: the median µs of each segment between two stamps (client send ... client receive)."""
+    segments: dict[str, dict[str, dict[str, list[float]]]] = {n: {"ping": {}, "tools/call": {}} for n in trees}
+    call = {"name": "recall", "arguments": {"query": QUERY, "limit": 5}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for half in range(2):  # old, new, old, new: the load of a shared machine on both alike
+            for name, tree in trees.items():
+                out = Path(tmp) / f"{name}-{half}.jsonl"
+                client = TracedClient(root, tree, out)
+                for _ in range(20):
+                    client.request("tools/call", call)
+                    client.request("ping", {})
+                first = client.next_id + 1
+                for _ in range(rounds // 2):
+                    time.sleep(GAP_S)
+                    client.request("ping", {})
+                    time.sleep(GAP_S)
+                    client.request("tools/call", call)
+                client.close()
+                stamps = {}
+                for line in out.read_text().splitlines():
+                    record = json.loads(line)
+                    if isinstance(record["id"], int) and record["id"] >= first:
+                        stamps[record["id"]] = record["stamps"]
+                for request_id, (method, sent, received) in client.times.items():
+                    if request_id not in stamps:
+                        continue
+                    seen = segments[name][method]
+                    previous, at = "client send", sent
+                    for stage in STAGES:
+                        if stage in stamps[request_id]:
+                            t = stamps[request_id][stage]
+                            seen.setdefault(f"{previous} -> {stage}", []).append((t - at) / 1000)
+                            previous, at = stage, t
+                    seen.setdefault(f"{previous} -> client receive", []).append((received - at) / 1000)
+                    seen.setdefault("total", []).append((received - sent) / 1000)
+    return {
+        name: {method: {k: round(statistics.median(v), 1) for k, v in seen.items()} for method, seen in by.items()}
+        for name, by in segments.items()
+    }
+
+
+def print_trace(traced: dict[str, Any], rounds: int) -> None:
+    print(f"stdio path, traced, {rounds} rounds per side (µs, medians per segment; 'total' is its own median)")
+    for method in ("ping", "tools/call"):
+        keys = list(traced["new"][method])
+        rows = [[k, traced["old"][method].get(k, float("nan")), traced["new"][method][k]] for k in keys]
+        print(f"{method}:")
+        print(C.table(["segment", "old", "new"], rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--old", required=True, help="another checkout, timed against this one")
     parser.add_argument("--rounds", type=int, default=1000, help="rounds (each: ping + recall per side)")
     parser.add_argument("--size", type=int, default=2000, help="memories in the store (built once, cached)")
     parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
-    parser.add_argument("--out", default=str(C.RESULTS / "stdio_path.json"))
+    parser.add_argument("--trace", action="store_true", help="stamp each boundary in the servers (segments, µs)")
+    parser.add_argument("--out", default=None, help="default results/stdio_path.json (--trace: stdio_path-trace.json)")
     args = parser.parse_args(argv)
     root = C.ensure_store(C.cache_dir(args.cache), args.size)
     trees = {"old": Path(args.old).resolve(), "new": C.ROOT}
     started = C.machine()
     C.log(f"stdio path, {args.rounds} rounds, old vs new, {args.size:,} memories ...")
+    settings = {"rounds": args.rounds, "size": args.size, "gap_s": GAP_S, "old": str(trees["old"])}
+    if args.trace:
+        traced = trace(root, trees, args.rounds)
+        print_trace(traced, args.rounds)
+        out = args.out or str(C.RESULTS / "stdio_path-trace.json")
+        end = C.machine()["loadavg"]
+        C.write_json(out, {"machine": started, "loadavg_at_end": end, "settings": settings, **traced})
+        return 0
     sides = run(root, trees, args.rounds)
     rows = [
         [
@@ -103,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "machine": started,
         "loadavg_at_end": C.machine()["loadavg"],
-        "settings": {"rounds": args.rounds, "size": args.size, "gap_s": GAP_S, "old": str(trees["old"])},
+        "settings": settings,
         "sides": sides,
     }
-    C.write_json(args.out, results)
+    C.write_json(args.out or str(C.RESULTS / "stdio_path.json"), results)
     return 0
 
 
