@@ -60,8 +60,9 @@ def serve_stdio(
     stdout with anyio.wrap_file, so every readline, write and flush hops to a worker thread and back. That is
     three thread hand-offs per request, which cost about half the server's CPU for a ping and several ms of
     latency on a busy machine. Here the pipes are read and written by the event loop itself
-    (loop.connect_read_pipe / connect_write_pipe), and we feed the SDK's Server.run the same two memory streams
-    the helper would. The helper also drops every line it cannot validate without an answer, and on EOF drops
+    (loop.connect_read_pipe / connect_write_pipe), and the SDK's Server.run gets a read and a write stream that
+    work in the task calling them (_WireReader, _WireWriter), not the helper's memory streams with a task at
+    their far end. The helper also drops every line it cannot validate without an answer, and on EOF drops
     the requests it has not answered yet; here both are answered.
     Regular files (which asyncio cannot poll) are read and written through worker threads instead; on Windows
     the SDK's helper is used as it is.
