@@ -380,8 +380,11 @@ def _file_writer(wire_out: IO[bytes]) -> Callable[[bytes], Awaitable[None]]:
         wire_out.write(data + b"\n")
         wire_out.flush()
 
+    lock = anyio.Lock()  # handlers' tasks write their own answers: one line at a time, whole
+
     async def write(data: bytes) -> None:
-        await anyio.to_thread.run_sync(write_line, data)
+        async with lock:
+            await anyio.to_thread.run_sync(write_line, data)
 
     return write
 
