@@ -22,6 +22,7 @@ from memserver.transports import wire
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
+    from mcp.shared.message import SessionMessage
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,9 @@ def serve_stdio(
     stdout with anyio.wrap_file, so every readline, write and flush hops to a worker thread and back. That is
     three thread hand-offs per request, which cost about half the server's CPU for a ping and several ms of
     latency on a busy machine. Here the pipes are read and written by the event loop itself
-    (loop.connect_read_pipe / connect_write_pipe), and we feed the SDK's Server.run the same two memory streams
-    the helper would. The helper also drops every line it cannot validate without an answer, and on EOF drops
+    (loop.connect_read_pipe / connect_write_pipe), and the SDK's Server.run gets a read and a write stream that
+    work in the task calling them (_WireReader, _WireWriter), not the helper's memory streams with a task at
+    their far end. The helper also drops every line it cannot validate without an answer, and on EOF drops
     the requests it has not answered yet; here both are answered.
     Regular files (which asyncio cannot poll) are read and written through worker threads instead; on Windows
     the SDK's helper is used as it is.
@@ -187,63 +189,115 @@ NOT_INITIALIZED = "Invalid Request: the session is not initialized; send initial
 
 
 async def _serve(server: Server[Any], pipe: _Pipe) -> None:
-    from mcp.shared.message import SessionMessage
-
+    """Serve one connection: the SDK's Server.run reads the wire through a _WireReader and answers through a
+    _WireWriter, both of which work in the task that calls them."""
     pending = _InFlight()  # requests the SDK received and has not answered yet
     handshake = _Handshake(server)
-    to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    reader, writer = _WireReader(pipe, pending, handshake), _WireWriter(pipe, pending, handshake)
+    await server.run(reader, writer, server.create_initialization_options())
 
-    async def answer(refused: wire.Refused, size: int) -> None:
-        wire.log_refused(logger, refused, size)
-        await pipe.write(refused.answer)
 
-    async def read_requests() -> None:
-        async with to_server:
-            while line := await pipe.read_line():
-                if isinstance(line, _TooLong):
-                    request_id = wire.sniff_id(line.head)
-                    reason = f"Invalid Request: the message is longer than {line.limit} bytes"
-                    await answer(wire.refusal(request_id, types.INVALID_REQUEST, reason), line.length)
-                    continue
-                line = line.rstrip(b"\r\n")
-                inbound = wire.inspect(line)
-                if isinstance(inbound, wire.Refused):
-                    await answer(inbound, len(line))
-                    continue
-                message = inbound.message
-                if isinstance(message, types.JSONRPCRequest):
-                    if message.id in pending:
-                        await answer(wire.duplicate(message.id), len(line))
-                        continue
-                    if handshake.too_early(message):
-                        await answer(wire.refusal(message.id, types.INVALID_REQUEST, NOT_INITIALIZED), len(line))
-                        continue
-                    pending.add(message.id)
-                elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-                    cancelled = (message.params or {}).get("requestId")
-                    pending.discard(cancelled)  # a cancelled request gets no answer
-                    handshake.cancelled(cancelled)
-                await to_server.send(SessionMessage(message))
+class _WireReader:
+    """The SDK's read stream (mcp.shared._stream_protocols.ReadStream), read from the pipe in the task that asks.
+
+    Why not a memory object stream fed by a reader task, as the SDK's stdio helper has it: every message would
+    then cross one more task (a hand-off, a wake-up of the loop, ~0.1 ms on a busy 2-core machine; measured in
+    benchmarks/README.md, "The stdio path"). A line the SDK must not see is answered here and the next one read.
+    At EOF, the requests in flight are given DRAIN_SECONDS to be answered before the stream ends."""
+
+    def __init__(self, pipe: _Pipe, pending: _InFlight, handshake: _Handshake) -> None:
+        from mcp.shared.message import SessionMessage  # not at import: claim_stdio() comes before the SDK's imports
+
+        self.pipe, self.pending, self.handshake = pipe, pending, handshake
+        self.closed = False
+        self.session_message = SessionMessage
+
+    async def receive(self) -> SessionMessage:
+        while not self.closed:
+            message = await self._next()
+            if message is not None:
+                return self.session_message(message)
+        raise anyio.EndOfStream
+
+    async def _next(self) -> types.JSONRPCMessage | None:
+        """The next message for the SDK, or None when the line was answered here (or the stream ended)."""
+        line = await self.pipe.read_line()
+        if not line:
+            self.closed = True
             with anyio.move_on_after(DRAIN_SECONDS):  # EOF: let the requests in flight finish
-                await pending.all_answered()
+                await self.pending.all_answered()
+            return None
+        if isinstance(line, _TooLong):
+            reason = f"Invalid Request: the message is longer than {line.limit} bytes"
+            await self._answer(wire.refusal(wire.sniff_id(line.head), types.INVALID_REQUEST, reason), line.length)
+            return None
+        line = line.rstrip(b"\r\n")
+        inbound = wire.inspect(line)
+        if isinstance(inbound, wire.Refused):
+            await self._answer(inbound, len(line))
+            return None
+        message = inbound.message
+        if isinstance(message, types.JSONRPCRequest):
+            if message.id in self.pending:
+                await self._answer(wire.duplicate(message.id), len(line))
+                return None
+            if self.handshake.too_early(message):
+                await self._answer(wire.refusal(message.id, types.INVALID_REQUEST, NOT_INITIALIZED), len(line))
+                return None
+            self.pending.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            cancelled = (message.params or {}).get("requestId")
+            self.pending.discard(cancelled)  # a cancelled request gets no answer
+            self.handshake.cancelled(cancelled)
+        return message
 
-    async def write_answers() -> None:
-        async with from_server:
-            async for session_message in from_server:
-                message = session_message.message
-                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                    pending.discard(message.id)
-                    handshake.answered(message)
-                encoded = wire.encode(message)
-                if encoded is not None:
-                    await pipe.write(encoded)
+    async def _answer(self, refused: wire.Refused, size: int) -> None:
+        wire.log_refused(logger, refused, size)
+        await self.pipe.write(refused.answer)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(write_answers)
-        async with to_client:
-            tg.start_soon(read_requests)
-            await server.run(from_client, to_client, server.create_initialization_options())
+    def __aiter__(self) -> _WireReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    async def __aenter__(self) -> _WireReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _WireWriter:
+    """The SDK's write stream (mcp.shared._stream_protocols.WriteStream): each message is encoded and written to
+    the pipe by the task that sends it (a handler's), not handed to a writer task (see _WireReader)."""
+
+    def __init__(self, pipe: _Pipe, pending: _InFlight, handshake: _Handshake) -> None:
+        self.pipe, self.pending, self.handshake = pipe, pending, handshake
+
+    async def send(self, item: SessionMessage, /) -> None:
+        message = item.message
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self.pending.discard(message.id)
+            self.handshake.answered(message)
+        encoded = wire.encode(message)
+        if encoded is not None:
+            await self.pipe.write(encoded)
+
+    async def aclose(self) -> None:
+        pass  # the pipe outlives Server.run: serve_stdio flushes and closes it
+
+    async def __aenter__(self) -> _WireWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 # --- pipes, read by the event loop -------------------------------------------------------------------------------
@@ -326,8 +380,11 @@ def _file_writer(wire_out: IO[bytes]) -> Callable[[bytes], Awaitable[None]]:
         wire_out.write(data + b"\n")
         wire_out.flush()
 
+    lock = anyio.Lock()  # handlers' tasks write their own answers: one line at a time, whole
+
     async def write(data: bytes) -> None:
-        await anyio.to_thread.run_sync(write_line, data)
+        async with lock:
+            await anyio.to_thread.run_sync(write_line, data)
 
     return write
 

@@ -39,6 +39,27 @@ def test_well_formed_messages_pass(data: bytes) -> None:
 
 
 @pytest.mark.parametrize(
+    "data",
+    [
+        json.dumps(PING).encode(),
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}',
+        b'{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"recall","arguments":{"query":"q"}}}',
+        b'{"jsonrpc":"2.0","id":7,"method":"ping","params":null}',
+        b'{"jsonrpc":"2.0","id":"x","result":{}}',
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}',
+    ],
+)
+def test_an_accepted_message_is_the_model_the_sdk_would_make_of_it(data: bytes) -> None:
+    """inspect() validates a request or notification against its one model, not the SDK's union: same result."""
+    inbound = wire.inspect(data)
+    assert isinstance(inbound, wire.Accepted)
+    expected = types.jsonrpc_message_adapter.validate_json(data)
+    assert type(inbound.message) is type(expected)
+    assert inbound.message == expected and inbound.message.model_fields_set == expected.model_fields_set
+
+
+@pytest.mark.parametrize(
     ("data", "code", "request_id"),
     [
         (b"", types.PARSE_ERROR, None),
