@@ -22,8 +22,8 @@ What `recall()` returns, within `budget` characters, built in this order:
       first-person sentences ("I live in Porto."), else the whole memory; not those already in (a);
   (b) earlier conversations: the memories most relevant to the latest user message (recall's `query` when the
       client passes one): hybrid search in each namespace, merged by cosine, those scoring at least
-      tools.WEAK_MATCH_SCORE, best first, without memories of the current session or already shown whole in (a) or
-      (c) (a message of which (c) showed only its first-person sentences may be shown whole here).
+      tool_results.WEAK_MATCH_SCORE, best first, without memories of the current session or already shown whole in
+      (a) or (c) (a message of which (c) showed only its first-person sentences may be shown whole here).
 Each section first takes up to its share of the budget (SHARES: (a) 35%, (c) 25%, (b) 40%); what a section leaves
 unused goes to the others, in the order (b), (a), (c), (p). A line is cut at `line_cap` characters with an
 ellipsis. No section repeats a memory (p) showed. The block lists (p), (c), (b), (a), (a) oldest first; every
@@ -51,7 +51,7 @@ import mcp_types as types
 
 from memserver.contract import inputs, lifecycle
 from memserver.errors import InvalidInputError
-from memserver.features import tools
+from memserver.features import tool_results
 
 if TYPE_CHECKING:
     from memserver.contract.backend import Hit, Memory, MemoryBackend
@@ -377,7 +377,7 @@ class ChatMemory:
             relevant = [
                 hit.memory
                 for hit in hits
-                if hit.score >= tools.WEAK_MATCH_SCORE and not (session_id and hit.memory.session == session_id)
+                if hit.score >= tool_results.WEAK_MATCH_SCORE and not (session_id and hit.memory.session == session_id)
             ]
         text = assemble(turns, profile, relevant, self.options, pins)
         if self.options.condense and text != NONE:
@@ -399,7 +399,7 @@ class ChatMemory:
         if not hits:
             return "No results found"
         lines = []
-        if max(hit.score for hit in hits) < tools.WEAK_MATCH_SCORE:
+        if max(hit.score for hit in hits) < tool_results.WEAK_MATCH_SCORE:
             lines.append("No strong match; the closest memories, probably unrelated:")
         cap = self.options.line_cap
         for n, hit in enumerate(hits, 1):
