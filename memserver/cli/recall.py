@@ -83,7 +83,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
             if args.explain:
                 print("      " + _breakdown(hit))
     if note:
-        print(note, file=sys.stderr)
+        print(f"memserver: {note}", file=sys.stderr)
     return 0
 
 
