@@ -8,7 +8,7 @@ memories into a fresh MemoryStore with their created_at, tags and their vectors 
 - a fusion grid (RRF k, keyword weight, depth, a recency prior) over the store's own semantic and keyword
   rankings, which is where the store's FUSION_* constants come from;
 - the score scale (cosine) of the model: relevant hits vs the best hit of unanswerable queries, per mode, and how
-  often the "no strong match" note (tools.WEAK_MATCH_SCORE) fires on each;
+  often the "no strong match" note (tool_results.WEAK_MATCH_SCORE) fires on each;
 - near-duplicates: `store.add` of each restatement must return the original in `similar`; distinct memories on
   the same topic at NEAR_DUPLICATE_SCORE;
 - with --scale N: hybrid vs semantic recall latency on a bulk-loaded store of N memories (benchmarks/_common.py's
@@ -39,7 +39,7 @@ import numpy as np
 
 from benchmarks import _common
 from memserver.contract import backend
-from memserver.features import tools
+from memserver.features import tool_results
 from memserver.local.store import MemoryStore
 from memserver.retrieval.hybrid_convex import DEPTH as RANKING_DEPTH
 from memserver.retrieval.hybrid_convex import VECTOR_WEIGHT
@@ -181,7 +181,7 @@ def evaluate(data: dict, embedder: object, *, limit: int | None, grid: bool) -> 
     dup_vectors = _dup_vectors(data, embedder)
     duplicate_cos = [float(by_name[d["of"]] @ v) for d, v in zip(data["duplicates"], dup_vectors, strict=True)]
     related_cos = [float(by_name[a] @ by_name[b]) for a, b in data["related"]]
-    weak = tools.WEAK_MATCH_SCORE
+    weak = tool_results.WEAK_MATCH_SCORE
     result = {
         "memories": len(memories),
         "queries": len(queries),

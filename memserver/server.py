@@ -27,7 +27,8 @@ Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
      -> `CallToolResult(is_error=True)` with a message naming the field and the rule;
   2. a request for something that does not exist (unknown tool, resource, prompt or completion reference; a
-     missing prompt argument) -> JSON-RPC error -32602;
+     missing prompt argument) -> JSON-RPC error -32602 (for resources, listen, prompts and completions the handler's
+     `with request_errors.resource_errors(...)` / `protocol_errors(...)` maps them: features/request_errors.py);
   3. anything else is a bug or a failing disk -> traceback on stderr, a short isError result (tools) or -32603
      (resources, prompts, completions), and the server keeps serving. The SDK would otherwise send `str(exc)`
      with code 0.
@@ -50,8 +51,8 @@ import logging
 import threading
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -76,11 +77,12 @@ from memserver.features import (
     consolidating,
     forgetting,
     prompts,
+    request_errors,
     resources,
     tool_work,
     tools,
 )
-from memserver.features.subscriptions import Subscriptions, TooManySubscriptionsError
+from memserver.features.subscriptions import Subscriptions
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
 if TYPE_CHECKING:
@@ -200,7 +202,7 @@ async def call_tool(
     tool = tool_set.find(params.name)
     if tool is None:
         # Spec (tools, error handling): an unknown tool is a protocol error, not an isError result.
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_shown(params.name)}")
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {request_errors.shown(params.name)}")
     try:
         args = tools.validate_arguments(tool, params.arguments, tool_set.checked.get(tool.name))
     except tools.ArgumentError as exc:
@@ -356,10 +358,10 @@ async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -
     """resources/read: parse the memory:// URI and read it from the store; a ui:// URI is a page (apps.py)."""
     uri = str(params.uri)
     if uri.startswith(apps.SCHEME):
-        with _resource_errors(uri, "Reading"):
+        with request_errors.resource_errors(uri, "Reading"):
             page = apps.read(uri, ctx.lifespan_context.tool_set.app_resources)
         return types.ReadResourceResult(contents=[page])
-    with _resource_errors(uri, "Reading"):
+    with request_errors.resource_errors(uri, "Reading"):
         target = resources.parse(uri)
         store = await _store(ctx)
         text = await anyio.to_thread.run_sync(resources.read, store, target)
@@ -378,7 +380,7 @@ async def subscribe_resource(ctx: Context, params: types.SubscribeRequestParams)
         message = "resources/subscribe needs a session (stdio, or HTTP with sessions)"
         raise MCPError(code=types.INVALID_REQUEST, message=message)
     subscriptions = ctx.lifespan_context.subscriptions
-    with _resource_errors(uri, "Subscribing to"):
+    with request_errors.resource_errors(uri, "Subscribing to"):
         await _store(ctx)  # (a client that sent a progressToken hears what a first call waits for)
         if await subscriptions.subscribe(ctx.session, key, _user(ctx), uri):
             _when_connection_closes(ctx, partial(subscriptions.end_session, key))
@@ -399,7 +401,7 @@ async def subscriptions_listen(
     """subscriptions/listen (2026-07-28, SEP-2575: replaces resources/subscribe and unsubscribe): one request whose
     response stream first acknowledges the URIs honoured, then carries notifications/resources/updated for them
     until the client closes it. The SDK's ListenHandler serves the stream."""
-    with _protocol_errors("Listening"):
+    with request_errors.protocol_errors("Listening"):
         await _store(ctx)
         return await ctx.lifespan_context.subscriptions.listen(ctx, params, _user(ctx))
 
@@ -417,7 +419,7 @@ async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> type
     except (prompts.UnknownPromptError, prompts.PromptArgumentError) as exc:
         # Spec (prompts, error handling): an unknown prompt or a missing required argument is -32602.
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-    with _protocol_errors(f"Getting prompt {prompt.name}"):
+    with request_errors.protocol_errors(f"Getting prompt {prompt.name}"):
         store = await _store(ctx)
         return await anyio.to_thread.run_sync(prompts.render, store, prompt, arguments)
 
@@ -429,7 +431,7 @@ async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.C
         target = completions.target(params.ref, params.argument.name, context)
     except completions.UnknownCompletionError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-    with _protocol_errors("Completion"):
+    with request_errors.protocol_errors("Completion"):
         store = await _store(ctx)
         completion = await anyio.to_thread.run_sync(completions.suggest, store, target, params.argument.value)
     return types.CompleteResult(completion=completion)
@@ -570,57 +572,6 @@ async def _sampled(ctx: Context, system: str, text: str, max_tokens: int, second
         logger.warning("asking the client's model (sampling) failed: %s", type(exc).__name__)
         return ""
     return answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
-
-
-@contextmanager
-def _resource_errors(uri: str, what: str) -> Iterator[None]:
-    """Failures of a request about one resource, as JSON-RPC errors without internals."""
-    logged = "/".join(uri.partition("?")[0].split("/")[:3])  # not the tag, id or namespace: user data
-    try:
-        yield
-    except (resources.UnknownResourceError, InvalidInputError) as exc:
-        # Spec (resources, error handling): a resource that does not exist is -32602, with the URI in data
-        # (unless it is longer than any of ours: no answer repeats large input).
-        data = {"uri": uri} if len(uri) <= resources.MAX_URI_CHARS else None
-        raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data=data) from None
-    except TooManySubscriptionsError as exc:
-        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
-    except NotAuthenticatedError as exc:
-        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
-    except MCPError:
-        raise
-    except MemserverError as exc:  # the store is refused, locked, the model missing, ...: the message says what to do
-        logger.error("%s %s failed: %s", what.lower(), logged, exc)
-        raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} {_shown(uri)} failed: {exc}") from None
-    except Exception:
-        logger.exception("%s %s failed", what.lower(), logged)
-        raise MCPError(
-            code=types.INTERNAL_ERROR, message=f"{what} {_shown(uri)} failed; the server log has the details"
-        ) from None
-
-
-@contextmanager
-def _protocol_errors(what: str) -> Iterator[None]:
-    """Failures answering a request that is not a tool call, as JSON-RPC errors without internals."""
-    try:
-        yield
-    except MCPError:  # the SDK's own (the listen stream limit, ...): already a protocol error
-        raise
-    except InvalidInputError as exc:
-        raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-    except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
-        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
-    except MemserverError as exc:  # the model is missing, the store is locked, ...: the message says what to do
-        logger.error("%s failed: %s", what, exc)
-        raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed: {exc}") from None
-    except Exception:
-        logger.exception("%s failed", what)
-        raise MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed; the server log has the details") from None
-
-
-def _shown(text: str, limit: int = 100) -> str:
-    """Client input as it may appear in an answer: cut short, so no answer repeats large input."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _links(tool: types.Tool, payload: dict[str, Any]) -> list[types.ResourceLink]:

@@ -17,17 +17,18 @@ may give its `quotes`, one per evidence label, separated by ` || ` (the words of
 convdata.problems() checks). Turn ids (S<n>:<k>) are given here, so the source can be edited freely.
 The format is the one benchmarks/lab/conversation-sets.md describes.
 
-    uv run python benchmarks/data/make_harbour.py      # rewrites benchmarks/data/conversations/harbour/
+    uv run python -m benchmarks.data.make_harbour      # rewrites benchmarks/data/conversations/harbour/
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from benchmarks.data.conversation_files import write_conversations
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "harbour_src"
@@ -111,16 +112,7 @@ def _question(line: str, labels: dict[str, str], qid: str, where: str) -> dict[s
 
 
 def main() -> int:
-    OUT.mkdir(parents=True, exist_ok=True)
-    for path in sorted(SOURCE.glob("*.txt")):
-        conv = parse(path)
-        out = OUT / f"{conv['id']}.json"
-        out.write_text(json.dumps(conv, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        turns = sum(len(s["turns"]) for s in conv["sessions"])
-        print(
-            f"{out.relative_to(HERE.parent.parent)}: {len(conv['sessions'])} sessions, {turns} turns, "
-            f"{len(conv['questions'])} questions"
-        )
+    write_conversations(OUT, (parse(path) for path in sorted(SOURCE.glob("*.txt"))))
     return 0
 
 

@@ -12,12 +12,13 @@ is in its turn). Small talk around the facts is drawn from pools, never repeatin
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from benchmarks.data.conversation_files import write_conversations
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "conversations" / "meridian"
@@ -176,6 +177,52 @@ LEADS = (
     "Right then, ",
 )
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+# The single-fact questions, taken in turn: (pool, the asker's turn, the owner's answer with the value {v}, the
+# question about {owner}, the photo shared with the answer or None).
+SINGLES = [
+    (
+        "book",
+        "Reading anything good?",
+        "I am halfway through {v}, it is oddly gripping.",
+        "What is {owner} reading?",
+        None,
+    ),
+    (
+        "instrument",
+        "What was that noise on the call?",
+        "Me, practising {v}. Lessons started.",
+        "Which instrument is {owner} learning?",
+        None,
+    ),
+    (
+        "dish",
+        "What did you cook for the party?",
+        "I made {v} and there was none left.",
+        "What did {owner} cook for the party?",
+        "a photo of {v} in a big dish on a crowded table",
+    ),
+    (
+        "car",
+        "How are you getting about these days?",
+        "Bought {v} off a colleague.",
+        "What vehicle did {owner} buy?",
+        None,
+    ),
+    (
+        "plant",
+        "How is the garden doing?",
+        "I finally planted {v} by the shed.",
+        "What did {owner} plant by the shed?",
+        "a photo of a small bed of fresh soil by a wooden shed",
+    ),
+    (
+        "venue",
+        "Where is the quiz night held now?",
+        "At {v}, they have a proper bar.",
+        "Where does {owner}'s quiz night take place?",
+        None,
+    ),
+]
 
 
 class Builder:
@@ -230,43 +277,11 @@ class Builder:
 
     def single(self, owner: str) -> None:
         s = self.rng.randrange(SESSIONS)
-        which = len(self.questions) % 6
-        if which == 0:
-            v = self.take("book")
-            t = self.fact(s, owner, "Reading anything good?", f"I am halfway through {v}, it is oddly gripping.")
-            self.ask("single", f"What is {owner} reading?", v, [(t, v)])
-        elif which == 1:
-            v = self.take("instrument")
-            t = self.fact(s, owner, "What was that noise on the call?", f"Me, practising {v}. Lessons started.")
-            self.ask("single", f"Which instrument is {owner} learning?", v, [(t, v)])
-        elif which == 2:
-            v = self.take("dish")
-            t = self.fact(
-                s,
-                owner,
-                "What did you cook for the party?",
-                f"I made {v} and there was none left.",
-                image=f"a photo of {v} in a big dish on a crowded table",
-            )
-            self.ask("single", f"What did {owner} cook for the party?", v, [(t, v)])
-        elif which == 3:
-            v = self.take("car")
-            t = self.fact(s, owner, "How are you getting about these days?", f"Bought {v} off a colleague.")
-            self.ask("single", f"What vehicle did {owner} buy?", v, [(t, v)])
-        elif which == 4:
-            v = self.take("plant")
-            t = self.fact(
-                s,
-                owner,
-                "How is the garden doing?",
-                f"I finally planted {v} by the shed.",
-                image="a photo of a small bed of fresh soil by a wooden shed",
-            )
-            self.ask("single", f"What did {owner} plant by the shed?", v, [(t, v)])
-        else:
-            v = self.take("venue")
-            t = self.fact(s, owner, "Where is the quiz night held now?", f"At {v}, they have a proper bar.")
-            self.ask("single", f"Where does {owner}'s quiz night take place?", v, [(t, v)])
+        which = len(self.questions) % len(SINGLES)
+        pool, ask, says, question, image = SINGLES[which]
+        v = self.take(pool)
+        t = self.fact(s, owner, ask, says.format(v=v), image=image.format(v=v) if image else None)
+        self.ask("single", question.format(owner=owner), v, [(t, v)])
         if which in (1, 4):  # some questions say when the fact came up, as people do
             q = self.questions[-1]
             q["question"] = f"Back in {self.dates[s]:%B %Y}, {q['question'][0].lower()}{q['question'][1:]}"
@@ -292,31 +307,48 @@ class Builder:
         t = self.fact(s, owner, "Is the flat still quiet?", f"Not any more, we adopted {v}.", image=f"a photo of {v}")
         self.ask("open", f"Would {owner}'s home still suit someone allergic to animals?", f"No: {v}", [(t, v)])
 
-    def multi(self, owner: str) -> None:
+    def _two_values(
+        self,
+        owner: str,
+        pool: str,
+        turns: tuple[tuple[str, str], tuple[str, str]],
+        question: str,
+        answer: str,
+        image: str | None = None,
+        **shape: str,
+    ) -> None:
+        """A multi question over two values of one pool, each the owner's answer in a session of its own; the
+        templates name them {v1} and {v2} (and the owner {owner}); `image` is shared with the first answer."""
         a, b = self.sessions_sorted(2)
-        v1, v2 = self.take("class"), self.take("class")
-        t1 = self.fact(a, owner, "What are you doing on weeknights now?", f"Signed up for {v1} on Mondays.")
-        t2 = self.fact(b, owner, "Still busy in the evenings?", f"Yes, and I added {v2} on Thursdays.")
-        self.ask(
-            "multi", f"How many evening classes has {owner} signed up for?", f"two: {v1}, {v2}", [(t1, v1), (t2, v2)]
+        v1, v2 = self.take(pool), self.take(pool)
+        (ask1, says1), (ask2, says2) = turns
+        t1 = self.fact(a, owner, ask1, says1.format(v1=v1), image=image.format(v1=v1) if image else None)
+        t2 = self.fact(b, owner, ask2, says2.format(v2=v2))
+        self.ask("multi", question.format(owner=owner), answer.format(v1=v1, v2=v2), [(t1, v1), (t2, v2)], **shape)
+
+    def multi(self, owner: str) -> None:
+        self._two_values(
+            owner,
+            "class",
+            (
+                ("What are you doing on weeknights now?", "Signed up for {v1} on Mondays."),
+                ("Still busy in the evenings?", "Yes, and I added {v2} on Thursdays."),
+            ),
+            "How many evening classes has {owner} signed up for?",
+            "two: {v1}, {v2}",
         )
 
     def which_two(self, owner: str) -> None:
-        a, b = self.sessions_sorted(2)
-        c1, c2 = self.take("city"), self.take("city")
-        t1 = self.fact(
-            a,
+        self._two_values(
             owner,
-            "Where have you been? You went quiet.",
-            f"Work sent me to {c1} for a conference.",
-            image=f"a photo of a harbour front in {c1} at dusk",
-        )
-        t2 = self.fact(b, owner, "Travelling again?", f"Yes, {c2} this time, a site visit.")
-        self.ask(
-            "multi",
-            f"Which two cities did {owner} travel to for work?",
-            f"{c1} and {c2}",
-            [(t1, c1), (t2, c2)],
+            "city",
+            (
+                ("Where have you been? You went quiet.", "Work sent me to {v1} for a conference."),
+                ("Travelling again?", "Yes, {v2} this time, a site visit."),
+            ),
+            "Which two cities did {owner} travel to for work?",
+            "{v1} and {v2}",
+            image="a photo of a harbour front in {v1} at dusk",
             shape="which_two",
         )
 
@@ -366,15 +398,15 @@ class Builder:
         )
 
     def correction(self, owner: str) -> None:
-        a, b = self.sessions_sorted(2)
-        old, new = self.take("venue"), self.take("venue")
-        t1 = self.fact(a, owner, "Where is your birthday do?", f"At {old}, save the date.")
-        t2 = self.fact(b, owner, "Still on for the birthday?", f"Yes, but it moved to {new}, the other fell through.")
-        self.ask(
-            "multi",
-            f"Where is {owner}'s birthday party being held now?",
-            f"{new} (not {old})",
-            [(t1, old), (t2, new)],
+        self._two_values(
+            owner,
+            "venue",
+            (
+                ("Where is your birthday do?", "At {v1}, save the date."),
+                ("Still on for the birthday?", "Yes, but it moved to {v2}, the other fell through."),
+            ),
+            "Where is {owner}'s birthday party being held now?",
+            "{v2} (not {v1})",
             shape="correction",
         )
 
@@ -439,16 +471,7 @@ def plan_for(n_speakers: int, rng: random.Random) -> list[tuple[str, tuple[int, 
 
 def main() -> int:
     rng = random.Random(SEED)
-    OUT.mkdir(parents=True, exist_ok=True)
-    for spec in CONVERSATIONS:
-        conv = Builder(spec, rng).build(plan_for(len(spec["speakers"]), rng))
-        out = OUT / f"{conv['id']}.json"
-        out.write_text(json.dumps(conv, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        turns = sum(len(s["turns"]) for s in conv["sessions"])
-        print(
-            f"{out.relative_to(HERE.parent.parent)}: {len(conv['sessions'])} sessions, {turns} turns, "
-            f"{len(conv['questions'])} questions"
-        )
+    write_conversations(OUT, (Builder(spec, rng).build(plan_for(len(spec["speakers"]), rng)) for spec in CONVERSATIONS))
     return 0
 
 

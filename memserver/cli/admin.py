@@ -27,7 +27,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     assert files is not None
     if args.action == "fetch":
         for reason in files.tried:
-            print(f"  passed over: {reason}", file=sys.stderr)
+            print(f"memserver: passed over: {reason}", file=sys.stderr)
         print(f"{sources.MODEL_ID}: {files.detail}")
         print(f"  model.onnx      {files.model}")
         print(f"  tokenizer.json  {files.tokenizer}")

@@ -1,13 +1,16 @@
 """The `memserver` command: parse arguments, call the library, print results.
 
 Library errors (MemserverError) become one line on stderr and exit status 1, never a traceback; the store's input
-errors name flags, not fields (wording.py). An unknown flag prints the subcommand's usage and the nearest flag.
-Heavy modules are imported inside each command, so `memserver --help` and the server's start-up stay fast.
+errors name flags, not fields (wording.py). What the store warns about (a damaged checkpoint rebuilt, ...) is a line
+on stderr starting "memserver: " too, in the commands that configure no logging of their own (all but serve, ui and
+db migrate, whose log lines carry the level and the logger). An unknown flag prints the subcommand's usage and the
+nearest flag. Heavy modules are imported inside each command, so `memserver --help` and the server's start-up stay fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 
@@ -134,7 +137,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Warnings(logging.Handler):
+    """Python's handler of last resort (a program that configured no logging: the record's bare message on stderr),
+    with the prefix every line the CLI prints to stderr starts with."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(f"memserver: {self.format(record)}\n")  # (the stderr of now: a test may swap it)
+        except Exception:
+            self.handleError(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    last_resort, logging.lastResort = logging.lastResort, _Warnings()
+    try:
+        return _main(argv)
+    finally:
+        logging.lastResort = last_resort
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     given = editing.retag_argv(list(sys.argv[1:] if argv is None else argv))
     args, extra = parser.parse_known_args(given)

@@ -69,7 +69,7 @@ async def _session(path: Path) -> int:
         for sample in SAMPLES:
             result = await client.call_tool("remember", dict(sample))
             if result.is_error or result.structured_content is None:
-                print(f"remember failed: {_text(result)}", file=sys.stderr)
+                print(f"memserver: remember failed: {_text(result)}", file=sys.stderr)
                 return 1
             status = result.structured_content["status"]
             print(f"  remember  {status:<9}  {sample['content']}")
@@ -77,7 +77,7 @@ async def _session(path: Path) -> int:
         result = await client.call_tool("recall", {"query": QUERY, "limit": 3})
         answered = time.perf_counter() - asked
         if result.is_error or result.structured_content is None:
-            print(f"recall failed: {_text(result)}", file=sys.stderr)
+            print(f"memserver: recall failed: {_text(result)}", file=sys.stderr)
             return 1
         print(f'\nrecall "{QUERY}"  (score = cosine similarity)')
         for rank, hit in enumerate(result.structured_content["results"], 1):

@@ -83,13 +83,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
             if args.explain:
                 print("      " + _breakdown(hit))
     if note:
-        print(note, file=sys.stderr)
+        print(f"memserver: {note}", file=sys.stderr)
     return 0
 
 
 def _note(args: argparse.Namespace, hits: list[Hit]) -> str | None:
     """The MCP tool's note: nothing found (and why), or only weak matches."""
-    from memserver.features.tools import recall_note
+    from memserver.features.tool_results import recall_note
 
     names = ("tags", "source", "speaker", "role", "session", "since", "until", "min_score", "namespace", "as_of")
     asked = {name: getattr(args, name) for name in names} | {"mode": args.mode}

@@ -89,7 +89,7 @@ class Memory:
             object.__setattr__(self, "occurred_at", self.created_at)
 
     def to_dict(self) -> dict[str, Any]:
-        """The public JSON shape of a memory (tools.MEMORY_SCHEMA, export lines, memory:// resources):
+        """The public JSON shape of a memory (tool_results.MEMORY_SCHEMA, export lines, memory:// resources):
         `occurred_at` always, speaker/role/session/replaces/replaced_by when set, namespace when not "default",
         kind when not "note", due when set, done/pinned/archived when true."""
         d: dict[str, Any] = {
@@ -370,7 +370,7 @@ class MemoryBackend(Protocol):
         """The memories list_recent lists (with `role`, `source`, `since`/`until` and `as_of` as in search), a page
         at a time, newest first: `cursor` is the `next_cursor` of the previous page (None: the first page).
 
-        `order` (one of inputs.LIST_ORDERS): "occurred" (default) sorts by occurred_at, as list_recent does;
+        `order` (one of requests.LIST_ORDERS): "occurred" (default) sorts by occurred_at, as list_recent does;
         "stored" by created_at, the time of storing, newest first (equal times: the later-stored first), so a
         memory just added with an old occurred_at (backdated, imported) comes first. `since`/`until` bound
         occurred_at in either order. A cursor belongs to its order: one of the other order is an InvalidInputError

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-from memserver.contract import inputs
+from memserver.contract import inputs, requests
 from memserver.errors import InvalidInputError
 
 
 class ImportItem(Protocol):
     """What the loop reads of an engine's pending item (write_rules.Pending)."""
 
-    m: inputs.NewMemory
+    m: requests.NewMemory
     where: str
     id: str
 
@@ -29,7 +29,7 @@ T = TypeVar("T", bound=ImportItem)
 def import_records(
     records: Iterable[dict[str, Any]],
     dim: int,
-    item_of: Callable[[inputs.NewMemory, str], T],
+    item_of: Callable[[requests.NewMemory, str], T],
     write_batch: Callable[[list[T], list[T]], int],
     batch_size: int,
 ) -> int:
@@ -40,7 +40,7 @@ def import_records(
     held: list[T] = []
     ids: set[str] = set()
     for n, record in enumerate(inputs.check_items(records, "records")):
-        item = item_of(inputs.imported_memory(record, n, dim), f"records[{n}].")
+        item = item_of(requests.imported_memory(record, n, dim), f"records[{n}].")
         if item.id:
             if item.id in ids:  # which of the two would win is a guess: refuse rather than lose one
                 raise InvalidInputError(f"records[{n}].id {item.id} appears twice in this import")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from memserver.contract import inputs
+from memserver.contract import inputs, requests
 from memserver.contract.backend import Memory
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class Pending:
     """A checked memory on its way to storage (`vector` set once embedded; `dup_of` an earlier item; `where` the
     prefix naming it in messages: "", "items[3]." or "records[3].")."""
 
-    m: inputs.NewMemory
+    m: requests.NewMemory
     key: int  # inputs.content_key(m.content)
     where: str = ""
     id: str = ""
@@ -36,7 +36,7 @@ class Pending:
     dup_of: int = -1  # index of an earlier item with the same content in the same batch
 
     @classmethod
-    def of(cls, m: inputs.NewMemory, where: str = "") -> Pending:
+    def of(cls, m: requests.NewMemory, where: str = "") -> Pending:
         return cls(m, inputs.content_key(m.content), where, m.id, m.created_at, m.vector)
 
     @property
@@ -98,7 +98,7 @@ def without_duplicates(lookup: RuleLookup, items: list[Pending]) -> tuple[list[P
     return fresh, out
 
 
-def _changes_fields(m: inputs.NewMemory, old: Memory) -> bool:
+def _changes_fields(m: requests.NewMemory, old: Memory) -> bool:
     """Whether a memory replacing `old` with the same content says something else of it (tags, source, speaker,
     role, session, or occurred_at when given)."""
     given = (m.tags, m.source, m.speaker, m.role, m.session, m.kind, m.due, m.done, m.pinned, m.archived)

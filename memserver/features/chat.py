@@ -21,7 +21,7 @@ What `recall()` returns, within `budget` characters, built in this order:
   (c) about the user: memories tagged `profile` (of both namespaces), newest first: for a chat message, only its
       first-person sentences ("I live in Porto."), else the whole memory; not those already in (a);
   (b) earlier conversations: the memories most relevant to the latest user message (recall's `query` when the
-      client passes one): hybrid search in each namespace, those of cosine at least tools.WEAK_MATCH_SCORE, in
+      client passes one): hybrid search in each namespace, those of cosine at least tool_results.WEAK_MATCH_SCORE, in
       each search's own ranking, the namespaces' lists taken in turn (the curated facts' first), as many of the
       RELEVANT_CANDIDATES as fit, without memories of the current session or already shown whole in (a) or (c) (a
       message of which (c) showed only its first-person sentences may be shown whole here).
@@ -53,7 +53,7 @@ import mcp_types as types
 
 from memserver.contract import inputs, lifecycle
 from memserver.errors import InvalidInputError
-from memserver.features import tools
+from memserver.features import tool_results
 
 if TYPE_CHECKING:
     from memserver.contract.backend import Hit, Memory, MemoryBackend
@@ -395,11 +395,15 @@ class ChatMemory:
         return [hit for *_, hit in found[:limit]]
 
     def _ranked(self, store: MemoryBackend, query: str, limit: int) -> list[Hit]:
-        """The hits of cosine at least tools.WEAK_MATCH_SCORE of the read namespaces, each search in its own ranking
-        order (what its fusion found best first), the lists taken in turn, the curated facts' first; `limit` in all.
-        """
+        """The hits of cosine at least tool_results.WEAK_MATCH_SCORE of the read namespaces, each search in its own
+        ranking order (what its fusion found best first), the lists taken in turn, the curated facts' first; `limit`
+        in all."""
         lists = [
-            [hit for hit in store.search(query, limit=limit, namespace=space) if hit.score >= tools.WEAK_MATCH_SCORE]
+            [
+                hit
+                for hit in store.search(query, limit=limit, namespace=space)
+                if hit.score >= tool_results.WEAK_MATCH_SCORE
+            ]
             for space in reversed(self.options.read_namespaces)  # the facts' namespace first
         ]
         merged = [hit for rank in zip_longest(*lists) for hit in rank if hit is not None]
@@ -411,7 +415,7 @@ class ChatMemory:
         if not hits:
             return "No results found"
         lines = []
-        if max(hit.score for hit in hits) < tools.WEAK_MATCH_SCORE:
+        if max(hit.score for hit in hits) < tool_results.WEAK_MATCH_SCORE:
             lines.append("No strong match; the closest memories, probably unrelated:")
         cap = self.options.line_cap
         for n, hit in enumerate(hits, 1):

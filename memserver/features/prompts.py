@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from memserver.contract import inputs, lifecycle
-from memserver.features import tools
+from memserver.features import tool_results, tools
 
 if TYPE_CHECKING:
     from memserver.contract.backend import Memory, MemoryBackend
 
-RECALL_LIMIT = 10  # memories in a recall-context message at most: those scoring tools.WEAK_MATCH_SCORE or more
+RECALL_LIMIT = 10  # memories in a recall-context message at most: those scoring tool_results.WEAK_MATCH_SCORE or more
 WEAK_LIMIT = 3  # when none does, the best few, under a warning
 MAX_PROMPT_CHARS = 12_000  # the whole recall-context message at most (about 3k tokens)
 MAX_MEMORY_CHARS = 1_500  # one memory in it at most; longer ones are cut with an ellipsis
@@ -159,14 +159,16 @@ def _recall_context(store: MemoryBackend, topic: str, namespace: str | None, kin
     first = first or "most relevant first"
     lines = [f'What my long-term memory (memserver) holds about "{topic}"{where}, {first}:', ""]
     best = max((hit.score for hit in hits), default=1.0)
-    if best < tools.WEAK_MATCH_SCORE and pins:  # the pinned ones are the answer; unrelated hits would be noise
+    if best < tool_results.WEAK_MATCH_SCORE and pins:  # the pinned ones are the answer; unrelated hits would be noise
         hits = []
-    elif best < tools.WEAK_MATCH_SCORE:
+    elif best < tool_results.WEAK_MATCH_SCORE:
         lines[1:1] = [f"None of these is a strong match for the topic (best score {best:.2f}); they may be unrelated."]
         hits = hits[:WEAK_LIMIT]
     else:  # unrelated memories are noise in a conversation: only those in the range of relevant text, and those
         # the topic names by a tag (the search ranks them first, whatever their words)
-        hits = [hit for hit in hits if hit.score >= tools.WEAK_MATCH_SCORE or _names_a_tag(topic, hit.memory.tags)]
+        hits = [
+            hit for hit in hits if hit.score >= tool_results.WEAK_MATCH_SCORE or _names_a_tag(topic, hit.memory.tags)
+        ]
     pinned_ids = {m.id for m in pins}
     memories = [*pins, *(hit.memory for hit in hits if hit.memory.id not in pinned_ids)][:RECALL_LIMIT]
     used = sum(len(line) + 1 for line in lines)

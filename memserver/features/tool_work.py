@@ -14,7 +14,7 @@ from typing import Any
 
 from memserver.contract import inputs
 from memserver.contract.backend import Hit, MemoryBackend, SearchesNowait
-from memserver.features import tools
+from memserver.features import tool_results, tools
 
 Work = Callable[[MemoryBackend, dict[str, Any]], dict[str, Any]]
 NowaitWork = Callable[[MemoryBackend, dict[str, Any]], dict[str, Any] | None]
@@ -89,7 +89,7 @@ def _search_fields(args: dict[str, Any]) -> dict[str, Any]:
 def _recall_payload(args: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
     payload: dict[str, Any] = {"results": []}
     for hit in hits:
-        result = {**tools.memory_result(hit.memory), "score": round(float(hit.score), 4)}
+        result = {**tool_results.memory_result(hit.memory), "score": round(float(hit.score), 4)}
         result["rank_score"] = round(hit.rank_score, 4)
         if hit.explanation is not None:
             why = dict(hit.explanation)
@@ -98,7 +98,7 @@ def _recall_payload(args: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
         payload["results"].append(result)
     if payload.get("query") is None:
         payload.pop("query", None)
-    note = tools.recall_note(args, [hit.score for hit in hits])
+    note = tool_results.recall_note(args, [hit.score for hit in hits])
     if note:
         payload["note"] = note
     return payload
@@ -116,7 +116,7 @@ def list_recent(store: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:
         kinds=[args["kind"]] if args.get("kind") else None,
         include_archived=args.get("include_archived", False),
     )
-    result: dict[str, Any] = {"memories": [tools.memory_result(m) for m in page.memories]}
+    result: dict[str, Any] = {"memories": [tool_results.memory_result(m) for m in page.memories]}
     if page.next_cursor is not None:
         result["next_cursor"] = page.next_cursor  # when there are more
     return result

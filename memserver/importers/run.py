@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from memserver.contract import inputs
+from memserver.contract import inputs, requests
 from memserver.errors import InvalidInputError
 from memserver.importers import chatgpt, claude, markdown, mcp_graph
 from memserver.importers.entries import Broken, Entry, ImportFormatError, Record, Skip
@@ -121,7 +121,7 @@ def _checked(
             continue
         for record in _records(entry, namespace):
             try:
-                inputs.imported_memory(record, 0, 1)
+                requests.imported_memory(record, 0, 1)
             except InvalidInputError as exc:
                 _broken(path, entry.position, str(exc).removeprefix("records[0]."), keep_going, summary)
                 continue

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from memserver.contract import inputs
+from memserver.contract import inputs, requests
 from memserver.contract.backend import Memory
 from memserver.local import columns
 from memserver.local.history import History
@@ -382,7 +382,7 @@ class Catalog:
             return None
         return self.namespaces.rows(namespace, self.alive[: self.next_row])
 
-    def candidates(self, f: inputs.SearchFilter) -> np.ndarray | None:
+    def candidates(self, f: requests.SearchFilter) -> np.ndarray | None:
         """Current rows passing every filter of `f` but as_of (sorted), or None when nothing filters (all)."""
         rows = self.namespace_rows(f.namespace)  # sorted, unique
         if f.tags:
@@ -398,7 +398,7 @@ class Catalog:
             rows = self._admitted(rows, f)
         return self.times.within(rows, f) if f.timed else rows
 
-    def _admitted(self, rows: np.ndarray | None, f: inputs.SearchFilter) -> np.ndarray | None:
+    def _admitted(self, rows: np.ndarray | None, f: requests.SearchFilter) -> np.ndarray | None:
         """Of `rows` (None: every current row), those whose kind and archived state pass `f` (None: all still)."""
         admitted = [code for code, name in enumerate(self.states.names) if _admits(f, name)]
         if len(admitted) == len(self.states.names):
@@ -407,7 +407,7 @@ class Catalog:
             rows = self.live_rows()
         return rows[np.isin(self.states.codes[rows], np.asarray(admitted, np.int32))]
 
-    def candidates_as_of(self, f: inputs.SearchFilter) -> np.ndarray:
+    def candidates_as_of(self, f: requests.SearchFilter) -> np.ndarray:
         """Rows passing every filter of `f` that stood at `f.as_of` (history.py), current or not, sorted."""
         when = f.as_of or ""
         current = self.candidates(f)
@@ -421,7 +421,7 @@ class Catalog:
             held = held[self.history.visible_at(held, self.created.a[held], when)]
         return columns.sorted_union(current, held) if len(held) else current
 
-    def matching(self, rows: np.ndarray, f: inputs.SearchFilter) -> np.ndarray:
+    def matching(self, rows: np.ndarray, f: requests.SearchFilter) -> np.ndarray:
         """Which of `rows` (current or not: history, tombstones) pass every filter of `f` but as_of: a mask.
         Slower than `candidates` (tags and sources are tested row by row): for the few rows that are not current."""
         keep = self.namespaces.matching(rows, f.namespace)
@@ -535,7 +535,7 @@ def _public_state(key: str) -> tuple[str, str | None, bool, bool, bool]:
     return (kind, due or None, done, pinned, archived)
 
 
-def _admits(f: inputs.SearchFilter, key: str) -> bool:
+def _admits(f: requests.SearchFilter, key: str) -> bool:
     kind, _, _, _, archived = parse_state(key)
     return f.admits(kind, archived)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from memserver.contract import cursors, inputs
+from memserver.contract import cursors, inputs, requests
 from memserver.local.catalog import Catalog
 
 __all__ = ["decode_cursor", "encode_cursor", "page", "select_rows", "session_counts"]
@@ -64,7 +64,7 @@ def decode_cursor(cursor: str, catalog: Catalog, generation: str, order: str = "
 
 
 def page(
-    catalog: Catalog, f: inputs.SearchFilter, limit: int, below: TimeKey | None, order: str = "occurred"
+    catalog: Catalog, f: requests.SearchFilter, limit: int, below: TimeKey | None, order: str = "occurred"
 ) -> tuple[list[int], bool]:
     """Up to `limit` rows passing `f` (as they stood at `f.as_of`, if given), newest first in `order`, that sort
     below the time key `below` (None: from the newest); and whether more follow."""
@@ -94,7 +94,7 @@ def _by_created(catalog: Catalog, rows: np.ndarray) -> list[int]:
     return sorted((int(row) for row in rows), key=_key(catalog, "stored"))
 
 
-def select_rows(catalog: Catalog, s: inputs.SelectFilter) -> list[int]:
+def select_rows(catalog: Catalog, s: requests.SelectFilter) -> list[int]:
     """The rows a bulk selection takes, newest first: current ones passing the filter (and replaced ones with
     `include_replaced`), stored before `s.before` if given."""
     rows = catalog.candidates(s.filter)

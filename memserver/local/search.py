@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from memserver.contract import inputs
+from memserver.contract import requests
 from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit
 from memserver.local.catalog import Catalog
 from memserver.local.hooks import StoreHooks
@@ -108,7 +108,7 @@ class Searcher:
         text: str,
         mode: str,
         limit: int,
-        f: inputs.SearchFilter,
+        f: requests.SearchFilter,
         min_score: float | None,
         explain: bool = False,
     ) -> list[Hit]:
@@ -145,7 +145,7 @@ class Searcher:
         mode: str,
         limit: int,
         cand: np.ndarray | None,
-        f: inputs.SearchFilter,
+        f: requests.SearchFilter,
         deep: bool,
         explain: bool,
     ) -> Ranking:
@@ -253,7 +253,7 @@ class Searcher:
         limit: int,
         cand: np.ndarray | None,
         deep: bool,
-        f: inputs.SearchFilter,
+        f: requests.SearchFilter,
         explain: bool,
     ) -> Ranking:
         """Rows in hybrid order (retrieval/hybrid_convex.py) with their cosines to `q` and their fused scores. The

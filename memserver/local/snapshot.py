@@ -6,16 +6,18 @@ magic, a JSON stamp, the payload, with its length and CRC-32), and trusted only 
 generation, this Python (marshal's format), SNAPSHOT_FORMAT, an offset no later than the oldest loaded index
 checkpoint, and the CRC of the journal line ending at that offset. Anything else is replayed over, never trusted.
 
-Payload, format 5 (marshal: fast, and loading it runs no code): a tuple of the format, the row count n, then
+Payload, format 6 (marshal: fast, and loading it runs no code): a tuple of the format, the row count n, then
 buffers by row, written by marshal as bytes without a copy: ids, the id keys and their rows, the texts with each
 row's start and end, created_at; tags and sources as lists by row (equal tuples and sources are one object, so
 marshal writes each once); the current rows in (occurred_at, row) order, the vector CRCs, the content keys and
 their rows, and the rows of each tag and source (names, counts, concatenated rows). Format 5 appends occurred_at
 (a buffer by row), the four label columns (speaker, role, session, namespace: each its names, its codes by row
-and the row sets of its values) and the history (replace links and tombstones, history.py).
+and the row sets of its values) and the history (replace links and tombstones, history.py). Format 6 appends the
+lifecycle states (kind, due, done, pinned, archived: issue 24) as one more label column.
 
-A format-4 snapshot (written before the conversation fields) is decoded too: it holds no field, so occurred_at is
-created_at and every label its default, and its rows are all current; the next checkpoint writes format 5.
+Formats 4 and 5 are decoded too. A format-4 snapshot (written before the conversation fields) holds no field, so
+occurred_at is created_at and every label its default, and its rows are all current; a format-5 one (before the
+lifecycle states) holds none of those, so every memory is a note. The next checkpoint writes format 6.
 """
 
 from __future__ import annotations

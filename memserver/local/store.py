@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memserver.contract import inputs, lifecycle
+from memserver.contract import inputs, lifecycle, requests
 from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.contract.write_rules import Pending
 from memserver.durable import FileLayer, disk_errors_as, folder_bytes
@@ -116,7 +116,7 @@ class MemoryStore:
         due: str | date | None = None,
     ) -> Memory:
         """See backend.MemoryBackend.add. (add_many and import_ skip `similar`: one index query per item.)"""
-        checked = inputs.new_memory(
+        checked = requests.new_memory(
             content,
             tags,
             source,
@@ -142,7 +142,7 @@ class MemoryStore:
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """See backend.MemoryBackend.add_many: one batched embedding and one fsync."""
         one = isinstance(items, list) and len(items) == 1  # (named like add's arguments, as inputs.py does)
-        new = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(inputs.new_memories(items))]
+        new = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(requests.new_memories(items))]
         if not new:
             return []
         writes.embed_missing(self._folder, new, check=True)
@@ -216,7 +216,7 @@ class MemoryStore:
     ) -> Page:
         """See backend.MemoryBackend.list_page (listing.py has the orders and the cursors)."""
         fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
-        req = inputs.list_request(
+        req = requests.list_request(
             limit,
             tags,
             source=source,
@@ -250,7 +250,7 @@ class MemoryStore:
 
     def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
         """See backend.MemoryBackend.select."""
-        wanted = inputs.select_filter(filter)
+        wanted = requests.select_filter(filter)
         n = 0 if limit is None else inputs.check_limit(limit)
         with self._folder.thread_lock:
             catalog = self._folder.refresh().catalog
@@ -281,7 +281,7 @@ class MemoryStore:
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
-        req = inputs.search_request(
+        req = requests.search_request(
             query,
             limit,
             tags,
@@ -323,7 +323,7 @@ class MemoryStore:
         """See backend.SearchesNowait: None unless the thread lock is free and the journal is as last caught up
         (one stat: no file lock, no catch-up, no reload), checked before and after embedding; None for as_of."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
-        req = inputs.search_request(
+        req = requests.search_request(
             query,
             limit,
             tags,

@@ -12,7 +12,7 @@ import bisect
 
 import numpy as np
 
-from memserver.contract import inputs
+from memserver.contract import requests
 from memserver.local import columns
 
 
@@ -48,7 +48,7 @@ class TimeOrder:
             return rows[np.lexsort((rows, self.occurred.a[rows]))]
         return np.asarray(sorted(rows.tolist(), key=self.key), dtype=np.int64)
 
-    def within(self, rows: np.ndarray | None, f: inputs.SearchFilter) -> np.ndarray:
+    def within(self, rows: np.ndarray | None, f: requests.SearchFilter) -> np.ndarray:
         """The current rows among `rows` (sorted; None: every current row) with occurred_at within the bounds of
         `f`: the time range walked (in time order) or the rows' times tested, whichever is shorter."""
         lo, hi = f.since, f.until
@@ -68,7 +68,7 @@ class TimeOrder:
         picked: np.ndarray = rows[self.in_range(rows, f)]
         return picked
 
-    def in_range(self, rows: np.ndarray, f: inputs.SearchFilter) -> np.ndarray:
+    def in_range(self, rows: np.ndarray, f: requests.SearchFilter) -> np.ndarray:
         """Which of `rows` (current or not) have occurred_at within the bounds of `f`: a mask."""
         occurred = self.occurred.a[rows]
         lo_v: str | bytes | None = f.since

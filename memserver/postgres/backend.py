@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from memserver.contract import importing, inputs, lifecycle
+from memserver.contract import importing, inputs, lifecycle, requests
 from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
 from memserver.contract.write_rules import Pending
 from memserver.embedding import base as embedding
@@ -118,7 +118,7 @@ class PostgresBackend:
         due: str | date | None = None,
     ) -> Memory:
         """See backend.MemoryBackend.add."""
-        new = inputs.new_memory(
+        new = requests.new_memory(
             content,
             tags,
             source,
@@ -142,7 +142,7 @@ class PostgresBackend:
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         """See backend.MemoryBackend.add_many: one batched embedding, one transaction."""
         one = isinstance(items, list) and len(items) == 1
-        news = inputs.new_memories(items)
+        news = requests.new_memories(items)
         if not news:
             return []
         pending = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(news)]
@@ -246,7 +246,7 @@ class PostgresBackend:
     ) -> Page:
         """See backend.MemoryBackend.list_page (listing.py has the orders and the cursors)."""
         fields = {"namespace": namespace, "session": session, "speaker": speaker, "role": role, "as_of": as_of}
-        req = inputs.list_request(
+        req = requests.list_request(
             limit,
             tags,
             source=source,
@@ -278,7 +278,7 @@ class PostgresBackend:
 
     def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
         """See backend.MemoryBackend.select."""
-        wanted = inputs.select_filter(filter)
+        wanted = requests.select_filter(filter)
         n = 0 if limit is None else inputs.check_limit(limit)
         found, sample = self.db.run(self.tenant, listing.select_sql(wanted, self.tenant, n))
         ids = [r[0].hex for r in found.fetchall()]
@@ -307,7 +307,7 @@ class PostgresBackend:
     ) -> list[Hit]:
         """See backend.MemoryBackend.search."""
         fields = {"speaker": speaker, "role": role, "session": session, "namespace": namespace, "as_of": as_of}
-        request = inputs.search_request(
+        request = requests.search_request(
             query,
             limit,
             tags,
@@ -326,7 +326,7 @@ class PostgresBackend:
             q = embedding.query_vector(self.embedder, request.query, self.dim)
         return self._search(q, request, explain)
 
-    def _search(self, q: np.ndarray, request: inputs.SearchRequest, explain: bool = False) -> list[Hit]:
+    def _search(self, q: np.ndarray, request: requests.SearchRequest, explain: bool = False) -> list[Hit]:
         mode, limit = request.mode, request.limit
         words = [stored_text(t) for t in terms.query_terms(request.query)] if mode != "semantic" else []
         if mode == "keyword" and not words:
@@ -348,7 +348,7 @@ class PostgresBackend:
         return ranking.tagged_first(first, hits, limit, named)
 
     def _hits(
-        self, q: np.ndarray, request: inputs.SearchRequest, words: list[str], shown: list[str], explain: bool
+        self, q: np.ndarray, request: requests.SearchRequest, words: list[str], shown: list[str], explain: bool
     ) -> tuple[set[str], list[Hit]]:
         """The tags of the memories a request's statement fetched and its hits: one side's ranking, or the hybrid
         ranking of both with their session context (hybrid.py, the local store's)."""
@@ -387,7 +387,7 @@ class PostgresBackend:
         return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, load)
 
     def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
-        f = inputs.SearchFilter(namespace=namespace)
+        f = requests.SearchFilter(namespace=namespace)
         near, _, found, _ = ranking.rankings(
             self.db, self.tenant, self._estimates, vector, f, SIMILAR_MAX + 1, vector=True, words=[]
         )

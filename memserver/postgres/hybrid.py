@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from memserver.contract import inputs
+from memserver.contract import requests
 from memserver.contract.backend import Hit, Memory
 from memserver.postgres.ranking import Context, Turn
 from memserver.retrieval import hybrid_convex
@@ -77,7 +77,7 @@ def hits(
     turns: dict[int, Turn],
     bm25: dict[int, float],
     ctx: Context,
-    request: inputs.SearchRequest,
+    request: requests.SearchRequest,
     terms: list[str],
     explain: bool,
     load: Callable[[list[int]], dict[int, Memory]],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memserver.contract import cursors, inputs
+from memserver.contract import cursors, inputs, requests
 from memserver.contract.backend import Memory
 from memserver.postgres.rows import COLUMNS, OCCURRED, namespace_of, stored_namespace
 from memserver.postgres.search import filter_sql
@@ -44,7 +44,7 @@ def decode_cursor(cursor: str, order: str = "occurred") -> tuple[str, int]:
     return cursors.decode(cursor, _PREFIXES[order], _cursor_fields)
 
 
-def page_sql(req: inputs.ListRequest, tenant: str) -> tuple[str, dict[str, Any]]:
+def page_sql(req: requests.ListRequest, tenant: str) -> tuple[str, dict[str, Any]]:
     """One page of list_page (limit + 1 rows: the extra one says whether another page follows)."""
     where, params = filter_sql(req.filter)
     time = _TIMES[req.order]
@@ -57,7 +57,7 @@ def page_sql(req: inputs.ListRequest, tenant: str) -> tuple[str, dict[str, Any]]
     return sql, {"tenant": tenant, "n": req.limit + 1, **params}
 
 
-def select_sql(s: inputs.SelectFilter, tenant: str, sample: int) -> list[tuple[str, dict[str, Any]]]:
+def select_sql(s: requests.SelectFilter, tenant: str, sample: int) -> list[tuple[str, dict[str, Any]]]:
     """The statements of select(): every matching id newest first, and the newest `sample` memories."""
     where, params = filter_sql(s.filter, held=s.include_replaced)
     if s.before is not None:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from memserver.contract import inputs
+from memserver.contract import inputs, requests
 from memserver.contract.backend import Hit, Memory
 from memserver.postgres import rows, search
 from memserver.postgres.pool import Database
@@ -89,7 +89,7 @@ def rankings(
     tenant: str,
     est: Estimates,
     q: np.ndarray,
-    f: inputs.SearchFilter,
+    f: requests.SearchFilter,
     depth: int,
     *,
     vector: bool,
@@ -103,7 +103,7 @@ def rankings(
 
 
 def context_rankings(
-    db: Database, tenant: str, est: Estimates, q: np.ndarray, f: inputs.SearchFilter, depth: int, words: list[str]
+    db: Database, tenant: str, est: Estimates, q: np.ndarray, f: requests.SearchFilter, depth: int, words: list[str]
 ) -> tuple[list[int], list[int], dict[int, Turn], dict[int, float], Context, dict[int, tuple[Any, ...]]]:
     """rankings() for the hybrid ranking: the keyword ranking 2 x depth deep, light rows (seq -> Turn), the session
     context and the ranked turns' full rows (seq -> COLUMNS values: rows.memory makes a Memory of one), in one
@@ -144,7 +144,7 @@ def _run(
     tenant: str,
     est: Estimates,
     q: np.ndarray,
-    f: inputs.SearchFilter,
+    f: requests.SearchFilter,
     depth: int,
     *,
     vector: bool,
@@ -198,7 +198,7 @@ def full_rows(db: Database, tenant: str, seqs: list[int]) -> dict[int, Memory]:
 
 
 def rankings_as_of(
-    db: Database, tenant: str, q: np.ndarray, text: str, f: inputs.SearchFilter, depth: int, words: list[str]
+    db: Database, tenant: str, q: np.ndarray, text: str, f: requests.SearchFilter, depth: int, words: list[str]
 ) -> Rankings:
     """As of a past time: exact over the memories that stood then. When all of them are current, the keyword
     ranking is the tenant's BM25 (the statement of an exact search); when some are history or tombstones
@@ -265,7 +265,7 @@ def hits(
     keyed: list[int],
     found: dict[int, tuple[Memory, float]],
     bm25: dict[int, float],
-    request: inputs.SearchRequest,
+    request: requests.SearchRequest,
     words: list[str],
     explain: bool,
 ) -> list[Hit]:

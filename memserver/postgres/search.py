@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from memserver.contract.inputs import SearchFilter
+from memserver.contract.requests import SearchFilter
 from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, WIDTH, stored_namespace
 from memserver.postgres.terms import BM25_SCORES
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from memserver.contract import inputs, lifecycle, versions
+from memserver.contract import inputs, lifecycle, requests, versions
 from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError, MemserverError
 from memserver.features import forgetting
@@ -785,7 +785,7 @@ MAX_REASONS = 50
 
 
 def import_lines(store: MemoryBackend, data: bytes) -> tuple[Markup, int]:
-    """Import a JSON-lines upload: each line checked (inputs.imported_memory, as the engine will), the good ones
+    """Import a JSON-lines upload: each line checked (requests.imported_memory, as the engine will), the good ones
     imported; the summary: stored, duplicates, refused with reasons. Blocking."""
     try:
         lines = data.decode("utf-8").splitlines()
@@ -800,7 +800,7 @@ def import_lines(store: MemoryBackend, data: bytes) -> tuple[Markup, int]:
             continue
         try:
             record = json.loads(line)
-            inputs.imported_memory(record, len(good), dim)
+            requests.imported_memory(record, len(good), dim)
             if isinstance(record.get("id"), str):
                 if record["id"] in ids:
                     raise InvalidInputError(f"id {record['id']} appears twice in this file")

@@ -155,12 +155,12 @@ def test_recall_says_what_the_tool_says_when_nothing_matches_well(
     week: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, err = run(capsys, "recall", "quantum chromodynamics lattice", "--limit", "2")
-    assert len(rows(out)) == 2 and err.startswith("No strong match: the best score is ")
+    assert len(rows(out)) == 2 and err.startswith("memserver: No strong match: the best score is ")
     out, _ = run(capsys, "recall", "quantum chromodynamics lattice", "--limit", "2", "--json")
     *hits, note = jsonl(out)
     assert len(hits) == 2 and note["note"].startswith("No strong match")
     out, err = run(capsys, "recall", "Ana", "--min-score", "0.99")
-    assert out == "" and err.strip() == "Nothing found: no memory passed min_score 0.99."
+    assert out == "" and err.strip() == "memserver: Nothing found: no memory passed min_score 0.99."
     out, _ = run(capsys, "recall", "zzzyx", "--mode", "keyword", "--json")
     assert jsonl(out) == [{"note": "Nothing found: no memory shares a word with the query. Try mode 'hybrid' to "
                                    "search by meaning."}]  # fmt: skip

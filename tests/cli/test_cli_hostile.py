@@ -129,6 +129,7 @@ def test_the_commands_work_on_a_repairable_store_and_say_the_repair_once(
     assert first, f"the repair of {case} was not said"
     assert len(set(first)) == len(first), first  # each thing said once
     assert all(str(data_dir / "test") in line for line in first), first  # naming the store it repaired
+    assert all(line.startswith("memserver: ") for line in first), first  # as every line the CLI prints to stderr
     for later in runs[1:]:
         assert _said(later.stderr) == [], later.stderr  # repaired: nothing to say again
 

@@ -84,7 +84,7 @@ def test_recall_filters_and_prints_an_aligned_table(data_dir: Path, capsys: pyte
     out, _ = run(capsys, "recall", "boiler", "--namespace", "landlord", "--json")
     assert [r["content"] for r in jsonl(out) if "id" in r] == ["The boiler warranty ends in 2027."]
     out, err = run(capsys, "recall", "boiler", "--session", "nowhere")
-    assert out == "" and err.strip() == "Nothing found: no memory passed the filters (session)."
+    assert out == "" and err.strip() == "memserver: Nothing found: no memory passed the filters (session)."
     _, err = run(capsys, "recall", "boiler", "--since", "someday", status=1)
     assert err.startswith("memserver: error: --since must be an ISO 8601 date") and "Traceback" not in err
 

@@ -13,18 +13,12 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
+from tests.e2e.raw import INITIALIZE, MCP_HEADERS
 from tests.e2e.servers import SERVE, HttpServer, http_server, http_session, server_env
 from tests.support.surface import MEMORY_TOOLS
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdef"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")

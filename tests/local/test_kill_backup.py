@@ -72,12 +72,11 @@ def test_a_backup_killed_at_each_step_shows_no_half_backup_and_the_next_one_clea
     run = _backup(counted / "data", counted / "dest", label=STEPS, at=None)
     assert run.returncode == 0 and "backed up 290 memories" in run.stdout, run.stderr[-2000:]
     assert run.calls >= 10, run.calls
-    for n, when in kill_points.points(run.calls):
-        where = f"killed {when} backup step {n} of {run.calls}"
-        root = tmp_path / f"{n}-{when}"
-        shutil.copytree(template, root)
-        killed = _backup(root / "data", root / "dest", label=STEPS, at=n, when=when)
-        assert killed.killed, f"{where}: not killed ({killed.returncode}) {killed.stderr[-2000:]}"
+
+    def kill(root: Path, at: int, when: str) -> kill_points.Run:
+        return _backup(root / "data", root / "dest", label=STEPS, at=at, when=when)
+
+    for root, _, where in kill_points.kills(run.calls, tmp_path, "backup step", kill, template):
         visible = _visible(root / "dest")
         assert visible, f"{where}: no backup left at all"
         for i, path in enumerate(visible):  # each whole (else the restore refuses it): the older one, or the new one
@@ -92,7 +91,6 @@ def test_a_backup_killed_at_each_step_shows_no_half_backup_and_the_next_one_clea
         with MemoryStore(root / "restored", "c", embedder=FakeEmbedder()) as store:
             kill_points.check_store(store, present, gone)
             assert store.stats()["count"] == len(present)
-        shutil.rmtree(root)
 
 
 def test_the_next_backup_removes_only_the_folders_no_process_holds(tmp_path: Path) -> None:

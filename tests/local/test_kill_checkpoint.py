@@ -56,12 +56,11 @@ def test_a_write_path_checkpoint_killed_at_each_step_loses_nothing_and_leaves_no
     run = kill_points.run(WRITE, str(counted), label=STEPS, at=None, env=env)
     assert run.returncode == 0 and run.lines("done") == [""], run.stderr[-2000:]
     assert run.calls >= 5, "no write-path checkpoint was staged"
-    for n, when in kill_points.points(run.calls):
-        where = f"killed {when} checkpoint step {n} of {run.calls}"
-        folder = tmp_path / f"{n}-{when}"
-        shutil.copytree(template, folder)
-        killed = kill_points.run(WRITE, str(folder), label=STEPS, at=n, when=when, env=env)
-        assert killed.killed, f"{where}: not killed ({killed.returncode}) {killed.stderr[-2000:]}"
+
+    def kill(folder: Path, at: int, when: str) -> kill_points.Run:
+        return kill_points.run(WRITE, str(folder), label=STEPS, at=at, when=when, env=env)
+
+    for folder, killed, where in kill_points.kills(run.calls, tmp_path, "checkpoint step", kill, template):
         acknowledged = set(killed.lines("A "))
         assert len(acknowledged) >= 49, where  # the kill came within the 50th add's checkpoint, or later
         with MemoryStore(folder, "c", embedder=FakeEmbedder()) as store:
@@ -71,4 +70,3 @@ def test_a_write_path_checkpoint_killed_at_each_step_loses_nothing_and_leaves_no
         assert kill_points.stale_files(folder / "c") == [], where
         with MemoryStore(folder, "c", embedder=FakeEmbedder()) as store:
             kill_points.check_store(store, present | acknowledged, gone)
-        shutil.rmtree(folder)

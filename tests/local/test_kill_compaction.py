@@ -57,16 +57,14 @@ def test_a_compaction_killed_at_each_durable_step_loses_nothing_and_runs_again(t
     run = kill_points.run(COMPACT, str(counted), label=label, at=None)
     assert run.returncode == 0 and run.lines("compacted") == [str(len(present))], run.stderr[-2000:]
     assert run.calls >= 3
-    for n, when in kill_points.points(run.calls):
-        where = f"{kind} store, killed {when} durable step {n} of {run.calls}"
-        folder = tmp_path / f"{n}-{when}"
-        shutil.copytree(template, folder)
-        killed = kill_points.run(COMPACT, str(folder), label=label, at=n, when=when)
-        assert killed.killed, f"{where}: not killed ({killed.returncode}) {killed.stderr[-2000:]}"
+
+    def kill(folder: Path, at: int, when: str) -> kill_points.Run:
+        return kill_points.run(COMPACT, str(folder), label=label, at=at, when=when)
+
+    for folder, _, where in kill_points.kills(run.calls, tmp_path, f"durable step ({kind} store)", kill, template):
         with MemoryStore(folder, "c", embedder=FakeEmbedder()) as store:
             kill_points.check_store(store, present, gone)
             assert kill_points.stale_files(folder / "c") == [], where  # the open removed what the kill left
             assert store.compact()["count"] == len(present), where
             kill_points.check_store(store, present, gone)
         assert kill_points.stale_files(folder / "c") == [], where
-        shutil.rmtree(folder)

@@ -48,11 +48,11 @@ def test_an_import_killed_at_each_batch_keeps_whole_batches_and_runs_again(tmp_p
     export, ids = _export(tmp_path)
     run = _import(tmp_path / "counted", export, label=STEPS, at=None)
     assert run.returncode == 0 and f"imported {RECORDS} new memories" in run.stderr, run.stderr[-2000:]
-    for n, when in kill_points.points(run.calls):
-        where = f"killed {when} import step {n} of {run.calls}"
-        data = tmp_path / f"{n}-{when}"
-        killed = _import(data, export, label=STEPS, at=n, when=when)
-        assert killed.killed, f"{where}: not killed ({killed.returncode}) {killed.stderr[-2000:]}"
+
+    def kill(data: Path, at: int, when: str) -> kill_points.Run:
+        return _import(data, export, label=STEPS, at=at, when=when)
+
+    for data, _, where in kill_points.kills(run.calls, tmp_path, "import step", kill):
         if (data / "c" / "journal.jsonl").exists():
             with MemoryStore(data, "c", embedder=FakeEmbedder()) as store:
                 count = store.stats()["count"]

@@ -74,12 +74,11 @@ def test_a_keyword_reindex_killed_at_each_step_runs_again_and_agrees(
     assert run.returncode == 0 and run.lines("count") == ["440"], run.stderr[-2000:]
     assert run.calls >= 7, run.calls  # 5 batches, the data file, the meta, the removal
     assert _analyzer_in_force(counted / "c") == ANALYZER
-    for n, when in kill_points.points(run.calls):
-        where = f"killed {when} re-index step {n} of {run.calls}"
-        data = tmp_path / f"{n}-{when}"
-        shutil.copytree(template, data)
-        killed = kill_points.run(OPEN, str(data), label=STEPS, at=n, when=when, started=True)
-        assert killed.killed, f"{where}: not killed ({killed.returncode}) {killed.stderr[-2000:]}"
+
+    def kill(data: Path, at: int, when: str) -> kill_points.Run:
+        return kill_points.run(OPEN, str(data), label=STEPS, at=at, when=when, started=True)
+
+    for data, _, where in kill_points.kills(run.calls, tmp_path, "re-index step", kill, template):
         with MemoryStore(data, "c", embedder=FakeEmbedder()) as store:  # rebuilds again if it was not saved
             kill_points.check_store(store, present, gone)
         assert _analyzer_in_force(data / "c") == ANALYZER, where
@@ -88,4 +87,3 @@ def test_a_keyword_reindex_killed_at_each_step_runs_again_and_agrees(
         with caplog.at_level(logging.INFO), MemoryStore(data, "c", embedder=FakeEmbedder()) as store:
             kill_points.check_store(store, present, gone)
         assert "rebuil" not in caplog.text, f"{where}: rebuilt once more: {caplog.text[-500:]}"
-        shutil.rmtree(data)

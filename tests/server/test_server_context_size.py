@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 
 from benchmarks.tool_list_size import BUDGET
-from memserver.features import apps, prompts, resources, tools
+from memserver.features import apps, prompts, resources, tool_results, tools
 from memserver.local.store import MemoryStore
 from memserver.server import LISTS_TTL_MS, build_server
 from tests.support.fakes import FakeEmbedder
@@ -57,7 +57,7 @@ async def test_the_memory_tools_fit_the_budget_and_advertise_the_checked_schemas
             continue
         assert tool.input_schema == tools.advertised(tools.CHECKED[tool.name])
         Draft202012Validator.check_schema(tools.CHECKED[tool.name])
-        assert tool.output_schema == tools.outline(tools.RESULTS[tool.name])
+        assert tool.output_schema == tool_results.outline(tool_results.RESULTS[tool.name])
 
 
 @pytest.mark.anyio

@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from memserver.features import resources, tools
+from memserver.features import resources, tool_results, tools
 from memserver.local.store import MemoryStore
 from memserver.server import build_server
 from tests.support.conversation_fake import ConversationFake
@@ -55,7 +55,7 @@ async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str
         result = await client.call_tool(name, arguments)
     assert not result.is_error, result.content
     Draft202012Validator(tools.TOOLS_BY_NAME[name].output_schema).validate(result.structured_content)
-    Draft202012Validator(tools.RESULTS[name]).validate(result.structured_content)  # the whole result schema
+    Draft202012Validator(tool_results.RESULTS[name]).validate(result.structured_content)  # the whole result schema
     return result.structured_content
 
 
@@ -85,9 +85,9 @@ def test_every_schema_is_valid_and_advertises_the_conversation_fields() -> None:
     assert {"speaker", "role", "session", "namespace", "as_of"} <= arguments["recall"]
     assert {"namespace", "session", "speaker", "cursor"} <= arguments["list_recent"]
     assert "namespace" in arguments["forget"]
-    fields = set(tools.MEMORY_SCHEMA["properties"])
+    fields = set(tool_results.MEMORY_SCHEMA["properties"])
     assert {"occurred_at", "speaker", "role", "session", "namespace", "replaces", "replaced_by"} <= fields
-    assert tools.MEMORY_SCHEMA["required"] == ["id", "content", "created_at"]  # occurred_at: when it differs
+    assert tool_results.MEMORY_SCHEMA["required"] == ["id", "content", "created_at"]  # occurred_at: when it differs
 
 
 @pytest.mark.anyio

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from memserver.contract import inputs
 from memserver.contract.backend import Hit, Memory, Page
 from memserver.errors import InvalidInputError
-from memserver.features import resources, tools
+from memserver.features import resources, tool_results, tools
 from memserver.server import build_server
 
 TIMEOUT = 10
@@ -250,10 +250,10 @@ async def test_recall_says_plainly_when_nothing_was_found(client: Client, store:
         in (await call(client, "recall", {"query": "q", "mode": "keyword"})).structured_content["note"]
     )
     await call(client, "remember", {"content": "tea over coffee"})
-    store.score = tools.WEAK_MATCH_SCORE - 0.1
+    store.score = tool_results.WEAK_MATCH_SCORE - 0.1
     weak = (await call(client, "recall", {"query": "q"})).structured_content
     assert len(weak["results"]) == 1 and weak["note"].startswith("No strong match: the best score is 0.25")
-    store.score = tools.WEAK_MATCH_SCORE + 0.1
+    store.score = tool_results.WEAK_MATCH_SCORE + 0.1
     strong = (await call(client, "recall", {"query": "q"})).structured_content
     assert "note" not in strong
     for payload in (empty, filtered, weak, strong):

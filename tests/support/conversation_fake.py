@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from memserver.contract import inputs
+from memserver.contract import inputs, requests
 from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.errors import InvalidInputError
 from tests.support.fakes import FakeEmbedder
@@ -37,13 +37,13 @@ class ConversationFake:
 
     def add(self, content: str, tags: Sequence[str] | None = None, source: str | None = None, **fields: Any) -> Memory:
         self.calls.append(("add", {"content": content, "tags": tags, "source": source, **fields}))
-        return self._add(inputs.new_memory(content, tags, source, **fields))
+        return self._add(requests.new_memory(content, tags, source, **fields))
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
         self.calls.append(("add_many", {"items": list(items) if not isinstance(items, (str, dict)) else items}))
-        return [self._add(item) for item in inputs.new_memories(self.calls[-1][1]["items"])]
+        return [self._add(item) for item in requests.new_memories(self.calls[-1][1]["items"])]
 
-    def _add(self, new: inputs.NewMemory) -> Memory:
+    def _add(self, new: requests.NewMemory) -> Memory:
         for memory in self._current(new.namespace):
             if inputs.normalised(memory.content) == inputs.normalised(new.content):
                 return replace(memory, duplicate=True)
@@ -90,7 +90,7 @@ class ConversationFake:
     def _current(self, namespace: str) -> list[Memory]:
         return [m for m in self.memories.values() if m.namespace == namespace and not m.replaced_by]
 
-    def _passing(self, f: inputs.SearchFilter) -> list[Memory]:
+    def _passing(self, f: requests.SearchFilter) -> list[Memory]:
         found = []
         for m in self._current(f.namespace):
             if f.tags and not set(f.tags) & set(m.tags):
@@ -113,7 +113,7 @@ class ConversationFake:
         fields.pop("explain", None)  # this fake explains nothing (Hit.explanation stays None)
         self.calls.append(("search", {"query": query, "limit": limit, "tags": tags, "mode": mode, **fields}))
         fields.pop("query_vector", None)
-        req = inputs.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
+        req = requests.search_request(query, limit, tags, source, since, until, min_score, mode, **fields)
         q = self.embedder.embed_query(req.query)
         cosines = ((m, float(np.dot(q, self.embedder.embed_query(m.content)))) for m in self._passing(req.filter))
         hits = [Hit(m, score, score) for m, score in cosines]
@@ -131,7 +131,7 @@ class ConversationFake:
 
     def list_page(self, limit: int = 10, tags: Any = None, *, cursor: str | None = None, **filters: Any) -> Page:
         self.calls.append(("list_page", {"limit": limit, "tags": tags, "cursor": cursor, **filters}))
-        req = inputs.list_request(limit, tags, cursor=cursor, **filters)
+        req = requests.list_request(limit, tags, cursor=cursor, **filters)
         newest = sorted(self._passing(req.filter), key=lambda m: m.occurred_at, reverse=True)
         start = 0
         if req.cursor is not None:
@@ -142,7 +142,7 @@ class ConversationFake:
         return Page(newest[start:end], f"at:{end}" if end < len(newest) else None)
 
     def select(self, filter: MemoryFilter, limit: int | None = None) -> Selection:
-        checked = inputs.select_filter(filter)
+        checked = requests.select_filter(filter)
         found = sorted(self._passing(checked.filter), key=lambda m: m.occurred_at, reverse=True)
         return Selection(len(found), found[: limit or 0], [m.id for m in found])
 
@@ -184,5 +184,5 @@ class ConversationFake:
         pass
 
 
-def _labels(f: inputs.SearchFilter, m: Memory) -> list[tuple[str | None, str]]:
+def _labels(f: requests.SearchFilter, m: Memory) -> list[tuple[str | None, str]]:
     return [(f.speaker, m.speaker), (f.role, m.role), (f.session, m.session)]

@@ -18,14 +18,6 @@ from memserver.transports.oauth import OAuthSettings
 
 AUDIENCE = "http://127.0.0.1:8000/mcp"
 BASE = "http://127.0.0.1:8000"
-# What a client POSTs first to /mcp, and the headers every POST carries
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 class IdentityProvider:

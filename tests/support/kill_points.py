@@ -20,19 +20,22 @@ import importlib
 import inspect
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from tests.support.fakes import FakeEmbedder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from memserver.contract.backend import MemoryBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +104,31 @@ def points(calls: int) -> list[tuple[int, str]]:
     """Where a test kills, given the calls a counting run made: before each call, and after the last (the
     operation done, its process not yet exited); each as `run`'s (at, when)."""
     return [(n, "before") for n in range(1, calls + 1)] + [(calls, "after")]
+
+
+class Kill(NamedTuple):
+    """One kill of `kills`: the folder the child ran in, how it ended, and where it was killed (for messages)."""
+
+    folder: Path
+    run: Run
+    where: str
+
+
+def kills(
+    calls: int, root: Path, what: str, run_at: Callable[[Path, int, str], Run], template: Path | None = None
+) -> Iterator[Kill]:
+    """The loop every kill test runs: at each of `points(calls)`, a fresh folder under `root` (a copy of `template`
+    if one is given), the child `run_at(folder, at, when)` asserted killed there, handed to the test's checks; the
+    folder is removed once they pass (a failing check leaves it to look at)."""
+    for n, when in points(calls):
+        where = f"killed {when} {what} {n} of {calls}"
+        folder = root / f"{n}-{when}"
+        if template is not None:
+            shutil.copytree(template, folder)
+        killed = run_at(folder, n, when)
+        assert killed.killed, f"{where}: not killed ({killed.returncode}) {killed.stderr[-2000:]}"
+        yield Kill(folder, killed, where)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def start() -> None:

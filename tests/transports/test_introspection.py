@@ -29,8 +29,9 @@ from memserver.server import build_server
 from memserver.transports.http import bind_socket, http_app
 from memserver.transports.introspection import IntrospectionSettings, IntrospectionVerifier
 from memserver.transports.oauth import OAuthSettings, oauth_settings
+from tests.e2e.raw import INITIALIZE, MCP_HEADERS
 from tests.support.fakes import FakeEmbedder
-from tests.support.identity import AUDIENCE, BASE, HEADERS, INITIALIZE, Served
+from tests.support.identity import AUDIENCE, BASE, Served
 
 ISSUER = "https://id.example"
 CLIENT = ("memserver", "s3cret with spaces&symbols")
@@ -103,7 +104,7 @@ def client_for(oauth: OAuthSettings, tmp_path: Path) -> TestClient:
 
 
 def post(client: TestClient, token: str, message: dict[str, Any] = INITIALIZE, session: str | None = None) -> Any:
-    headers = HEADERS | {"authorization": f"Bearer {token}"}
+    headers = MCP_HEADERS | {"authorization": f"Bearer {token}"}
     if session is not None:
         headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
     return client.post("/mcp", json=message, headers=headers)

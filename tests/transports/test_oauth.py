@@ -23,8 +23,9 @@ from memserver.local.store import MemoryStore
 from memserver.server import build_server
 from memserver.transports.http import http_app
 from memserver.transports.oauth import JwtTokenVerifier, OAuthSettings, oauth_settings, tenant_of
+from tests.e2e.raw import INITIALIZE, MCP_HEADERS
 from tests.support.fakes import FakeEmbedder
-from tests.support.identity import AUDIENCE, BASE, HEADERS, INITIALIZE, IdentityProvider
+from tests.support.identity import AUDIENCE, BASE, IdentityProvider
 
 
 def verify(settings: OAuthSettings, *tokens: str) -> list[Any]:
@@ -157,14 +158,14 @@ def test_the_http_app_serves_metadata_refuses_with_a_pointer_and_admits_both_kin
         assert metadata["scopes_supported"] == ["memory:read", "memory:write"]
 
         for token in (None, idp.token(aud="https://other.example/mcp")):
-            headers = HEADERS | ({"authorization": f"Bearer {token}"} if token else {})
+            headers = MCP_HEADERS | ({"authorization": f"Bearer {token}"} if token else {})
             refused = client.post("/mcp", json=INITIALIZE, headers=headers)
             assert refused.status_code == 401
             challenge = refused.headers["www-authenticate"]
             assert 'resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"' in challenge
 
         for token in (idp.token(), "static-token-0123456789"):
-            admitted = client.post("/mcp", json=INITIALIZE, headers=HEADERS | {"authorization": f"Bearer {token}"})
+            admitted = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS | {"authorization": f"Bearer {token}"})
             assert admitted.status_code == 200, admitted.text
 
 
@@ -177,7 +178,7 @@ def test_oauth_alone_is_enough_to_serve_beyond_loopback(idp: IdentityProvider) -
 
 
 def call(client: TestClient, token: str, session: str, method: str, params: dict[str, Any]) -> Any:
-    headers = HEADERS | {
+    headers = MCP_HEADERS | {
         "authorization": f"Bearer {token}",
         "mcp-session-id": session,
         "mcp-protocol-version": "2025-11-25",
@@ -186,9 +187,9 @@ def call(client: TestClient, token: str, session: str, method: str, params: dict
 
 
 def opened(client: TestClient, token: str) -> str:
-    answer = client.post("/mcp", json=INITIALIZE, headers=HEADERS | {"authorization": f"Bearer {token}"})
+    answer = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS | {"authorization": f"Bearer {token}"})
     session = answer.headers["mcp-session-id"]
-    headers = HEADERS | {
+    headers = MCP_HEADERS | {
         "authorization": f"Bearer {token}",
         "mcp-session-id": session,
         "mcp-protocol-version": "2025-11-25",

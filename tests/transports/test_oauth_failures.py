@@ -20,8 +20,9 @@ from memserver.server import build_server
 from memserver.transports.http import bind_socket, http_app
 from memserver.transports.limits import HttpLimits
 from memserver.transports.oauth import JwtTokenVerifier
+from tests.e2e.raw import INITIALIZE, MCP_HEADERS
 from tests.support.fakes import FakeEmbedder
-from tests.support.identity import BASE, HEADERS, INITIALIZE, IdentityProvider
+from tests.support.identity import BASE, IdentityProvider
 
 
 def app_for(idp: IdentityProvider, tmp_path: Path, *, ui: bool = False, clock: Any = time.time, **settings: Any) -> Any:
@@ -35,7 +36,7 @@ def app_for(idp: IdentityProvider, tmp_path: Path, *, ui: bool = False, clock: A
 
 
 def initialize(client: TestClient, token: str) -> Any:
-    return client.post("/mcp", json=INITIALIZE, headers=HEADERS | {"authorization": f"Bearer {token}"})
+    return client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS | {"authorization": f"Bearer {token}"})
 
 
 @pytest.mark.parametrize(
