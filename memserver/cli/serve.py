@@ -180,7 +180,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     oauth = _oauth_settings(args)
     if database:
         check_database(database)
-    issuer, ui = _sign_in(tokens, limits, oauth, ui=bool(args.ui))
+    issuer, ui = sign_in(tokens, limits, oauth, ui=bool(args.ui))
     server = build_server(
         data_dir=args.data_dir,
         per_user=bool(tokens) or oauth is not None,
@@ -220,7 +220,7 @@ def _oauth_settings(args: argparse.Namespace) -> OAuthSettings | None:
     )
 
 
-def _sign_in(
+def sign_in(
     tokens: dict[str, str], limits: HttpLimits, oauth: OAuthSettings | None, *, ui: bool
 ) -> tuple[TokenVerifier | None, Any]:
     """The issuer's one token verifier (None without OAuth) and the memory browser (None without `ui`) checking
@@ -242,7 +242,7 @@ def _browser(
 ) -> Any:
     """The memory browser for `serve --http --ui`: signs people in with the same bearer tokens, and the OAuth
     access tokens `issuer` accepts (each user sees only their own store), with the limits of /mcp. `issuer` is
-    the HTTP app's own verifier, not a second one (see _sign_in). `clock`: the wall clock sessions end by."""
+    the HTTP app's own verifier, not a second one (see sign_in). `clock`: the wall clock sessions end by."""
     from memserver.transports.bearer import StaticTokenVerifier
     from memserver.ui.app import Browser
     from memserver.ui.security import SignIn

@@ -318,7 +318,7 @@ def restore(src: Path, target: Path, replace: bool) -> dict[str, Any]:
     OS.fsync_dir(staged)
     OS.replace(staged, whole)
     OS.fsync_dir(target.parent)
-    aside = target.with_name(f"{target.name}.replaced-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
+    aside = target.with_name(f"{target.name}.replaced-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}")
     if target.exists():
         OS.replace(target, aside)
     OS.replace(whole, target)

@@ -62,7 +62,8 @@ def serve_stdio(
     latency on a busy machine. Here the pipes are read and written by the event loop itself
     (loop.connect_read_pipe / connect_write_pipe), and the SDK's Server.run gets a read and a write stream that
     work in the task calling them (_WireReader, _WireWriter), not the helper's memory streams with a task at
-    their far end. The helper also drops every line it cannot validate without an answer, and on EOF drops
+    their far end (the SDK's dispatcher still relays each inbound message through a task of its own:
+    docs/upstream.md). The helper also drops every line it cannot validate without an answer, and on EOF drops
     the requests it has not answered yet; here both are answered.
     Regular files (which asyncio cannot poll) are read and written through worker threads instead; on Windows
     the SDK's helper is used as it is.
@@ -280,18 +281,27 @@ class _WireWriter:
 
     def __init__(self, pipe: _Pipe, pending: _InFlight, handshake: _Handshake) -> None:
         self.pipe, self.pending, self.handshake = pipe, pending, handshake
+        self.closed = False
 
     async def send(self, item: SessionMessage, /) -> None:
+        if self.closed:
+            raise anyio.ClosedResourceError
         message = item.message
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            self.pending.discard(message.id)
-            self.handshake.answered(message)
+        answer = message if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) else None
+        if answer is not None:
+            self.handshake.answered(answer)
         encoded = wire.encode(message)
-        if encoded is not None:
-            await self.pipe.write(encoded)
+        try:
+            if encoded is not None:
+                await self.pipe.write(encoded)
+        except OSError as exc:  # the client closed its end: the SDK drops a broken stream, not an OSError
+            raise anyio.BrokenResourceError from exc
+        finally:
+            if answer is not None:  # answered only once written: at EOF the reader waits for it (see _WireReader)
+                self.pending.discard(answer.id)
 
     async def aclose(self) -> None:
-        pass  # the pipe outlives Server.run: serve_stdio flushes and closes it
+        self.closed = True  # the pipe outlives Server.run: serve_stdio flushes and closes it
 
     async def __aenter__(self) -> _WireWriter:
         return self

@@ -626,3 +626,54 @@ def test_stdio_transport_survives_split_malformed_and_over_long_lines_and_answer
     assert answers["big"]["error"]["code"] == types.INVALID_REQUEST
     assert answers["last"]["result"]["structuredContent"] == {"memories": []}
     assert b"refused a message of 8 bytes" in err and b"longer than 100000 bytes" in err
+
+
+SLOW_SERVER = """
+import time
+from memserver.contract.backend import Page
+from memserver.server import build_server
+from memserver.transports.stdio import serve_stdio
+
+class SlowStore:
+    def list_page(self, limit, tags=None, **filters):
+        time.sleep(0.2)  # a store's work: the answers are still being made when the reader meets EOF
+        return Page([])
+
+    def close(self):
+        pass
+
+serve_stdio(build_server(lambda user: SlowStore()))
+"""
+
+
+@pytest.mark.parametrize("mode", ["files", "pipes"])
+def test_every_request_read_before_eof_is_answered(tmp_path, mode: str) -> None:
+    """`memserver serve < requests.jsonl > answers.jsonl` (regular files, written through worker threads) and a
+    client that closes stdin right after writing: each request gets its answer before the server exits."""
+    import subprocess
+    import sys
+
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    calls = [
+        {"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {"name": "list_recent", "arguments": {}}}
+        for i in range(6)
+    ]
+    requests = [initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *calls]
+    text = "".join(json.dumps(r) + "\n" for r in requests)
+    if mode == "files":
+        (tmp_path / "in.jsonl").write_text(text)
+        with (tmp_path / "in.jsonl").open("rb") as stdin, (tmp_path / "out.jsonl").open("wb") as stdout:
+            subprocess.run([sys.executable, "-c", SLOW_SERVER], stdin=stdin, stdout=stdout, timeout=TIMEOUT * 6)
+        out = (tmp_path / "out.jsonl").read_text()
+    else:
+        done = subprocess.run(
+            [sys.executable, "-c", SLOW_SERVER], input=text, capture_output=True, text=True, timeout=TIMEOUT * 6
+        )
+        out = done.stdout
+    answered = sorted(m["id"] for m in map(json.loads, out.splitlines()) if "id" in m)
+    assert answered == [1, *(c["id"] for c in calls)], out

@@ -23,15 +23,16 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from starlette.testclient import TestClient
 
-from memserver.cli.serve import _sign_in
+from memserver.cli.serve import sign_in
 from memserver.local.store import MemoryStore
 from memserver.server import build_server
 from memserver.transports.http import http_app
 from memserver.transports.introspection import IntrospectionSettings, IntrospectionVerifier
 from memserver.transports.limits import HttpLimits
 from memserver.transports.oauth import OAuthSettings
+from tests.e2e.raw import INITIALIZE, MCP_HEADERS
 from tests.support.fakes import FakeEmbedder
-from tests.support.identity import AUDIENCE, BASE, HEADERS, INITIALIZE, IdentityProvider
+from tests.support.identity import AUDIENCE, BASE, IdentityProvider
 
 DEEP = b"[" * 100_000 + b"]" * 100_000  # valid JSON, nested past any parser's recursion limit
 
@@ -132,13 +133,13 @@ def server_for(tmp_path: Path) -> Any:
 
 
 def initialize(client: TestClient, token: str) -> Any:
-    return client.post("/mcp", json=INITIALIZE, headers=HEADERS | {"authorization": f"Bearer {token}"})
+    return client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS | {"authorization": f"Bearer {token}"})
 
 
 def test_one_verifier_serves_mcp_and_the_browser_and_is_closed_at_shutdown(provider: Provider, tmp_path: Path) -> None:
     """`serve --http --ui` with introspection: the token /mcp was asked about signs in to the browser without a
     second call (one verifier, one cache), and when the app stops the provider sees the client's connection end."""
-    issuer, browser = _sign_in({}, HttpLimits(), provider.settings(), ui=True)
+    issuer, browser = sign_in({}, HttpLimits(), provider.settings(), ui=True)
     app = http_app(server_for(tmp_path), oauth=provider.settings(), oauth_verifier=issuer, ui=browser)
     token = provider.token()
     with TestClient(app, base_url=BASE, follow_redirects=False) as client:
