@@ -106,11 +106,10 @@ def measure(root: Any, queries: list[str], vecs: np.ndarray, repeat: int, limit:
     }
 
 
-def query_vectors(queries: list[str]) -> np.ndarray:
+def query_vectors(queries: list[str], cache: Any) -> np.ndarray:
     """The queries embedded by the Embedder (cached beside the stores)."""
     import hashlib
 
-    cache = C.cache_dir()
     key = hashlib.sha256("\n".join(queries).encode()).hexdigest()[:16]
     path = cache / f"queries-{key}.npy"
     if path.exists():
@@ -130,13 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="plain passes over the queries (default 3)")
     parser.add_argument("--limit", type=int, default=5, help="search limit (default 5, recall's default)")
     parser.add_argument("--quick", action="store_true", help="smoke run: a 300-memory store, 20 queries, 1 pass")
+    parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
     parser.add_argument("--out", default=None, help="default results/hybrid_profile.json")
     args = parser.parse_args(argv)
     queries = C.corpus()[1][: 20 if args.quick else None]
-    vecs = query_vectors(queries)
+    cache = C.cache_dir(args.cache)
+    vecs = query_vectors(queries, cache)
     results: dict[str, Any] = {"machine": C.machine(), "settings": vars(args), "sizes": {}}
     for n in [300] if args.quick else args.sizes:
-        root = C.ensure_store(C.cache_dir(), n, quick=args.quick, fields=args.fields)
+        root = C.ensure_store(cache, n, quick=args.quick, fields=args.fields)
         C.log(f"hybrid search in process at {n:,} memories{' with fields' if args.fields else ''} ...")
         results["sizes"][str(n)] = measure(root, queries, vecs, 1 if args.quick else args.repeat, args.limit)
     results["machine"]["loadavg_at_end"] = C.machine()["loadavg"]
