@@ -225,10 +225,18 @@ def base_vectors(cache: Path, texts: list[str]) -> np.ndarray:
     return vecs
 
 
-def synthetic(n: int, base: list[str], vecs: np.ndarray, seed: int = 0, start: int = 0) -> Iterator[dict[str, Any]]:
+SESSION_TURNS = 20  # with conversation fields: consecutive records form sessions of this many turns
+SPEAKERS = ("Avery", "Blake", "Casey", "Devon", "Emery", "Finley")  # two a session, taking turns
+
+
+def synthetic(
+    n: int, base: list[str], vecs: np.ndarray, seed: int = 0, start: int = 0, fields: bool = False
+) -> Iterator[dict[str, Any]]:
     """`n` import records (content, tags, created_at, vector) mixing two real sentences each; see the docstring.
 
     created_at grows with the record number (one a minute), as `MemoryStore.export` yields them (oldest first).
+    With `fields`, the conversation fields too: sessions of SESSION_TURNS records, two speakers taking turns in
+    each, occurred_at = created_at (so the hybrid ranking's session context and speaker boost have work to do).
     """
     rng = np.random.default_rng(seed)
     t0 = datetime(2023, 1, 1, tzinfo=timezone.utc)
@@ -245,12 +253,14 @@ def synthetic(n: int, base: list[str], vecs: np.ndarray, seed: int = 0, start: i
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         for j in range(m):
             i = start + lo + j
-            yield {
-                "content": f"{base[a[j]]} Also: {base[b[j]]} (#{i})",
-                "tags": [tags[i % len(tags)]],
-                "created_at": (t0 + timedelta(seconds=i * 60)).isoformat(),  # oldest first, as export gives
-                "vector": v[j],
-            }
+            at = (t0 + timedelta(seconds=i * 60)).isoformat()  # oldest first, as export gives
+            rec = {"content": f"{base[a[j]]} Also: {base[b[j]]} (#{i})", "tags": [tags[i % len(tags)]]}
+            rec |= {"created_at": at, "vector": v[j]}
+            if fields:
+                s = i // SESSION_TURNS
+                speaker = SPEAKERS[(s + i % 2) % len(SPEAKERS)]
+                rec |= {"session": f"s{s}", "speaker": speaker, "occurred_at": at}
+            yield rec
 
 
 def texts_only(n: int, seed: int = 1) -> list[str]:
@@ -261,12 +271,18 @@ def texts_only(n: int, seed: int = 1) -> list[str]:
     return [f"{base[a[i]]} Also: {base[b[i]]} (#{i})" for i in range(n)]
 
 
-def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool = False) -> Path:
+def store_root(cache: Path, n: int, *, quick: bool = False, fields: bool = False) -> Path:
+    """Where the cached store of `n` memories lives (`-fields`: with the conversation fields)."""
+    return cache / (f"quick-{n}" if quick else f"store-{n}") if not fields else cache / f"store-{n}-fields"
+
+
+def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool = False, fields: bool = False) -> Path:
     """The data directory of a cached store of `n` synthetic memories (collection "bench"); built if missing.
 
-    `quick` (smoke runs) mixes only the first 128 base sentences, so that embedding them takes a second.
+    `quick` (smoke runs) mixes only the first 128 base sentences, so that embedding them takes a second; `fields`
+    gives the records conversation fields (`synthetic`).
     """
-    root = cache / (f"quick-{n}" if quick else f"store-{n}")
+    root = store_root(cache, n, quick=quick, fields=fields)
     done = root / "BUILT"
     if done.exists():
         return root
@@ -293,7 +309,7 @@ def ensure_store(cache: Path, n: int, *, log_every: int = 100_000, quick: bool =
             yield rec
 
     with MemoryStore(root, COLLECTION, embedder=Embedder()) as store:  # the model is never loaded: vectors given
-        added = store.import_(progress(synthetic(n, base, vecs)))  # one call: one checkpoint at its end
+        added = store.import_(progress(synthetic(n, base, vecs, fields=fields)))  # one call: one checkpoint at its end
     build_s = time.perf_counter() - t0
     if saved_limit is None:
         del os.environ["MEMSERVER_CHECKPOINT_EVERY"]
@@ -368,6 +384,6 @@ def sdk_import_s(repeat: int = 5) -> dict[str, float]:
     return out
 
 
-if __name__ == "__main__":  # pre-build cached stores: python -m benchmarks._common 100000 1000000
-    for size in sys.argv[1:]:
-        ensure_store(cache_dir(), int(size))
+if __name__ == "__main__":  # pre-build cached stores: python -m benchmarks._common [--fields] 100000 1000000
+    for size in (a for a in sys.argv[1:] if a != "--fields"):
+        ensure_store(cache_dir(), int(size), fields="--fields" in sys.argv[1:])

@@ -387,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         help="also time repeated queries (raw client, the server's query cache on, each query asked once before)",
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: one 300-memory store, 20 queries")
+    parser.add_argument(
+        "--fields", action="store_true", help="stores with conversation fields (session, speaker, occurred_at)"
+    )
     parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
     parser.add_argument("--old", default=None, help="another checkout: time its server against this one's (A/B)")
     parser.add_argument("--out", default=None, help="default results/recall_mcp.json (--old: recall_mcp-ab.json)")
@@ -413,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             "queries": len(queries),
             "repeat": args.repeat,
             "limit": args.limit,
+            "fields": args.fields,
             "threads": threads,
             "gap_s": GAP_S,
             "block": BLOCK,
@@ -423,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         trees = {"old": Path(args.old).resolve(), "new": C.ROOT}
         results["settings"]["old"] = str(trees["old"])
         for n in sizes:
-            root = C.ensure_store(cache, n, quick=True) if args.quick else cache / f"store-{n}"
+            root = C.ensure_store(cache, n, quick=True) if args.quick else C.store_root(cache, n, fields=args.fields)
             if not (root / "BUILT").exists():  # never build (or rebuild) a large store here: another may be at it
                 C.log(f"skipping {n:,}: no built store at {root}")
                 continue
@@ -436,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         C.write_json(args.out or str(C.RESULTS / "recall_mcp-ab.json"), results)
         return 0
     for n in sizes:
-        root = C.ensure_store(cache, n, quick=args.quick)
+        root = C.ensure_store(cache, n, quick=args.quick, fields=args.fields)
         for mode in args.modes:
             C.log(f"recall over MCP at {n:,} memories, mode {mode} ...")
             r = anyio.run(measure, root, queries, bare, args.limit, args.repeat, mode)

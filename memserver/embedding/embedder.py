@@ -191,11 +191,14 @@ def load_tokenizer(path: Path) -> tokenizers.Tokenizer:
     return tokenizer
 
 
-def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
+def load_session(path: Path, threads: int, *, spinning: bool = False) -> onnxruntime.InferenceSession:
     """Create the onnxruntime session on the CPU provider and check the model's interface.
 
     All of onnxruntime's graph optimisations except SkipLayerNormFusion: its SkipLayerNormalization kernel measured
-    3-4x slower here than the Add + LayerNormalization it replaces (benchmarks/README.md, Embedder).
+    3-4x slower here than the Add + LayerNormalization it replaces (benchmarks/README.md, Embedder). Intra-op threads
+    do not spin by default: spinning threads kept a core busy after each run, taking it from the event loop and the
+    client (benchmarks/ort_threads.py, 2 threads on a loaded 2-core machine: query p50 40.0 -> 8.1 ms, CPU 8.6 ->
+    5.0 ms a query).
 
     Raises ModelError naming the file when it cannot be loaded or is not a 384-wide BERT encoder.
     """
@@ -207,6 +210,7 @@ def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only: onnxruntime's warnings are noise for users
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     try:
         session = ort.InferenceSession(
             str(path),

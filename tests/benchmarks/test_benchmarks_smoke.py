@@ -281,3 +281,15 @@ def test_consolidation_benchmark_quick(tmp_path: Path) -> None:
     assert "Stale statements" in run.stdout and result["stale_statements"]["dev"] > 20
     assert len(result["stale_sweep"]["dev"]) == len(result["stale_sweep"]["heldout"]) > 1
     assert 0 <= result["stale_heldout_at_chosen"]["recall"] <= 1
+
+
+def test_hybrid_profile_quick(real_embedder, bench_cache, tmp_path):
+    """hybrid_profile.py --quick times hybrid search in process and splits it into its parts."""
+    out = tmp_path / "hybrid_profile.json"
+    run = _run_bench("hybrid_profile", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    assert "keyword side" in run.stdout
+    r = json.loads(out.read_text())["sizes"]["300"]
+    assert r["memories"] == 300 and r["search_ms"]["n"] == 20
+    parts = r["breakdown_median_ms"]
+    assert {"store call", "searcher", "vector side", "keyword side", "fusion", "vector rows"} <= set(parts)
+    assert 0 < parts["searcher"] <= parts["store call"]

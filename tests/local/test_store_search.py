@@ -16,6 +16,7 @@ import memserver.contract.backend
 import memserver.errors
 import memserver.local.folder
 import memserver.local.store
+import memserver.local.vectors
 from memserver.local.store import MemoryStore
 from tests.support.fakes import FakeEmbedder
 
@@ -284,3 +285,22 @@ def test_search_nowait_says_none_when_another_process_wrote_and_answers_again_on
         caught_up = reader.search("invoice", limit=5)
         assert new.id in _ids(caught_up)
         assert reader.search_nowait("invoice", limit=5) == caught_up
+
+
+def test_scores_stay_exact_as_rows_grow_and_the_read_map_drops_its_pages(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vector rows are read through a map of the row file: rows added after it was made, and rows read again after
+    its resident pages were dropped (a budget of 0 drops them after every read), still give each hit its cosine."""
+    monkeypatch.setattr(memserver.local.vectors, "MAP_RSS_BUDGET", 0)
+    store.add_many(FACTS[:3])
+    checked = 0
+    for round_ in range(3):
+        if round_:
+            store.add(f"{FACTS[2 + round_]} (round {round_})")
+        for mode in MODES:
+            for query in ("tea in the morning", "database password Monday", "birthday chocolate"):
+                for h in store.search(query, limit=5, mode=mode):
+                    assert h.score == pytest.approx(_cosine(store, h.memory.content, query), abs=1e-6)
+                    checked += 1
+    assert checked >= 3 * 3 * 2 * 3  # semantic and hybrid return every memory (3 or more) for each query
