@@ -277,17 +277,9 @@ _CHAIN = (
 
 
 def _row(seq: str) -> str:
-    """The end of a lateral subquery over alias m reading the row of `seq`: a probe of memories_seq whatever the
-    statistics. A tenant the statistics do not know (imported after the table's last ANALYZE, which a small tenant's
-    import does not trigger) is estimated at 1 row, so every index on `tenant` ties and the planner took
-    memories_source, filtering the tenant's every row for each seq (419 turns: 419 x ~200 rows, 45,252 buffers,
-    ~40 ms of the statement); as a join, it scanned the tenant once per turn. Only memories_seq can take the row
-    comparison as its index condition, and the LIMIT keeps the subquery from being pulled up into a join."""
-    bound = f"(%(tenant)s, {seq})"
-    return (
-        " FROM memserver.memories m WHERE m.tenant = %(tenant)s "
-        f"AND (m.tenant, m.seq) >= {bound} AND (m.tenant, m.seq) <= {bound} LIMIT 1"
-    )
+    """The end of a lateral subquery over alias m reading the row of `seq` (one probe of memories_seq); OFFSET 0
+    keeps the planner from pulling it up into a join (which it planned as a scan of the tenant per turn)."""
+    return f" FROM memserver.memories m WHERE m.tenant = %(tenant)s AND m.seq = {seq} OFFSET 0"
 
 
 def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
