@@ -229,14 +229,14 @@ def rankings_as_of(
 
 
 def _context(result: list[tuple[Any, ...]], turn_rows: list[tuple[Any, ...]], *, filtered: bool) -> Context:
-    links = {
-        r[search.SEQ]: (
-            -1 if r[search.PREV] is None else r[search.PREV],
-            -1 if r[search.NEXT] is None else r[search.NEXT],
-        )
-        for r in result
-        if r[search.RANKING] == search.LINK_ROW
-    }
+    links: dict[int, tuple[int, int]] = {}
+    for r in result:
+        if r[search.RANKING] == search.LINK_ROW and r[search.LINK_SEQS] is not None:
+            pairs = zip(r[search.LINK_PREVS], r[search.LINK_NEXTS], strict=True)
+            links = {
+                seq: (-1 if p is None else p, -1 if n is None else n)
+                for seq, (p, n) in zip(r[search.LINK_SEQS], pairs, strict=True)
+            }
     current = {r[search.SEQ] for r in turn_rows if r[search.IS_CURRENT]}
     admitted = {r[search.SEQ] for r in turn_rows if r[search.RANKING] == search.RANKED_ROW and r[search.ADMITTED]}
     head = result[0]

@@ -237,19 +237,21 @@ def search_sql(
 # in_namespace, ranking, its vector ranking's distance, its BM25, <COLUMNS>, cosine distance, previous turn, next
 # turn, admitted, current, ncand). Ranking 5 rows are the ranked turns and the turns that follow them: their full
 # rows (every hit is one of them: hybrid.py reads the hits from here, no second round trip); ranking 4 rows the turns
-# only their context needs, in LIGHT columns (their contents would cross the wire for nothing); ranking 3 rows the
-# session links (seq, previous, next; the rest NULL) of the ranking 5 turns that have a session.
+# only their context needs, in LIGHT columns (their contents would cross the wire for nothing); the one ranking 3 row
+# (the rest NULL) carries the session links of the ranking 5 turns that have one, as three arrays (seqs, previous,
+# next: NULL for none) in its last columns, NULL on every other row (a row a link: 419 more rows to decode at 419
+# tagged turns, ~1 ms of the client's time).
 LIGHT = COLUMNS.replace("m.content", "NULL::text")
 VDIST, BM25 = RANKING + 1, RANKING + 2
 SEQ, CREATED, CONTENT, TAGS, _SOURCE, WHEN, SPEAKER = range(BM25 + 2, BM25 + 9)
 TURN = slice(BM25 + 1, BM25 + 1 + WIDTH)  # COLUMNS
 COSDIST = TURN.stop
-PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(COSDIST + 1, COSDIST + 6)
+PREV, NEXT, ADMITTED, IS_CURRENT, NCAND, LINK_SEQS, LINK_PREVS, LINK_NEXTS = range(COSDIST + 1, COSDIST + 9)
 RANKED_ROW, CONTEXT_ROW, LINK_ROW = 5, 4, 3
 
 # The memory columns of the ranked turns' rows (alias x) and the distance.
 _LINKED = ", ".join(f"x.{c.split('.')[-1]}" for c in [*COLUMNS.replace(OCCURRED, "occurred").split(", "), "dist"])
-_LINK = ", ".join("c.seq" if i == 1 else "NULL" for i in range(WIDTH))  # COLUMNS' places, seq the only one set
+_LINK = ", ".join("NULL" for _ in range(WIDTH))
 # One session's turns (alias s: namespace, session), by memories_session (migration 5: its predicate spelt out, so
 # the planner need not prove it): an index-only range scan.
 _SESSION = (
@@ -287,7 +289,7 @@ def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bo
     turns with their place on each side (`sides`: an aggregate, so a turn on both sides is one row, and no join of
     two CTEs a tenant without statistics could plan as a nested loop), the turns that follow them with whether they
     pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked turn passes), the turns
-    around both (LIGHT), and the links; each row read by one probe (_row)."""
+    around both (LIGHT), and the links (`links`, arrays on the LINK_ROW); each row read by one probe (_row)."""
     ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
     ctes.append(
         "sides AS MATERIALIZED (SELECT seq, min(rank_score) FILTER (WHERE ranking = 1) AS vdist, "
@@ -311,10 +313,14 @@ def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bo
         f"m.embedding <=> %(q)b, NULL::bigint, NULL::bigint, {passes}, {CURRENT}{_row('c.seq')}) m WHERE c.follows "
         f"UNION ALL SELECT {CONTEXT_ROW}, NULL, NULL, m.* FROM chain c CROSS JOIN LATERAL (SELECT {LIGHT}, "
         f"m.embedding <=> %(q)b, NULL::bigint, NULL::bigint, NULL::boolean, {CURRENT}{_row('c.seq')}) m WHERE c.around "
-        f"UNION ALL SELECT {LINK_ROW}, NULL, NULL, {_LINK}, NULL, c.prev, c.next, NULL, NULL FROM chain c "
-        "WHERE c.ranked OR c.follows)"
+        f"UNION ALL SELECT {LINK_ROW}, NULL, NULL, {_LINK}, NULL, NULL, NULL, NULL, NULL)"
+    )
+    ctes.append(
+        "links AS (SELECT array_agg(seq) AS seqs, array_agg(prev) AS prevs, array_agg(next) AS nexts FROM chain "
+        "WHERE ranked OR follows)"
     )
     return (
         "WITH " + ",\n".join(ctes) + "\n"
-        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.*, i.ncand FROM info i LEFT JOIN out o ON true"
+        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.*, i.ncand, k.seqs, k.prevs, k.nexts "
+        f"FROM info i LEFT JOIN out o ON true LEFT JOIN links k ON o.ranking = {LINK_ROW}"
     )
