@@ -177,7 +177,13 @@ def _run(
         n, space = int(head[search.N]), int(head[search.IN_NAMESPACE])
         est.tenant_rows, est.table_rows = n, max(int(max(head[search.TABLE_ROWS] or 0, 0)), n)
         est.in_namespace[f.namespace] = space
-        near_rows = sum(r[search.RANKING] == 1 for r in result)
+        # The vector ranking's rows: ranking 1 rows, or in a context statement the turns with a vector distance
+        # (counting ranking 1 there found none: every HNSW search was run again exactly, over the whole tenant,
+        # ~300 ms of a ~340 ms hybrid search at 100k memories).
+        if context:
+            near_rows = sum(r[search.RANKING] == search.RANKED_ROW and r[search.VDIST] is not None for r in result)
+        else:
+            near_rows = sum(r[search.RANKING] == 1 for r in result)
         if unfiltered and space < n:
             log.info("the namespace is not the whole tenant any more; searching again with it as a filter")
             unfiltered = False
