@@ -233,68 +233,94 @@ def search_sql(
     )
 
 
-# A turn's previous / next turn in its session and namespace (any state: one that is not current counts as none,
-# as in the local store), by memories_session (migration 5: its predicate spelt out, so the planner need not prove
-# it). Alias m is the turn.
-_PREV = (
-    "SELECT p.seq FROM memserver.memories p WHERE p.tenant = m.tenant AND p.namespace = m.namespace "
-    "AND p.session = m.session AND p.session IS NOT NULL AND p.seq < m.seq ORDER BY p.seq DESC LIMIT 1"
-)
-_NEXT = _PREV.replace("p.seq < m.seq ORDER BY p.seq DESC", "p.seq > m.seq ORDER BY p.seq")
 # A context statement's rows (search_sql with `context`): one a distinct turn, each (n, table_rows, exact,
 # in_namespace, ranking, its vector ranking's distance, its BM25, <COLUMNS>, cosine distance, previous turn, next
 # turn, admitted, current, ncand). Ranking 5 rows are the ranked turns and the turns that follow them: their full
 # rows (every hit is one of them: hybrid.py reads the hits from here, no second round trip); ranking 4 rows the turns
-# only their context needs, in LIGHT columns (their contents would cross the wire for nothing).
+# only their context needs, in LIGHT columns (their contents would cross the wire for nothing); the one ranking 3 row
+# (the rest NULL) carries the session links of the ranking 5 turns that have one, as three arrays (seqs, previous,
+# next: NULL for none) in its last columns, NULL on every other row (a row a link: 419 more rows to decode at 419
+# tagged turns, ~1 ms of the client's time).
 LIGHT = COLUMNS.replace("m.content", "NULL::text")
 VDIST, BM25 = RANKING + 1, RANKING + 2
 SEQ, CREATED, CONTENT, TAGS, _SOURCE, WHEN, SPEAKER = range(BM25 + 2, BM25 + 9)
 TURN = slice(BM25 + 1, BM25 + 1 + WIDTH)  # COLUMNS
 COSDIST = TURN.stop
-PREV, NEXT, ADMITTED, IS_CURRENT, NCAND = range(COSDIST + 1, COSDIST + 6)
+PREV, NEXT, ADMITTED, IS_CURRENT, NCAND, LINK_SEQS, LINK_PREVS, LINK_NEXTS = range(COSDIST + 1, COSDIST + 9)
+RANKED_ROW, CONTEXT_ROW, LINK_ROW = 5, 4, 3
 
-
-def _links(source: str, extra: str) -> str:
-    """The previous and next turn of each seq of `source` (alias u; one lookup pair per distinct turn), with the
-    turn's COLUMNS, its cosine distance, whether it is current and `extra`, read by one lookup of its row."""
-    columns = COLUMNS.replace(OCCURRED, f"{OCCURRED} AS occurred")
-    return (
-        f"SELECT pv.seq AS prev, nx.seq AS next, {columns}, m.embedding <=> %(q)b AS dist, {CURRENT} AS current, "
-        f"{extra} FROM ({source}) u JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = u.seq "
-        f"LEFT JOIN LATERAL ({_PREV}) pv ON m.session IS NOT NULL LEFT JOIN LATERAL ({_NEXT}) nx "
-        "ON m.session IS NOT NULL"
-    )
-
-
-# The memory columns of _links' rows (alias x) and the distance.
+# The memory columns of the ranked turns' rows (alias x) and the distance.
 _LINKED = ", ".join(f"x.{c.split('.')[-1]}" for c in [*COLUMNS.replace(OCCURRED, "occurred").split(", "), "dist"])
+_LINK = ", ".join("NULL" for _ in range(WIDTH))
+# One session's turns (alias s: namespace, session), by memories_session (migration 5: its predicate spelt out, so
+# the planner need not prove it): an index-only range scan.
+_SESSION = (
+    "SELECT p.seq FROM memserver.memories p WHERE p.tenant = %(tenant)s AND p.namespace = s.namespace "
+    "AND p.session = s.session AND p.session IS NOT NULL AND "
+)
+# A turn's previous / next turn is the one before / after it in its session and namespace, in any state (one that
+# is not current counts as none, as in the local store). `chain` holds, per session of a ranked turn, every turn from
+# the one before its first ranked turn to the second after its last (one range scan and two short ones a session,
+# not two probes a turn: ~750 index probes for an unfiltered search at 10 ranked sessions, now ~30 scans), each with
+# its neighbours and what it is to the ranking: ranked, following a ranked turn (its answer may be next), or a
+# neighbour of one of those (its cosine and BM25 are context). The chain's ends are only ever the latter, so their
+# missing outer neighbour is never read.
+_CHAIN = (
+    "SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next, ranked, "
+    "NOT ranked AND coalesce(lag(ranked) OVER w, false) AS follows, "
+    "NOT ranked AND NOT coalesce(lag(ranked) OVER w, false) AND (coalesce(lead(ranked) OVER w, false) "
+    "OR coalesce(lag(ranked, 2) OVER w, false)) AS around "
+    "FROM (SELECT s.namespace, s.session, t.seq, t.seq IN (SELECT seq FROM l1) AS ranked FROM spans s "
+    f"CROSS JOIN LATERAL (({_SESSION}p.seq < s.lo ORDER BY p.seq DESC LIMIT 1) "
+    f"UNION ALL ({_SESSION}p.seq BETWEEN s.lo AND s.hi) "
+    f"UNION ALL ({_SESSION}p.seq > s.hi ORDER BY p.seq LIMIT 2)) t) c "
+    "WINDOW w AS (PARTITION BY namespace, session ORDER BY seq)"
+)
+
+
+def _row(seq: str) -> str:
+    """The end of a lateral subquery over alias m reading the row of `seq` (one probe of memories_seq); OFFSET 0
+    keeps the planner from pulling it up into a join (which it planned as a scan of the tenant per turn)."""
+    return f" FROM memserver.memories m WHERE m.tenant = %(tenant)s AND m.seq = {seq} OFFSET 0"
 
 
 def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
-    """search_sql's statement with the session context of hybrid_convex.fused, one row a distinct turn (see
-    SEQ): the ranked turns with their place on each side (`sides`: an aggregate, so a turn on both sides is one
-    row, and no join of two CTEs a tenant without statistics could plan as a nested loop), the turns that follow them
-    with whether they pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked
-    turn passes), and the turns around both (ranking 4, LIGHT)."""
+    """search_sql's statement with the session context of hybrid_convex.fused (see SEQ and _CHAIN): the ranked
+    turns with their place on each side (`sides`: an aggregate, so a turn on both sides is one row, and no join of
+    two CTEs a tenant without statistics could plan as a nested loop), the turns that follow them with whether they
+    pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked turn passes), the turns
+    around both (LIGHT), and the links (`links`, arrays on the LINK_ROW); each row read by one probe (_row)."""
     ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
     ctes.append(
-        "sides AS (SELECT seq, min(rank_score) FILTER (WHERE ranking = 1) AS vdist, "
+        "sides AS MATERIALIZED (SELECT seq, min(rank_score) FILTER (WHERE ranking = 1) AS vdist, "
         "max(rank_score) FILTER (WHERE ranking = 2) AS bm25 FROM ranked GROUP BY seq)"
     )
-    ctes.append(f"l1 AS MATERIALIZED ({_links('SELECT * FROM sides', 'u.vdist, u.bm25, true AS admitted')})")
-    follow = "SELECT DISTINCT next AS seq FROM l1 WHERE next IS NOT NULL EXCEPT SELECT seq FROM l1"
-    passes = "m.seq IN (SELECT seq FROM cand)" if exact else f"({where})"
-    unranked = f"NULL::float8 AS vdist, NULL::float8 AS bm25, {passes} AS admitted"
-    ctes.append(f"l2 AS MATERIALIZED ({_links(follow, unranked)})")
-    ctes.append("linked AS (SELECT seq, prev, next FROM l1 UNION ALL SELECT seq, prev, next FROM l2)")
-    around = "SELECT prev AS seq FROM linked UNION SELECT next FROM linked EXCEPT SELECT seq FROM linked"
+    columns = COLUMNS.replace(OCCURRED, f"{OCCURRED} AS occurred")
     ctes.append(
-        f"out AS (SELECT 5 AS ranking, x.vdist, x.bm25, {_LINKED}, x.prev, x.next, x.admitted, x.current "
-        f"FROM l1 x UNION ALL SELECT 5, NULL, NULL, {_LINKED}, x.prev, x.next, x.admitted, x.current FROM l2 x "
-        f"UNION ALL SELECT 4, NULL, NULL, {LIGHT}, m.embedding <=> %(q)b, NULL, NULL, NULL, {CURRENT} "
-        f"FROM ({around}) a JOIN memserver.memories m ON m.tenant = %(tenant)s AND m.seq = a.seq)"
+        f"l1 AS MATERIALIZED (SELECT u.vdist, u.bm25, m.* FROM sides u CROSS JOIN LATERAL (SELECT {columns}, "
+        f"m.embedding <=> %(q)b AS dist, {CURRENT} AS current{_row('u.seq')}) m)"
+    )
+    ctes.append(
+        "spans AS MATERIALIZED (SELECT namespace, session, min(seq) AS lo, max(seq) AS hi FROM l1 "
+        "WHERE session IS NOT NULL GROUP BY namespace, session)"
+    )
+    ctes.append(f"chain AS MATERIALIZED ({_CHAIN})")
+    passes = "m.seq IN (SELECT seq FROM cand)" if exact else f"({where})"
+    ctes.append(
+        f"out AS (SELECT {RANKED_ROW} AS ranking, x.vdist, x.bm25, {_LINKED}, NULL::bigint AS prev, "
+        "NULL::bigint AS next, true AS admitted, x.current FROM l1 x "
+        f"UNION ALL SELECT {RANKED_ROW}, NULL, NULL, m.* FROM chain c CROSS JOIN LATERAL (SELECT {COLUMNS}, "
+        f"m.embedding <=> %(q)b, NULL::bigint, NULL::bigint, {passes}, {CURRENT}{_row('c.seq')}) m WHERE c.follows "
+        f"UNION ALL SELECT {CONTEXT_ROW}, NULL, NULL, m.* FROM chain c CROSS JOIN LATERAL (SELECT {LIGHT}, "
+        f"m.embedding <=> %(q)b, NULL::bigint, NULL::bigint, NULL::boolean, {CURRENT}{_row('c.seq')}) m WHERE c.around "
+        f"UNION ALL SELECT {LINK_ROW}, NULL, NULL, {_LINK}, NULL, NULL, NULL, NULL, NULL)"
+    )
+    ctes.append(
+        "links AS (SELECT array_agg(seq) AS seqs, array_agg(prev) AS prevs, array_agg(next) AS nexts FROM chain "
+        "WHERE ranked OR follows)"
     )
     return (
         "WITH " + ",\n".join(ctes) + "\n"
-        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.*, i.ncand FROM info i LEFT JOIN out o ON true"
+        "SELECT i.n, i.table_rows, i.exact, i.in_namespace, o.*, i.ncand, k.seqs, k.prevs, k.nexts "
+        f"FROM info i LEFT JOIN out o ON true LEFT JOIN links k ON o.ranking = {LINK_ROW}"
     )

@@ -33,7 +33,13 @@ TOPICS = [
     "running the city marathon",
 ]
 SESSIONS, TURNS = 4, 20  # 80 turns: more than a side's 50, so the unfiltered pools cut and the tagged do not
-WORDS = [f"{a}{b}{c}" for a in ("bel", "cor", "dun", "fal") for b in ("ak", "em", "ir", "oth", "un") for c in "aoiu"]
+WORDS = [
+    f"{a}{b}{c}{d}"
+    for d in ("", "ba", "ke", "mo", "ti")
+    for a in ("bel", "cor", "dun", "fal")
+    for b in ("ak", "em", "ir", "oth", "un")
+    for c in "aoiu"
+]  # 400: one a turn of WIDE
 QUESTIONS = [
     "When did Maya go to the lantern festival?",
     "What did Tom say about the sailing boat?",
@@ -48,10 +54,10 @@ QUESTIONS = [
 ]
 
 
-def _records() -> list[dict[str, Any]]:
+def _records(sessions: int = SESSIONS) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     start = datetime(2024, 2, 20, 18, 0, tzinfo=timezone.utc)
-    for s in range(SESSIONS):
+    for s in range(sessions):
         day = start + timedelta(days=17 * s)
         for t in range(TURNS):
             topic = TOPICS[(s * 3 + t // 2) % len(TOPICS)]
@@ -138,6 +144,28 @@ def thinned(postgres: Any, tmp_path: Path) -> Any:
 
 def test_hybrid_ranks_alike_when_following_turns_are_archived_or_deleted(thinned: Any) -> None:
     _assert_alike(*thinned, 10, {})
+
+
+WIDE = 20  # sessions: 400 turns, so an unfiltered search ranks a fraction of each session and reads its context
+
+
+@pytest.fixture
+def wide(postgres: Any, tmp_path: Path) -> Any:
+    """Both engines with 20 sessions: the pools leave gaps inside sessions, so the ranked turns' neighbours, the
+    turns that follow them and those turns' own neighbours are each read from the sessions (PostgreSQL: the chain of
+    search.py), not found among the ranked rows."""
+    embedder = FakeEmbedder()
+    local = MemoryStore(tmp_path, "wide", embedder=embedder)  # type: ignore[arg-type]
+    pg = PostgresBackend(postgres.database("wide"), tenant="wide", embedder=embedder)  # type: ignore[arg-type]
+    for engine in (local, pg):
+        engine.import_(_records(WIDE))
+    yield local, pg
+    local.close()
+    pg.close()
+
+
+def test_hybrid_ranks_alike_when_the_pools_are_a_fraction_of_the_sessions(wide: Any) -> None:
+    _assert_alike(*wide, 10, {})
 
 
 def _assert_alike(local: Any, pg: Any, limit: int, filters: dict[str, Any]) -> None:
