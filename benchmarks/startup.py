@@ -14,7 +14,8 @@ clock, client side) when `initialize` and `tools/list` are answered. Two kinds o
     The target (issue 26, item 5): that first recall <= 2x the warm p50.
 The server's query cache is off, so every recall embeds its query; the queries are quality.json's.
 memserver's own imports: in a fresh interpreter that has imported the SDK's server side, the CPU time of
-`memserver serve` with stdin at EOF: what it imports and builds to answer initialize and tools/list, then exit.
+importing the CLI, the stdio transport and the server, and building the server (what `memserver serve` needs to
+answer initialize and tools/list); median of --repeat runs.
 The baseline is the cost of the same interpreter importing the SDK's server side
 (`python -c "import anyio, mcp.server.lowlevel, mcp.server.stdio, mcp_types"`, spawn to exit).
 Medians over --repeat spawns. Stores are the cached synthetic stores of benchmarks/_common.py.
@@ -37,17 +38,15 @@ from benchmarks import _common as C
 
 WARM = 20  # recalls after the first one of a "loaded" spawn: their p50 is the warm latency
 NO_QUERY_CACHE = {"MEMSERVER_QUERY_CACHE": "0"}
-# `memserver serve` over stdio to its end, after the SDK's server side is imported: with stdin at EOF it imports
-# and builds all it needs to answer initialize and tools/list, enters the lifespan, reads EOF and exits.
+# What `memserver serve` imports and builds to answer initialize and tools/list, once the SDK's server side is in.
 OWN_IMPORTS = """
-import sys, time
+import time
 import anyio, mcp.server.lowlevel, mcp.server.stdio, mcp_types
 started = time.process_time()
-from memserver.cli.command import main
-try:
-    main(["serve", "--data-dir", sys.argv[1]])
-finally:
-    print((time.process_time() - started) * 1000, file=sys.stderr)
+import memserver.cli.command, memserver.cli.serve, memserver.transports.stdio
+from memserver.server import build_server
+build_server(data_dir="unused")
+print((time.process_time() - started) * 1000)
 """
 
 
@@ -78,11 +77,9 @@ async def one_spawn(root: Path, queries: list[str], tree: Path, loaded: bool) ->
     return out
 
 
-def own_imports_ms(tree: Path, data_dir: Path) -> float:
-    env = {**C.server_params(None, timing=False).env, "MEMSERVER_LOG_LEVEL": "ERROR"}
-    argv = [sys.executable, "-c", OWN_IMPORTS, str(data_dir)]
-    done = subprocess.run(argv, cwd=tree, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    return float(done.stderr.split()[-1])
+def own_imports_ms(tree: Path) -> float:
+    done = subprocess.run([sys.executable, "-c", OWN_IMPORTS], cwd=tree, capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     imports: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(repeat):
         for name, tree in trees.items():
-            imports[name].append(own_imports_ms(tree, cache / "store-0"))
+            imports[name].append(own_imports_ms(tree))
     results["own_imports_ms"] = {name: round(statistics.median(v), 1) for name, v in imports.items()}
     for n in sizes:
         C.log(f"start-up at {n:,} memories ...")
