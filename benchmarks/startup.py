@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     results["own_imports_ms"] = {name: round(statistics.median(v), 1) for name, v in imports.items()}
     for n in sizes:
         C.log(f"start-up at {n:,} memories ...")
-        runs: dict[str, list[dict[str, Any]]] = {f"{name}/{kind}": [] for name in trees for kind in ("at once", "loaded")}
+        runs: dict[str, list[dict[str, Any]]] = {
+            f"{name}/{kind}": [] for name in trees for kind in ("at once", "loaded")
+        }
         for _ in range(repeat):
             for kind in ("at once", "loaded"):
                 for name, tree in trees.items():
