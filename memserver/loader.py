@@ -233,8 +233,11 @@ class DefaultStoreFactory:
 def _load_and_warm(embedder: Any) -> None:
     """Load the model and run it once: onnxruntime's first run sets up its memory and kernels (hundreds of ms),
     which the first recall would otherwise pay (issue 26, item 5). Not through a user's query cache."""
+    import numpy  # (the embedder's own dependency)
+
     embedder.load()
     embedder.embed(["warm-up"])
+    numpy.unique(numpy.zeros(1))  # the hybrid fusion's first np.unique imports numpy.ma: ~50 ms
 
 
 def _ignore_stage(user: str | None, stage: str) -> None:
