@@ -218,7 +218,8 @@ class DefaultStoreFactory:
         # (onnxruntime's session set-up and the index load overlap: 100k memories, ~0.1 s sooner ready).
         model: Future[None] = Future()
         model.add_done_callback(lambda f: None if f.exception() else stages.done("model"))
-        threading.Thread(target=_settle, args=(model, embedder.load), name="memserver-model", daemon=True).start()
+        warm = partial(_load_and_warm, self.embedder())
+        threading.Thread(target=_settle, args=(model, warm), name="memserver-model", daemon=True).start()
         store = open_backend(self.data_dir, self.collection, embedder=embedder, database=self.database, user=user)
         stages.done("store")
         try:
@@ -227,6 +228,16 @@ class DefaultStoreFactory:
             store.close()
             raise
         return store
+
+
+def _load_and_warm(embedder: Any) -> None:
+    """Load the model and run it once: onnxruntime's first run sets up its memory and kernels (hundreds of ms),
+    which the first recall would otherwise pay (issue 26, item 5). Not through a user's query cache."""
+    import numpy  # (the embedder's own dependency)
+
+    embedder.load()
+    embedder.embed(["warm-up"])
+    numpy.unique(numpy.zeros(1))  # the hybrid fusion's first np.unique imports numpy.ma: ~50 ms
 
 
 def _ignore_stage(user: str | None, stage: str) -> None:

@@ -15,10 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from memserver import __version__
-from memserver.cli import admin, care, consolidate, editing, listing, memories, recall, serve, wording
-from memserver.cli.demo import cmd_demo
-from memserver.cli.options import DATABASE_HELP, add_store_options
-from memserver.cli.ui import add_ui_command
+from memserver.cli import serve
 from memserver.errors import InvalidInputError, MemserverError
 
 StoreCommand = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]
@@ -28,13 +25,42 @@ STDIO_HINT = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; `serve_only`: just `memserver serve`, which is what MCP clients spawn, so that their
+    start-up imports none of the other commands' modules."""
     parser = argparse.ArgumentParser(
         prog="memserver",
         description="A local MCP server that gives any MCP client a long-term memory it can search by meaning.",
     )
     parser.add_argument("--version", action="version", version=f"memserver {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if serve_only:
+        _add_serve(commands)
+    else:
+        _add_commands(commands)
+    for sub in commands.choices.values():  # an unknown flag: this command's usage (main)
+        sub.set_defaults(subparser=sub)
+    return parser
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve_cmd = commands.add_parser(
+        "serve",
+        help="run the MCP server (stdio by default; this is also what bare `memserver` does)",
+        description="Run the MCP server over stdio (what desktop clients spawn) or, with --http, over streamable "
+        "HTTP at http://HOST:PORT/mcp. Environment: MCP_MEMORY_PATH, MCP_MEMORY_COLLECTION, MEMSERVER_TOKENS, "
+        "MEMSERVER_TOKEN_FILE, MEMSERVER_LOG_LEVEL.",
+        epilog="Example: memserver serve --http --port 8000",
+    )
+    serve.add_serve_arguments(serve_cmd)
+
+
+def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # Imported here, not at the top: `memserver serve` needs none of them (build_parser's serve_only).
+    from memserver.cli import admin, care, consolidate, editing, listing, memories, recall
+    from memserver.cli.demo import cmd_demo
+    from memserver.cli.options import DATABASE_HELP, add_store_options
+    from memserver.cli.ui import add_ui_command
 
     model_cmd = commands.add_parser(
         "model",
@@ -58,15 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed_cmd.add_argument("--model-dir", metavar="DIR", help="folder with model.onnx + tokenizer.json")
     embed_cmd.set_defaults(func=admin.cmd_embed)
 
-    serve_cmd = commands.add_parser(
-        "serve",
-        help="run the MCP server (stdio by default; this is also what bare `memserver` does)",
-        description="Run the MCP server over stdio (what desktop clients spawn) or, with --http, over streamable "
-        "HTTP at http://HOST:PORT/mcp. Environment: MCP_MEMORY_PATH, MCP_MEMORY_COLLECTION, MEMSERVER_TOKENS, "
-        "MEMSERVER_TOKEN_FILE, MEMSERVER_LOG_LEVEL.",
-        epilog="Example: memserver serve --http --port 8000",
-    )
-    serve.add_serve_arguments(serve_cmd)
+    _add_serve(commands)
 
     demo = commands.add_parser(
         "demo",
@@ -132,10 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     db.set_defaults(func=admin.cmd_db)
 
-    for sub in commands.choices.values():  # an unknown flag: this command's usage (main)
-        sub.set_defaults(subparser=sub)
-    return parser
-
 
 class _Warnings(logging.Handler):
     """Python's handler of last resort (a program that configured no logging: the record's bare message on stderr),
@@ -160,19 +174,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    given = editing.retag_argv(list(sys.argv[1:] if argv is None else argv))
+    given = list(sys.argv[1:] if argv is None else argv)
+    serve_only = not given or given[0] == "serve"  # what MCP clients spawn: its start-up is part of the product
+    if not serve_only:
+        from memserver.cli import editing
+
+        given = editing.retag_argv(given)
+    parser = build_parser(serve_only=serve_only)
     args, extra = parser.parse_known_args(given)
     if args.command is None:  # bare `memserver` is what desktop clients spawn: serve over stdio
         if sys.stdin.isatty():
             print(STDIO_HINT, file=sys.stderr)
         args, extra = parser.parse_known_args(["serve", *given])
     if extra:
+        from memserver.cli import wording
+
         sub = getattr(args, "subparser", parser)
         sub.error(wording.unknown_arguments(sub, extra))
     try:
         return int(args.func(args) or 0)
     except InvalidInputError as exc:
+        from memserver.cli import wording
+
         print(f"memserver: error: {wording.in_flags(str(exc))}", file=sys.stderr)
         return 1
     except MemserverError as exc:

@@ -89,15 +89,18 @@ def test_ingest_quick(real_embedder, tmp_path):
 
 
 def test_startup_quick(real_embedder, bench_cache, tmp_path):
-    """startup.py --quick records spawn -> initialize and spawn -> first recall, with RSS and the SDK baseline."""
+    """startup.py --quick records spawn -> initialize and spawn -> first recall, with RSS and the SDK baseline; the
+    first recall once loaded, a warm p50, and memserver's own import time."""
     out = tmp_path / "startup.json"
     run = _run_bench("startup", "--quick", "--cache", str(bench_cache), "--out", str(out))
     assert "spawn->first recall" in run.stdout
     r = json.loads(out.read_text())
     assert r["baseline_s"]["sdk_import"] > 0
+    assert r["own_imports_ms"]["new"] > 0
     for size in ("0", "300"):
-        m = r["sizes"][size]["median"]
+        m, loaded = r["sizes"][size]["median"]["new/at once"], r["sizes"][size]["median"]["new/loaded"]
         assert 0 < m["initialize_s"] <= m["first_recall_s"] and m["rss"] > 0
+        assert loaded["tools_list_s"] <= loaded["loaded_s"] and loaded["loaded_first_ms"] > 0 < loaded["warm_p50_ms"]
 
 
 def test_watch_quick(real_embedder, tmp_path):
