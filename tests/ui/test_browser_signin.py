@@ -150,3 +150,25 @@ def test_a_cross_site_post_changes_nothing_when_signed_in(http_ui: Server, porta
     statuses = csrf_refusals(page.context, page, http_ui)
     assert [s for _, s in statuses[:4]] == [403] * 4, statuses
     assert statuses[4][1] in (200, 303), statuses
+
+
+def test_signin_starts_a_new_session_and_ends_the_one_before(http_ui: Server, page: Page) -> None:
+    """A session id set before the sign-in (as another site could plant one) does not ride along into it."""
+    import urllib.request
+
+    from memserver.ui.security import COOKIE
+
+    def cookie_set(sid: str) -> str:  # what the sign-in page answers to a request carrying session `sid`
+        request = urllib.request.Request(http_ui.page("signin"), headers={"cookie": f"{COOKIE}={sid}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.headers.get("set-cookie") or ""
+
+    page.goto(http_ui.page())
+    expect(page).to_have_url(re.compile(r"/ui/signin"))
+    (before,) = [c["value"] for c in page.context.cookies() if c["name"] == COOKIE]
+    sign_in(page, http_ui, TOKENS["alice"])
+    expect(page).to_have_url(http_ui.page())
+    (after,) = [c["value"] for c in page.context.cookies() if c["name"] == COOKIE]
+    assert after != before
+    assert cookie_set(after) == ""  # the signed-in session lives
+    assert COOKIE in cookie_set(before)  # the one before is over: its bearer is greeted as a new visitor
