@@ -27,22 +27,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from memserver.contract import importing, inputs, lifecycle, requests
-from memserver.contract.backend import NEAR_DUPLICATE_SCORE, SIMILAR_MAX, Hit, Memory, MemoryFilter, Page, Selection
+from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selection
 from memserver.contract.write_rules import Pending
 from memserver.embedding import base as embedding
 from memserver.errors import StoreError
-from memserver.postgres import analyzer, health, hybrid, listing, ranking, rows, schema, terms, writes
+from memserver.postgres import analyzer, health, listing, ranking, rows, schema, writes
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
-from memserver.postgres.rows import COLUMNS, OCCURRED, stored_text
-from memserver.retrieval.hybrid_convex import DEPTH
-from memserver.retrieval.terms import named_tags, query_words
+from memserver.postgres.rows import COLUMNS, OCCURRED
+from memserver.postgres.searcher import Searcher
 
 if TYPE_CHECKING:
     from memserver.embedding.base import TextEmbedder
 
 log = logging.getLogger(__name__)
 
-KEYWORD_DEPTH = 20  # the keyword ranking's depth (a deeper one changes nothing but how ties are cut at `limit`)
 
 IMPORT_BATCH = 1000
 # An import adding more rows than this (PostgreSQL's autovacuum_analyze_threshold and _scale_factor defaults) ANALYZEs.
@@ -91,7 +89,8 @@ class PostgresBackend:
         self.model_id = database.model_id
         self._closed = False
         self._lock = threading.Lock()
-        self._estimates = ranking.Estimates(*self._count())  # the plans' inputs, refreshed by every search
+        estimates = ranking.Estimates(*self._count())  # the plans' inputs, refreshed by every search
+        self._searcher = Searcher(lambda: self.db, tenant, estimates)
 
     @property
     def db(self) -> Database:
@@ -136,7 +135,7 @@ class PostgresBackend:
         memory = self._write([item])[0][0]
         if memory.duplicate or item.vector is None:
             return memory
-        similar = self._similar(item.vector, memory.id, memory.namespace)
+        similar = self._searcher.similar(item.vector, memory.id, memory.namespace)
         return replace(memory, similar=similar) if similar else memory
 
     def add_many(self, items: Iterable[dict[str, Any] | str]) -> list[Memory]:
@@ -324,79 +323,7 @@ class PostgresBackend:
             q = inputs.check_vector(query_vector, self.dim, "query_vector")
         else:
             q = embedding.query_vector(self.embedder, request.query, self.dim)
-        return self._search(q, request, explain)
-
-    def _search(self, q: np.ndarray, request: requests.SearchRequest, explain: bool = False) -> list[Hit]:
-        mode, limit = request.mode, request.limit
-        words = [stored_text(t) for t in terms.query_terms(request.query)] if mode != "semantic" else []
-        if mode == "keyword" and not words:
-            return []
-        shown = [stored_text(t) for t in query_words(request.query)] if mode != "semantic" else []
-        tags, hits = self._hits(q, request, words, shown, explain)
-        f = request.filter
-        if mode == "semantic" or f.as_of is not None:
-            return hits
-        # A query naming a tag (terms.named_tags) ranks that tag's memories first. Its tags are indexed terms, so
-        # such memories reach the keyword pool: only a query whose pool holds one pays the second search.
-        named = named_tags(request.query, sorted(tags))
-        if not named:
-            return hits
-        tagged = request._replace(filter=f._replace(tags=tuple(named)))
-        first = self._hits(q, tagged, words, shown, explain)[1]
-        if f.tags:  # both: the filter's tags and a named one
-            first = [h for h in first if not set(f.tags).isdisjoint(h.memory.tags)]
-        return ranking.tagged_first(first, hits, limit, named)
-
-    def _hits(
-        self, q: np.ndarray, request: requests.SearchRequest, words: list[str], shown: list[str], explain: bool
-    ) -> tuple[set[str], list[Hit]]:
-        """The tags of the memories a request's statement fetched and its hits: one side's ranking, or the hybrid
-        ranking of both with their session context (hybrid.py, the local store's)."""
-        mode, f = request.mode, request.filter
-        depth = request.limit if mode == "semantic" else max(request.limit, KEYWORD_DEPTH)
-        if mode == "hybrid":
-            depth = max(request.limit, DEPTH)
-        if f.as_of is not None:
-            if mode == "hybrid":  # every candidate, as the local store ranks as of a past time
-                depth = max(depth, ranking.EVERY)
-            near, keyed, found, bm25 = ranking.rankings_as_of(self.db, self.tenant, q, request.query, f, depth, words)
-            tags = {t for memory, _ in found.values() for t in memory.tags}
-            if mode != "hybrid":
-                return tags, ranking.hits(near, keyed, found, bm25, request, shown, explain)
-            ctx = ranking.Context({}, set(), set(), every=True)  # exact over what stood then, no session context
-            turns = {s: ranking.Turn(m.tags, m.speaker or "", m.occurred_at, c) for s, (m, c) in found.items()}
-
-            def stood(seqs: list[int]) -> dict[int, Memory]:
-                return {seq: found[seq][0] for seq in seqs}
-
-            return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, stood)
-        db, est, vector = self.db, self._estimates, mode != "keyword"
-        if mode != "hybrid":
-            near, keyed, found, bm25 = ranking.rankings(db, self.tenant, est, q, f, depth, vector=vector, words=words)
-            return {t for memory, _ in found.values() for t in memory.tags}, ranking.hits(
-                near, keyed, found, bm25, request, shown, explain
-            )
-        near, keyed, turns, bm25, ctx, full = ranking.context_rankings(db, self.tenant, est, q, f, depth, words)
-
-        def load(seqs: list[int]) -> dict[int, Memory]:  # the statement's full rows; others (explain) read now
-            missing = [seq for seq in seqs if seq not in full]
-            found = ranking.full_rows(db, self.tenant, missing) if missing else {}
-            return found | {seq: rows.memory(full[seq]) for seq in seqs if seq in full}
-
-        tags = {t for turn in turns.values() for t in turn.tags}
-        return tags, hybrid.hits(near, keyed, turns, bm25, ctx, request, shown, explain, load)
-
-    def _similar(self, vector: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
-        f = requests.SearchFilter(namespace=namespace)
-        near, _, found, _ = ranking.rankings(
-            self.db, self.tenant, self._estimates, vector, f, SIMILAR_MAX + 1, vector=True, words=[]
-        )
-        out = []
-        for seq in near:
-            memory, score = found[seq]
-            if memory.id != exclude and score >= NEAR_DUPLICATE_SCORE:
-                out.append((memory.id, round(score, 4)))
-        return tuple(out[:SIMILAR_MAX])
+        return self._searcher.run(q, request, explain)
 
     def tag_counts(self, *, namespace: str | None = None) -> dict[str, int]:
         """See backend.MemoryBackend.tag_counts."""
