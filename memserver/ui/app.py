@@ -14,17 +14,16 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from memserver.contract import inputs, lifecycle, requests, versions
+from memserver.contract import inputs, lifecycle, versions
 from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError, MemserverError
 from memserver.features import forgetting
-from memserver.ui import consolidate, marks, security, sessions, views
+from memserver.ui import consolidate, marks, security, sessions, transfer, views
 from memserver.ui.census import Censuses
 from memserver.ui.markup import Child, Markup, breakable, el, text
 from memserver.ui.plot import timeline_plot
@@ -91,9 +90,9 @@ class Browser:
             Route("/memory/{memory_id}/forget", page(self.forget), methods=["GET", "POST"]),
             Route("/memory/{memory_id}/mark", page(functools.partial(marks.mark, self)), methods=["POST"]),
             Route("/bulk", page(self.bulk), methods=["GET", "POST"]),
-            Route("/transfer", page(self.transfer_page)),
-            Route("/export.jsonl", page(self.export)),
-            Route("/import", page(self.import_), methods=["POST"]),
+            Route("/transfer", page(functools.partial(transfer.page, self))),
+            Route("/export.jsonl", page(functools.partial(transfer.export, self))),
+            Route("/import", page(functools.partial(transfer.import_, self)), methods=["POST"]),
             Route("/stats", page(self.stats_page)),
             Route("/consolidate", page(functools.partial(consolidate.page, self)), methods=["GET", "POST"]),
             Route("/events", page(self.events)),
@@ -124,7 +123,7 @@ class Browser:
         )
         return HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
 
-    # Public for the pages of other modules (ui/consolidate.py): the same checks and the same page frame.
+    # Public for the pages of other modules (ui/consolidate.py, ui/transfer.py): the same checks, the same frame.
 
     async def checked_form(self, request: Request, visit: Visit | None) -> dict[str, str]:
         """A POST's fields once its origin and CSRF token are checked (Refused 403 otherwise)."""
@@ -546,105 +545,6 @@ class Browser:
             )
         return self._html(visit, "Bulk forget", out, current="/ui/bulk", name="bulk", status=status)
 
-    # --- Import / export ---------------------------------------------------------------------------------------
-
-    async def transfer_page(
-        self, request: Request, visit: Visit, *, summary: Child = None, status: int = 200
-    ) -> Response:
-        store = await self._store(visit)
-        spaces = await _in_thread(store.namespaces)
-        body = [
-            el("h1", "Import and export"),
-            el(
-                "section",
-                el("h2", "Export"),
-                el(
-                    "p",
-                    "A backup of every memory, with its history, one JSON object a line (what ",
-                    el("code", "memserver import"),
-                    " reads).",
-                ),
-                el(
-                    "p",
-                    el("a", "Download JSON lines", href="/ui/export.jsonl", class_="button", download="memories.jsonl"),
-                ),
-                el(
-                    "p",
-                    "One namespace: ",
-                    views.joined(el("a", text(n), href=views.url("/export.jsonl", namespace=n)) for n in spaces),
-                )
-                if len(spaces) > 1
-                else None,
-            ),
-            el(
-                "section",
-                el("h2", "Import"),
-                el(
-                    "form",
-                    views.hidden_csrf(visit.csrf),
-                    el("label", "JSON lines file", for_="f-file"),
-                    el(
-                        "input",
-                        type="file",
-                        id="f-file",
-                        name="file",
-                        accept=".jsonl,.json,.ndjson,application/x-ndjson",
-                        required=True,
-                    ),
-                    el(
-                        "small",
-                        f"At most {security.IMPORT_MAX_BYTES // (1024 * 1024)} MiB here; bigger files: "
-                        "memserver import FILE.",
-                    ),
-                    el("button", "Import", type="submit"),
-                    el("progress", id="import-progress", max="100", value="0", aria_label="Upload progress"),
-                    method="post",
-                    action="/ui/import",
-                    enctype="multipart/form-data",
-                    class_="stack",
-                    id="import-form",
-                ),
-                el("div", summary, id="import-summary", aria_live="polite"),
-            ),
-        ]
-        return self._html(visit, "Import / export", body, current="/ui/transfer", name="transfer", status=status)
-
-    async def export(self, request: Request, visit: Visit) -> Response:
-        from starlette.concurrency import iterate_in_threadpool
-        from starlette.responses import StreamingResponse
-
-        store = await self._store(visit)
-        namespace = request.query_params.get("namespace") or None
-
-        def lines() -> Any:
-            for record in store.export(namespace=namespace):
-                yield json.dumps(record, ensure_ascii=False) + "\n"
-
-        name = f"memories-{namespace or 'all'}-{date.today().isoformat()}.jsonl".replace(":", "_")
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-        return StreamingResponse(
-            iterate_in_threadpool(lines()),
-            media_type="application/x-ndjson",
-            headers={"content-disposition": f'attachment; filename="{safe}"'},
-        )
-
-    async def import_(self, request: Request, visit: Visit) -> Response:
-        if not security.same_origin(request):
-            raise Refused(403, "Refused: this request did not come from a page of this server (Origin/Referer).")
-        kind = request.headers.get("content-type", "")
-        if kind.startswith("multipart/form-data"):
-            form = await request.form()
-            token = form.get("csrf")
-            upload = form.get("file")
-            data = await upload.read() if upload is not None and not isinstance(upload, str) else b""
-        else:  # app.js sends the file itself, with the token in a header (upload progress)
-            token = request.headers.get("x-csrf-token")
-            data = await request.body()
-        self.signins.check_csrf(visit, token)
-        store = await self._store(visit)
-        summary, status = await _in_thread(lambda: import_lines(store, data))
-        return await self.transfer_page(request, visit, summary=summary, status=status)
-
     # --- Stats -------------------------------------------------------------------------------------------------
 
     async def stats_page(self, request: Request, visit: Visit) -> Response:
@@ -779,67 +679,6 @@ def bulk_filter(criteria: Mapping[str, str]) -> MemoryFilter:
         before=criteria.get("before") or None,
         everything=given == {"namespace"},
     )
-
-
-MAX_REASONS = 50
-
-
-def import_lines(store: MemoryBackend, data: bytes) -> tuple[Markup, int]:
-    """Import a JSON-lines upload: each line checked (requests.imported_memory, as the engine will), the good ones
-    imported; the summary: stored, duplicates, refused with reasons. Blocking."""
-    try:
-        lines = data.decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        return el("p", "The file is not UTF-8 text: nothing was imported.", role="alert", class_="error"), 400
-    dim = int(store.stats().get("dim", 0))
-    good: list[dict[str, Any]] = []
-    refused: list[str] = []
-    ids: set[str] = set()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            requests.imported_memory(record, len(good), dim)
-            if isinstance(record.get("id"), str):
-                if record["id"] in ids:
-                    raise InvalidInputError(f"id {record['id']} appears twice in this file")
-                ids.add(record["id"])
-        except InvalidInputError as exc:
-            refused.append(f"line {n}: {str(exc).split('.', 1)[-1] if str(exc).startswith('records[') else exc}")
-            continue
-        except ValueError:  # (after InvalidInputError, which is one too)
-            refused.append(f"line {n}: not a JSON object")
-            continue
-        good.append(record)
-    stored = 0
-    failure = None
-    if good:
-        try:
-            stored = store.import_(good)
-        except MemserverError as exc:
-            failure = f"The import stopped: {exc} (memories before it stay stored; importing again skips them)."
-    duplicates = len(good) - stored if failure is None else 0
-    summary = el(
-        "div",
-        el("h3", "Import summary"),
-        el(
-            "dl",
-            el("dt", "stored"),
-            el("dd", str(stored), class_="stored"),
-            el("dt", "duplicates"),
-            el("dd", str(duplicates), class_="duplicates"),
-            el("dt", "refused"),
-            el("dd", str(len(refused)), class_="refused"),
-            class_="summary",
-        ),
-        el("p", failure, role="alert", class_="error") if failure else None,
-        el("ul", [el("li", text(r)) for r in refused[:MAX_REASONS]], class_="reasons") if refused else None,
-        el("p", f"… and {len(refused) - MAX_REASONS} more refused", class_="muted")
-        if len(refused) > MAX_REASONS
-        else None,
-    )
-    return summary, 200 if failure is None else 400
 
 
 FACT_LABELS = {
