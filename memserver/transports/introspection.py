@@ -156,17 +156,23 @@ class IntrospectionVerifier:
             flight.exception()  # retrieved: an outage nobody is left waiting for is not logged as unhandled
 
     async def _bind_loop(self) -> None:
-        """Make the client, the slots and the flights this event loop's; a client of another loop is closed first
-        (in its own loop when that still runs; else here, as far as a closed loop allows)."""
+        """Make the client, the slots and the flights this event loop's; a client of another loop is closed after
+        (in its own loop when that still runs; else here, as far as a closed loop allows).
+
+        The new client is in place before the first await, so that a second call racing onto the new loop finds it
+        and does not make (and leak) one of its own."""
         import httpx2
 
         loop = asyncio.get_running_loop()
         if self._loop is loop and self._http is not None and self._slots is not None:
             return
         old, old_loop = self._http, self._loop
-        self._http = self._loop = self._slots = None
+        limits = httpx2.Limits(max_connections=self.endpoint.max_concurrent)
+        self._http = httpx2.AsyncClient(timeout=self.endpoint.timeout, follow_redirects=False, limits=limits)
+        self._slots = asyncio.Semaphore(self.endpoint.max_concurrent)
+        self._loop = loop
         self._flights = {}
-        if old is not None and old_loop is not None:
+        if old is not None and old_loop is not None and old_loop is not loop:
             try:
                 if old_loop.is_running():
                     await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(old.aclose(), old_loop))
@@ -174,10 +180,6 @@ class IntrospectionVerifier:
                     await old.aclose()
             except RuntimeError:  # its loop is closed, and its sockets with nothing left to close them
                 logger.debug("the introspection client of an ended event loop was dropped")
-        limits = httpx2.Limits(max_connections=self.endpoint.max_concurrent)
-        self._http = httpx2.AsyncClient(timeout=self.endpoint.timeout, follow_redirects=False, limits=limits)
-        self._slots = asyncio.Semaphore(self.endpoint.max_concurrent)
-        self._loop = loop
 
     def _client(self) -> tuple[Any, asyncio.Semaphore]:
         """The running loop's client and the semaphore bounding calls (made by _bind_loop)."""

@@ -172,6 +172,26 @@ def test_a_verifier_moved_to_another_event_loop_closes_the_old_loops_client(prov
     assert verifier.closed
 
 
+def test_two_calls_racing_onto_a_new_event_loop_leave_one_client_to_close(provider: Provider) -> None:
+    verifier = IntrospectionVerifier(provider.settings())
+    with start_blocking_portal() as portal:  # the first loop, still running: closing its client takes a loop turn
+        assert portal.call(verifier.verify_token, provider.token()) is not None
+
+        async def elsewhere() -> list[Any]:
+            try:
+                return list(
+                    await asyncio.gather(
+                        verifier.verify_token(provider.token()), verifier.verify_token(provider.token())
+                    )
+                )
+            finally:
+                await verifier.aclose()
+
+        assert all(access is not None for access in asyncio.run(elsewhere()))
+    assert len(provider.opened) >= 2
+    assert all(provider.sees_closed(port) for port in provider.opened)  # none left open by a client overwritten
+
+
 def test_requests_with_the_same_unseen_token_share_one_introspection_call(provider: Provider) -> None:
     verifier = IntrospectionVerifier(provider.settings())
     token = provider.token()
