@@ -111,14 +111,9 @@ def context_rankings(
     result, unfiltered = _run(db, tenant, est, q, f, depth, vector=True, words=words, context=True)
     turn_rows = [r for r in result if r[search.RANKING] in (search.RANKED_ROW, search.CONTEXT_ROW)]
     near = [
-        seq
-        for *_, seq in sorted(
-            (r[search.VDIST], r[search.CREATED], r[search.SEQ]) for r in turn_rows if r[search.VDIST] is not None
-        )
+        seq for *_, seq in sorted((r[search.VDIST], r[search.SEQ]) for r in turn_rows if r[search.VDIST] is not None)
     ]
-    keyword_rows = sorted(
-        (-r[search.BM25], r[search.CREATED], r[search.SEQ]) for r in turn_rows if r[search.BM25] is not None
-    )
+    keyword_rows = sorted((-r[search.BM25], r[search.SEQ]) for r in turn_rows if r[search.BM25] is not None)
     turns = {
         r[search.SEQ]: Turn(
             tuple(r[search.TAGS]),
@@ -129,14 +124,14 @@ def context_rankings(
         for r in turn_rows
     }
     full = {r[search.SEQ]: r[search.TURN] for r in turn_rows if r[search.CONTENT] is not None}
-    keyed, bm25 = [seq for *_, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+    keyed, bm25 = [seq for _, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, seq in keyword_rows}
     return near, keyed, turns, bm25, _context(result, turn_rows, filtered=not unfiltered), full
 
 
 def _sides(result: list[tuple[Any, ...]]) -> tuple[list[int], list[int], dict[int, float]]:
     keyword_rows = ranked(result, 2)
-    near = [seq for _, _, seq in ranked(result, 1)]
-    return near, [seq for _, _, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
+    near = [seq for _, seq in ranked(result, 1)]
+    return near, [seq for _, seq in keyword_rows], {seq: -neg_bm25 for neg_bm25, seq in keyword_rows}
 
 
 def _run(
@@ -218,8 +213,8 @@ def rankings_as_of(
         params |= {"depth": depth, "terms": words, "exact_max": plan.exact_max}
         result = db.run(tenant, [(sql, params)])[0].fetchall()
         keyword_rows = ranked(result, 2)
-        bm25_of = {seq: -neg_bm25 for neg_bm25, _, seq in keyword_rows}
-        return [seq for *_, seq in ranked(result, 1)], [seq for *_, seq in keyword_rows], found_rows(result), bm25_of
+        bm25_of = {seq: -neg_bm25 for neg_bm25, seq in keyword_rows}
+        return [seq for _, seq in ranked(result, 1)], [seq for _, seq in keyword_rows], found_rows(result), bm25_of
     sql = f"SELECT {COLUMNS}, m.embedding <=> %(q)b FROM memserver.memories m WHERE {where}"
     candidates = db.run(tenant, [(sql, params)])[0].fetchall()
     found = {r[1]: (rows.memory(r), 1.0 - float(r[rows.WIDTH])) for r in candidates}
@@ -251,11 +246,12 @@ def _context(result: list[tuple[Any, ...]], turn_rows: list[tuple[Any, ...]], *,
     return Context(links, admitted, current, every)
 
 
-def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, Any, int]]:
-    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, created_at, seq)."""
+def ranked(result: list[tuple[Any, ...]], ranking: int) -> list[tuple[float, int]]:
+    """The rows of one ranking of search_sql's result, best first: (distance or -BM25, seq); ties go to the
+    earlier-stored memory (the lower seq), as the local store's insertion order."""
     sign = 1.0 if ranking == 1 else -1.0
     found = [r for r in result if r[search.RANKING] == ranking]
-    return sorted((sign * float(r[search.RANK_SCORE]), r[search.MEMORY + 2], r[search.MEMORY + 1]) for r in found)
+    return sorted((sign * float(r[search.RANK_SCORE]), r[search.MEMORY + 1]) for r in found)
 
 
 def found_rows(result: list[tuple[Any, ...]]) -> dict[int, tuple[Memory, float]]:

@@ -178,7 +178,7 @@ def search_sql(
     if vector:
         parts = []
         if plan.kind != "ann":
-            parts.append(f"(SELECT seq, dist FROM cand ORDER BY dist, created_at, seq LIMIT {vlimit})")
+            parts.append(f"(SELECT seq, dist FROM cand ORDER BY dist, seq LIMIT {vlimit})")
         if plan.kind != "exact":
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
             parts.append(
@@ -197,11 +197,11 @@ def search_sql(
                 "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25, NULL::timestamptz AS created_at FROM scored "
                 "UNION ALL SELECT seq, NULL, created_at FROM cand) x GROUP BY seq "
                 "HAVING count(bm25) > 0 AND count(created_at) > 0 "
-                f"ORDER BY max(bm25) DESC, max(created_at), seq LIMIT {klimit})"
+                f"ORDER BY max(bm25) DESC, seq LIMIT {klimit})"
             )
         if plan.kind != "exact":
-            # Ties at the cut are ordered by created_at too: only the rows scoring at least the depth-th best
-            # score (ties included) are joined to memories for it.
+            # Only the rows scoring at least the depth-th best score (ties included) are joined to memories for the
+            # filter; ties at the cut go to the earlier-stored (lower seq), as the local store's insertion order.
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
             cut = f"s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT {klimit}) x)"
             if not unfiltered:
@@ -210,13 +210,13 @@ def search_sql(
                 parts.append(
                     "(SELECT s.seq, s.bm25 FROM scored s CROSS JOIN LATERAL (SELECT m.created_at FROM "
                     f"memserver.memories m WHERE {where} AND m.seq = s.seq OFFSET 0) m WHERE {cut}{guard} "
-                    f"ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT {klimit})"
+                    f"ORDER BY s.bm25 DESC, s.seq LIMIT {klimit})"
                 )
             else:  # the join the planner turned into a scan of the tenant's time index (kept for the benchmark)
                 parts.append(
                     "(SELECT s.seq, s.bm25 FROM scored s JOIN memserver.memories m "
                     f"ON m.tenant = %(tenant)s AND m.seq = s.seq WHERE {where} AND {cut}{guard} "
-                    f"ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT {klimit})"
+                    f"ORDER BY s.bm25 DESC, s.seq LIMIT {klimit})"
                 )
         ctes.append(f"words AS ({' UNION ALL '.join(parts)})")
         branches.append("SELECT seq, 2 AS ranking, bm25 AS rank_score FROM words")

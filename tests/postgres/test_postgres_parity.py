@@ -193,3 +193,30 @@ def _rounded(why: dict[str, Any]) -> dict[str, Any]:
             _rounded(value) if isinstance(value, dict) else round(value, 3) if isinstance(value, float) else value
         )
     return out
+
+
+@pytest.fixture(scope="module")
+def tied(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Both engines holding 30 notes alike to BM25 (one shared word, the same length), imported newest first: the
+    order they were stored in is the reverse of their created_at."""
+    embedder = FakeEmbedder()
+    local = MemoryStore(Path(tmp_path_factory.mktemp("tied")), "tied", embedder=embedder)  # type: ignore[arg-type]
+    pg = PostgresBackend(postgres.database("tied"), tenant="tied", embedder=embedder)  # type: ignore[arg-type]
+    start = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    notes = [
+        {"content": f"quartz {WORDS[i]}", "created_at": (start - timedelta(days=i)).isoformat()} for i in range(30)
+    ]
+    for engine in (local, pg):
+        engine.import_(notes)
+    yield local, pg
+    local.close()
+    pg.close()
+
+
+@pytest.mark.parametrize("limit", [5, 25])
+def test_keyword_ties_go_to_the_earlier_stored_memory_on_both_engines(tied: Any, limit: int) -> None:
+    local, pg = tied
+    mine = [h.memory.content for h in local.search("quartz", limit=limit, mode="keyword")]
+    theirs = [h.memory.content for h in pg.search("quartz", limit=limit, mode="keyword")]
+    assert mine == [f"quartz {WORDS[i]}" for i in range(limit)]  # the contract: ties to the earlier-stored
+    assert theirs == mine
