@@ -298,7 +298,9 @@ class Browser:
 
     # --- Memory ------------------------------------------------------------------------------------------------
 
-    async def _memory(self, request: Request, visit: Visit) -> tuple[MemoryBackend, Memory | None, str | None]:
+    async def memory_of(self, request: Request, visit: Visit) -> tuple[MemoryBackend, Memory | None, str | None]:
+        """The visitor's store, the memory the path names (None: no such id, or not in that namespace) and the
+        namespace the query string names."""
         store = await self._store(visit)
         namespace = request.query_params.get("namespace") or None
         memory_id = request.path_params["memory_id"]
@@ -306,7 +308,8 @@ class Browser:
             return store, None, namespace
         return store, await _in_thread(lambda: store.get(memory_id, namespace=namespace)), namespace
 
-    def _missing(self, visit: Visit) -> Response:
+    def missing(self, visit: Visit) -> Response:
+        """The 404 page for a memory that is not there."""
         body = [
             el("h1", "No such memory"),
             el("p", "It may have been forgotten, or it lives in another namespace."),
@@ -317,9 +320,9 @@ class Browser:
     async def memory_page(
         self, request: Request, visit: Visit, *, message: str | None = None, error: str | None = None, status: int = 200
     ) -> Response:
-        store, memory, _ = await self._memory(request, visit)
+        store, memory, _ = await self.memory_of(request, visit)
         if memory is None:
-            return self._missing(visit)
+            return self.missing(visit)
         found = memory
 
         def facts() -> tuple[Any, list[Any]]:
@@ -399,9 +402,9 @@ class Browser:
     async def _new_version(self, request: Request, visit: Visit, *, content: str | None, tags: str | None) -> Response:
         from starlette.responses import RedirectResponse
 
-        store, memory, _ = await self._memory(request, visit)
+        store, memory, _ = await self.memory_of(request, visit)
         if memory is None:
-            return self._missing(visit)
+            return self.missing(visit)
         old = memory
         try:
             new_tags = split_tags(tags) if tags is not None else list(old.tags)
@@ -430,9 +433,9 @@ class Browser:
     async def forget(self, request: Request, visit: Visit) -> Response:
         from starlette.responses import RedirectResponse
 
-        store, memory, namespace = await self._memory(request, visit)
+        store, memory, namespace = await self.memory_of(request, visit)
         if memory is None:
-            return self._missing(visit)
+            return self.missing(visit)
         if request.method == "POST":
             await self.signins.form(request, visit)
             found = memory

@@ -61,9 +61,9 @@ async def mark(browser: Browser, request: Request, visit: Visit) -> Response:
     from starlette.responses import RedirectResponse
 
     fields = await browser.checked_form(request, visit)
-    store, memory, _ = await browser._memory(request, visit)
+    store, memory, _ = await browser.memory_of(request, visit)
     if memory is None:
-        return browser._missing(visit)
+        return browser.missing(visit)
     change = CHANGES.get(fields.get("change", ""))
     if change is None:
         error = f"change must be one of {', '.join(CHANGES)}"
@@ -76,5 +76,5 @@ async def mark(browser: Browser, request: Request, visit: Visit) -> Response:
     except InvalidInputError as exc:
         return await browser.memory_page(request, visit, error=str(exc), status=400)
     if new is None:  # forgotten meanwhile
-        return browser._missing(visit)
+        return browser.missing(visit)
     return RedirectResponse(views.memory_url(new), status_code=303)
