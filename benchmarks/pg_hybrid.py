@@ -82,6 +82,11 @@ def child(spec_path: str) -> int:
     from memserver.postgres.backend import PostgresBackend
 
     assert str(memserver.__file__).startswith(spec["tree"]), memserver.__file__  # the baseline's code, not ours
+    if spec["step"] == "scale":  # benchmarks/pg_hybrid_scale.py's pass
+        from benchmarks.pg_hybrid_scale import child_pass
+
+        print(json.dumps(child_pass(spec["url"], spec["queries"], spec["vectors"])))
+        return 0
     if spec["step"] == "load":
         load_postgres(PostgresBackend, spec["url"], spec["rows"], spec["tenants"])
         print("{}")
