@@ -20,7 +20,8 @@ the exact top 50 of the same float32 vectors), beside the local store's (hnswlib
 
     uv run python -m benchmarks.pg_hybrid_scale                      # writes benchmarks/results/pg_hybrid_scale.json
     uv run python -m benchmarks.pg_hybrid_scale --baseline ''        # without a baseline
-    uv run python -m benchmarks.pg_hybrid_scale --size 2000 --repeat 1 --split 20   # smoke run
+    uv run python -m benchmarks.pg_hybrid_scale --ef 400 256                 # ... and the vector side's recall
+    uv run python -m benchmarks.pg_hybrid_scale --quick                      # smoke run: 300 memories
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ class NoModel:
     model_name, dim = "sentence-transformers/all-MiniLM-L6-v2", 384
 
 
-def records(n: int) -> Iterator[dict[str, Any]]:
-    """The records of the cached local store of `n` (_common.synthetic, the same base vectors)."""
+def records(n: int, cache: Path, quick: bool) -> Iterator[dict[str, Any]]:
+    """The records of the cached local store of `n` (_common.ensure_store: synthetic, the same base vectors)."""
     base, _ = C.corpus()
-    yield from C.synthetic(n, base, C.base_vectors(C.cache_dir(None), base))
+    base = base[:128] if quick else base
+    yield from C.synthetic(n, base, C.base_vectors(cache, base))
 
 
-def load(url: str, n: int) -> dict[str, float]:
+def load(url: str, n: int, cache: Path, quick: bool) -> dict[str, float]:
     """The bulk-load recipe into the empty database at `url`: import without the HNSW index, build it, analyze."""
     import psycopg
 
@@ -68,7 +70,7 @@ def load(url: str, n: int) -> dict[str, float]:
         with psycopg.connect(url, autocommit=True) as owner:
             owner.execute("DROP INDEX memserver.memories_hnsw")
         t0 = time.perf_counter()
-        pg.import_(records(n))
+        pg.import_(records(n, cache, quick))
         out["import_s"] = round(time.perf_counter() - t0, 1)
     with psycopg.connect(url, autocommit=True) as owner:
         owner.execute("SET maintenance_work_mem = '1GB'")
@@ -114,9 +116,9 @@ def _timed(spent: dict[str, float], name: str, fn: Callable[..., Any]) -> Callab
 
 
 def _plan_times(node: dict[str, Any], out: dict[str, float]) -> None:
-    """Each materialised CTE's (and InitPlan's) and each index scan's actual time in a plan tree, ms."""
+    """Each materialised CTE's and each index scan's actual time in a plan tree (loops included), ms."""
     total = float(node.get("Actual Total Time", 0.0)) * float(node.get("Actual Loops", 1) or 1)
-    if "Subplan Name" in node:
+    if str(node.get("Subplan Name", "")).startswith("CTE "):
         out[node["Subplan Name"]] += total
     if node.get("Index Name"):
         out[f"{node['Node Type']} {node['Index Name']}"] += total
@@ -188,7 +190,9 @@ def split(url: str, queries: list[str], vecs: np.ndarray, limit: int) -> dict[st
     return {"queries": len(queries), "limit": limit, "client": med, "explain": plan, "wire_ms": round(wire, 3)}
 
 
-def ef_recall(url: str, root: Path, n: int, queries: list[str], vecs: np.ndarray, efs: list[int]) -> dict[str, Any]:
+def ef_recall(
+    url: str, root: Path, rows: np.ndarray, queries: list[str], vecs: np.ndarray, efs: list[int]
+) -> dict[str, Any]:
     """Recall@50 and @10 of the vector side (semantic, limit 50) against the exact top 50: PostgreSQL at each ef,
     the local store at its own; and PostgreSQL's p50 at each ef."""
     from memserver.embedding.embedder import Embedder
@@ -196,7 +200,6 @@ def ef_recall(url: str, root: Path, n: int, queries: list[str], vecs: np.ndarray
     from memserver.postgres import search
     from memserver.postgres.backend import PostgresBackend
 
-    rows = np.stack([r["vector"] for r in records(n)])
     exact = [np.argsort(-(rows @ q), kind="stable")[:50] for q in vecs]
 
     def row(content: str) -> int:  # content ends with "(#i)": the row number of the synthetic record
@@ -246,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", type=int, default=100, help="queries of the split (0: none)")
     parser.add_argument("--ef", type=int, nargs="*", default=[], help="ef_search values of the recall study")
     parser.add_argument("--url", help="a database this benchmark loaded before (skips the cluster and the load)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 300 memories, 20 queries, 1 pass")
+    parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
     parser.add_argument("--out", default=str(RESULTS), help="result file")
     args = parser.parse_args(argv)
 
@@ -254,10 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memserver.postgres.backend import PostgresBackend
     from tests.support.pg_cluster import Cluster
 
-    cache = C.cache_dir(None)
-    queries = C.corpus()[1]
+    cache = C.cache_dir(args.cache)
+    queries = C.corpus()[1][: 20 if args.quick else None]
     vecs = query_vectors(queries, cache)
-    root = C.ensure_store(cache, args.size)
+    if args.quick:
+        args.size, args.repeat, args.split, args.ef = 300, 1, min(args.split, 10), args.ef or [40]
+    root = C.ensure_store(cache, args.size, quick=args.quick)
     result: dict[str, Any] = {
         "command": "uv run python -m benchmarks.pg_hybrid_scale " + " ".join(sys.argv[1:] if argv is None else argv),
         "memories": args.size,
@@ -273,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cluster = Cluster.start(settings={"shared_buffers": "1GB", "maintenance_work_mem": "1GB"})
             url = cluster.create_database("scale")
             C.log(f"loading {args.size:,} memories into PostgreSQL ({url}) ...")
-            result["load"] = load(url, args.size)
+            result["load"] = load(url, args.size, cache, args.quick)
             C.log(f"  {result['load']}")
         with tempfile.TemporaryDirectory(prefix="memserver-pgscale-") as tmp:
             baselines = {}
@@ -297,7 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["split"] = split(url, queries[: args.split], vecs[: args.split], 5)
         if args.ef:
             C.log(f"vector side's recall at ef_search {args.ef} ...")
-            result["ef_recall"] = ef_recall(url, root, args.size, queries, vecs, args.ef)
+            rows = np.stack([r["vector"] for r in records(args.size, cache, args.quick)])
+            result["ef_recall"] = ef_recall(url, root, rows, queries, vecs, args.ef)
     finally:
         if cluster is not None:
             cluster.remove()
