@@ -240,7 +240,7 @@ def ef_recall(
 
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.hybrid_profile import query_vectors
-    from benchmarks.pg_hybrid import Baseline
+    from benchmarks.pg_hybrid import Baseline, engine_table, figures
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=100_000, help="memories (default 100000: the cached store)")
@@ -309,25 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if cluster is not None:
             cluster.remove()
-    for engine, cases in times.items():
-        result["engines"][engine] = {
-            case: {"p50_ms": round(C.pct(ms, 50), 2), "p95_ms": round(C.pct(ms, 95), 2), "n": len(ms)}
-            for case, ms in cases.items()
-        }
-    engines = list(result["engines"])
-    headers = ["hybrid", *(f"{e} p50 / p95" for e in engines), *(f"{e} / local p50" for e in engines[1:])]
-    table = []
-    for case in (f"limit {k}" for k in LIMITS):
-        figures = [result["engines"][e][case] for e in engines]
-        table.append(
-            [
-                case,
-                *(f"{f['p50_ms']} / {f['p95_ms']}" for f in figures),
-                *(round(f["p50_ms"] / figures[0]["p50_ms"], 1) for f in figures[1:]),
-            ]
-        )
+    result["engines"] = figures(times)
+    table = engine_table(result["engines"], "hybrid", [f"limit {k}" for k in LIMITS])
     print(f"\n{args.size:,} memories, {len(queries)} queries x {args.repeat}, ms")
-    print(C.table(headers, table))
+    print(table)
     if "split" in result:
         s = result["split"]
         print(f"\nsplit (this tree, limit 5, {s['queries']} queries, median ms): wire {s['wire_ms']}")
