@@ -82,6 +82,11 @@ def child(spec_path: str) -> int:
     from memserver.postgres.backend import PostgresBackend
 
     assert str(memserver.__file__).startswith(spec["tree"]), memserver.__file__  # the baseline's code, not ours
+    if spec["step"] == "scale":  # benchmarks/pg_hybrid_scale.py's pass
+        from benchmarks.pg_hybrid_scale import child_pass
+
+        print(json.dumps(child_pass(spec["url"], spec["queries"], spec["vectors"])))
+        return 0
     if spec["step"] == "load":
         load_postgres(PostgresBackend, spec["url"], spec["rows"], spec["tenants"])
         print("{}")
@@ -111,6 +116,29 @@ class Baseline:
         if out.returncode:
             raise RuntimeError(f"the baseline's child failed:\n{out.stderr}")
         return json.loads(out.stdout)
+
+
+def figures(times: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, dict[str, float]]]:
+    """engine -> case -> p50 / p95 / n of the milliseconds timed."""
+    return {
+        engine: {
+            case: {"p50_ms": round(C.pct(ms, 50), 2), "p95_ms": round(C.pct(ms, 95), 2), "n": len(ms)}
+            for case, ms in cases.items()
+        }
+        for engine, cases in times.items()
+    }
+
+
+def engine_table(engines: dict[str, dict[str, dict[str, float]]], first: str, cases: Sequence[str]) -> str:
+    """Each case's p50 / p95 per engine and each engine's p50 over the first engine's (local)."""
+    names = list(engines)
+    headers = [first, *(f"{e} p50 / p95" for e in names), *(f"{e} / local p50" for e in names[1:])]
+    rows = []
+    for case in cases:
+        f = [engines[e][case] for e in names]
+        ratios = [round(x["p50_ms"] / f[0]["p50_ms"], 1) for x in f[1:]]
+        rows.append([case, *(f"{x['p50_ms']} / {x['p95_ms']}" for x in f), *ratios])
+    return C.table(headers, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,27 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             local.close()
     finally:
         cluster.remove()
-    for engine, cases in times.items():
-        result["engines"][engine] = {
-            case: {"p50_ms": round(C.pct(ms, 50), 2), "p95_ms": round(C.pct(ms, 95), 2), "n": len(ms)}
-            for case, ms in cases.items()
-        }
-    engines = list(result["engines"])
-    headers = ["search", *(f"{e} p50 / p95" for e in engines), *(f"{e} / local p50" for e in engines[1:])]
-    table = []
-    for case in CASES:
-        figures = [result["engines"][e][case] for e in engines]
-        table.append(
-            [
-                case,
-                *(f"{f['p50_ms']} / {f['p95_ms']}" for f in figures),
-                *(round(f["p50_ms"] / figures[0]["p50_ms"], 1) for f in figures[1:]),
-            ]
-        )
+    result["engines"] = figures(times)
+    table = engine_table(result["engines"], "search", CASES)
     print(
         f"\n{name} {conv['id']}: {len(rows)} turns, {len(questions)} questions x {args.repeat}, {args.tenants} tenants"
     )
-    print(C.table(headers, table))
+    print(table)
     result["machine"] = C.machine()
     C.write_json(args.out, result)
     return 0

@@ -15,8 +15,8 @@ each one SQL statement (one round trip), built by `search_sql`:
 "Few" follows the local store's cost model: exact costs ~1 row read per candidate; HNSW with a filter passing a
 fraction f of the table's N rows visits ~ef/f rows; they cross at sqrt(ratio * ef * N). The ratio is PostgreSQL's
 own (exact rows cost far more here than in numpy: heap reads, the BM25 join), chosen from exact-vs-HNSW timings of
-tag filters at 100k memories taken with a scratch script that is not in the repo (to re-measure); with it, below
-~100k memories the threshold sits at its floor, EXACT_MIN.
+tag filters at 100k memories taken with a scratch script that is not in the repo (to re-measure); with it (and ef 256),
+below ~150k memories the threshold sits at its floor, EXACT_MIN.
 
 The keyword ranking (terms.BM25_SCORES) is restricted to the same candidates, and both rankings come back in one
 result with each row's content and cosine; for hybrid search the same statement also brings the turns that follow
@@ -34,9 +34,12 @@ from memserver.contract.requests import SearchFilter
 from memserver.postgres.rows import COLUMNS, CURRENT, OCCURRED, WIDTH, stored_namespace
 from memserver.postgres.terms import BM25_SCORES
 
-EF_SEARCH = 400  # hnsw.ef_search floor (pgvector: 40); see docs/scale-out.md, "vector or halfvec"
+# hnsw.ef_search floor (pgvector: 40), the local store's ef (local/index.DEFAULT_EF). At 100k memories, the hybrid
+# pool's vector side (k 50) against the exact top 50: recall 0.989 at 256, 0.996 at 400, the local store 0.985; the
+# context statement 1-1.5 ms faster (benchmarks/README.md, "PostgreSQL + pgvector", hybrid in process at 100k).
+EF_SEARCH = 256
 EF_SEARCH_MAX = 1000  # pgvector's limit
-COST_RATIO = 0.025  # sqrt(0.025 * 400 * 100k) = 1,000 (the local store's is 4.0: numpy's exact rows are cheap)
+COST_RATIO = 0.025  # sqrt(0.025 * 256 * 100k) = 800 (the local store's is 4.0: numpy's exact rows are cheap)
 EXACT_MIN = 1_000
 EXACT_MAX = 20_000
 MAX_SCAN_TUPLES = 100_000  # hnsw.max_scan_tuples: how far an iterative scan may go before giving up (default 20k)

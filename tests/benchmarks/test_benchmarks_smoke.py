@@ -296,3 +296,20 @@ def test_hybrid_profile_quick(real_embedder, bench_cache, tmp_path):
     parts = r["breakdown_median_ms"]
     assert {"store call", "searcher", "vector side", "keyword side", "fusion", "vector rows"} <= set(parts)
     assert 0 < parts["searcher"] <= parts["store call"]
+
+
+def test_pg_hybrid_scale_quick(real_embedder, bench_cache, tmp_path):
+    """pg_hybrid_scale.py --quick: local, PostgreSQL and HEAD's PostgreSQL (a child process) on the same rows, the
+    split of PostgreSQL's time, and the vector side's recall (exact at 300 rows: all of it)."""
+    out = tmp_path / "pg_hybrid_scale.json"
+    args = ("--quick", "--baseline", "HEAD", "--cache", str(bench_cache), "--out", str(out))
+    _run_bench("pg_hybrid_scale", *args, timeout=600)
+    r = json.loads(out.read_text())
+    engines = r["engines"]
+    assert len(engines) == 3 and {"local", "postgresql"} < set(engines)
+    assert all(set(cases) == {"limit 5", "limit 10"} and cases["limit 5"]["n"] == 20 for cases in engines.values())
+    split = r["split"]
+    assert {"search", "round trip", "decoding", "ranking (hybrid.hits)", "rest"} == set(split["client"])
+    assert 0 < split["client"]["round trip"] < split["client"]["search"]
+    assert split["explain"]["execution"] > 0 and "CTE l1" in split["explain"]
+    assert all(v["recall@50"] == 1.0 for v in r["ef_recall"].values())
