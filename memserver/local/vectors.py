@@ -14,8 +14,8 @@ since the last drop could have touched MAP_RSS_BUDGET bytes of pages, the map's 
 row (100 scattered rows of the 100k file: 1.4 ms after a drop, 21 us warm; the drop itself 6 ms once the file is
 mapped; /tmp script, 3 Dec). So the budget is one that a 100k store's whole file (154 MB) fits, and a map no larger
 than the budget is never dropped; at 1M (1.5 GB) a drop comes every few hundred searches, the RSS at most 256 MB
-above the fresh process's. (Hybrid at 100k in process, 64 MB against no drops: p50 1.37-1.43 -> 0.92-1.04 ms.) Writes go through a
-durable.FileLayer (reads do not). Not thread-safe: the store serialises every call.
+above the fresh process's. (Hybrid at 100k in process, 64 MB against no drops: p50 1.37-1.43 -> 0.92-1.04 ms.)
+Writes go through a durable.FileLayer (reads do not). Not thread-safe: the store serialises every call.
 """
 
 from __future__ import annotations
