@@ -199,7 +199,9 @@ class VectorFile:
             if size < self.rowbytes:  # nothing to map (a file truncated by power loss): every row is `repaired`
                 return np.zeros((len(rows), self.dim), dtype=np.float32)
             self._map = mmap.mmap(self.fd, size, access=mmap.ACCESS_READ)
-            if hasattr(mmap, "MADV_RANDOM"):  # rows are read scattered: readahead (~128 kB each) only fills RSS
+            # Rows are read scattered: in a map larger than the budget, readahead and fault-around (16 pages a
+            # fault) only fill the RSS; in one that fits it, they map a fresh process's pages ~3x faster.
+            if size > MAP_RSS_BUDGET and hasattr(mmap, "MADV_RANDOM"):
                 self._map.madvise(mmap.MADV_RANDOM)
             self._map_rows = size // self.rowbytes
         assert self._map is not None
