@@ -75,6 +75,11 @@ class KeywordDerivedIndex:
     def search(self, query: str, k: int, candidates: npt.NDArray[np.int64] | None = None) -> list[tuple[int, float]]:
         return self.index.search(query, k, candidates)
 
+    def search_arrays(
+        self, query: str, k: int, candidates: npt.NDArray[np.int64] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        return self.index.search_arrays(query, k, candidates)
+
     def checkpoint_files(self, folder: Path) -> CheckpointFiles:
         return CheckpointFiles(folder, KEYWORD_META, "keyword", "npz", self.files)
 

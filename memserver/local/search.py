@@ -215,10 +215,8 @@ class Searcher:
     ) -> Ranking:
         """Rows in BM25 order with their cosines to `q` and their BM25 scores; `limit` of them, or with `deep` all
         (min_score will drop some)."""
-        matches = self._keyword(text, max(limit, DEPTH), cand, past)
-        kept = matches if deep else matches[:limit]
-        rows = np.asarray([row for row, _ in kept], dtype=np.int64)
-        bm25 = np.asarray([score for _, score in kept], dtype=np.float64)
+        matched_rows, matched_bm25 = self._keyword(text, max(limit, DEPTH), cand, past)
+        rows, bm25 = (matched_rows, matched_bm25) if deep else (matched_rows[:limit], matched_bm25[:limit])
         scores = np.einsum("ij,j->i", self.vectors.matrix(rows), q) if len(rows) else _NO_SCORES
         if not explain:
             return rows, scores, bm25, None
@@ -226,18 +224,20 @@ class Searcher:
 
         def why(i: int, rank: int) -> dict[str, Any]:
             matched = self._matched(terms, int(rows[i]))
-            return {"rank": rank, "keyword": {"rank": i + 1, "bm25": round(matches[i][1], 4), "terms": matched}}
+            bm25_i = round(float(matched_bm25[i]), 4)
+            return {"rank": rank, "keyword": {"rank": i + 1, "bm25": bm25_i, "terms": matched}}
 
         return rows, scores, bm25, _with_query(why, {"mode": "keyword", "terms": terms})
 
-    def _keyword(self, text: str, k: int, cand: np.ndarray | None, exact: bool) -> list[tuple[int, float]]:
-        """BM25 over the candidates: the store's keyword index, or, when some candidates are not current (so not
-        in it), an index built for the candidates alone (its term statistics are theirs: an as_of ranking)."""
+    def _keyword(self, text: str, k: int, cand: np.ndarray | None, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 over the candidates, (rows, scores) best first: the store's keyword index, or, when some candidates
+        are not current (so not in it), an index built for the candidates alone (its term statistics are theirs:
+        an as_of ranking)."""
         if not exact or cand is None or self.catalog.alive[cand].all():
-            return self.kindex.search(text, k, cand)
+            return self.kindex.search_arrays(text, k, cand)
         scratch = KeywordIndex()
         scratch.add_many((row, indexed_text(self.catalog.record(row))) for row in cand.tolist())
-        return scratch.search(text, k)
+        return scratch.search_arrays(text, k)
 
     def _matched(self, terms: list[str], row: int) -> list[str]:
         """The query terms the memory at `row` is indexed under, itself or by a variant (explain only)."""
@@ -306,9 +306,7 @@ class Searcher:
             vrows, vcos = found[by_row], found_cos[by_row]
         # The keyword side's: the BM25 matches (all of them among few candidates).
         k = len(cand) if cand is not None and len(cand) <= KEYWORD_ALL else 2 * depth
-        matches = self._keyword(text, max(k, 1), cand, past)
-        keys = np.fromiter((row for row, _ in matches), np.int64, len(matches))
-        values = np.fromiter((score for _, score in matches), np.float64, len(matches))
+        keys, values = self._keyword(text, max(k, 1), cand, past)
         by_row = np.argsort(keys)
         source = _Rows(self, q, cand)
         return hybrid_convex.fused(source, a, depth, (vrows, vcos), (keys[by_row], values[by_row]), exact)

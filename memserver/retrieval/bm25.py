@@ -48,6 +48,10 @@ PRUNE_MIN_POSTINGS = 16_384  # fewer postings in the query's lists: scoring them
 PRUNE_MAX_K_SHARE = 8  # k * this >= the postings: nothing to prune
 
 
+_NO_KEYS = np.zeros(0, np.int64)
+_NO_SCORES = np.zeros(0, np.float64)
+
+
 def bm25_weights(idf: float, tfs: Floats, lengths: Floats, avg_length: float, k1: float, b: float) -> Floats:
     """BM25 weights of one term's postings (term frequencies, document lengths): the one place of the formula.
 
@@ -294,9 +298,16 @@ class KeywordIndex:
         is taken, so a filter never empties the result. Ties keep insertion order, also at the k-th place.
         Exactly `search_exhaustive`, without scoring every posting (maxscore.py) when there are enough of them.
         """
+        keys, scores = self.search_arrays(query, k, candidates)
+        return list(zip(keys.tolist(), scores.tolist(), strict=True))
+
+    def search_arrays(
+        self, query: str, k: int = 10, candidates: Ints | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """`search` as two arrays (keys, scores), for a caller that computes with them: no pair per match."""
         terms = self.query_terms(query) if k > 0 and self._live else []
         if not terms:
-            return []
+            return _NO_KEYS, _NO_SCORES
         n = self._live
         avg_length = self._average_length()
         total = sum(map(self._list_size, terms))  # the cheap test first: most small queries stop here
@@ -311,7 +322,7 @@ class KeywordIndex:
         elif self._bounds.removed:
             allowed = self._alive
         slots, scores = top_k(postings, k, allowed)
-        return list(zip(self._keys[slots].tolist(), scores.tolist(), strict=True))
+        return self._keys[slots], scores.astype(np.float64, copy=False)
 
     def _list_size(self, term: int) -> int:
         """Postings of a term, dead ones included."""
@@ -347,9 +358,12 @@ class KeywordIndex:
     def search_exhaustive(self, query: str, k: int = 10, candidates: Ints | None = None) -> list[tuple[int, float]]:
         """`search` by scoring every posting of the query's terms: the reference the pruned search must equal."""
         terms = self.query_terms(query) if k > 0 and self._live else []
-        return self._exhaustive(terms, k, candidates) if terms else []
+        keys, scores = self._exhaustive(terms, k, candidates) if terms else (_NO_KEYS, _NO_SCORES)
+        return list(zip(keys.tolist(), scores.tolist(), strict=True))
 
-    def _exhaustive(self, terms: list[int], k: int, candidates: Ints | None) -> list[tuple[int, float]]:
+    def _exhaustive(
+        self, terms: list[int], k: int, candidates: Ints | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         n = self._live
         avg_length = self._average_length()
         k1, b = self.k1, self.b
@@ -367,7 +381,7 @@ class KeywordIndex:
             all_docs.append(docs)
             all_scores.append(bm25_weights(idf, tfs, self._length[docs], avg_length, k1, b))
         if not all_docs:
-            return []
+            return _NO_KEYS, _NO_SCORES
         found: npt.NDArray[np.integer[Any]]
         scores: npt.NDArray[np.floating[Any]]
         if len(all_docs) == 1:
@@ -385,7 +399,7 @@ class KeywordIndex:
             keep = self._candidate_slots(candidates)[found]
             found, scores = found[keep], scores[keep]
         found, scores = ranked(found, scores, k)  # best first; ties by slot, i.e. insertion order
-        return list(zip(self._keys[found].tolist(), scores.tolist(), strict=True))
+        return self._keys[found], scores.astype(np.float64, copy=False)
 
     def _candidate_slots(self, candidates: Ints) -> npt.NDArray[np.bool_]:
         """A mask over slots: True where the slot's key is one of `candidates`."""

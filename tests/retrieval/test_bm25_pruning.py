@@ -85,6 +85,20 @@ def test_pruned_search_equals_the_exhaustive_scorer(seed: int) -> None:
         assert index.search(query, k, candidates) == index.search_exhaustive(query, k, candidates), (query, k)
 
 
+@pytest.mark.parametrize(("seed", "pruned"), [(seed, pruned) for seed in range(12) for pruned in (True, False)])
+def test_search_arrays_are_the_search_as_two_arrays(seed: int, pruned: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """search_arrays (what the hybrid ranking reads) gives the exhaustive scorer's keys and scores, bit for bit and
+    in its order, as int64 and float64 arrays, on the pruned path and on the exhaustive one."""
+    if not pruned:
+        monkeypatch.setattr(bm25, "PRUNE_MIN_POSTINGS", 1 << 62)
+    index, live, rng = random_index(200 + seed)
+    for query, k, candidates in random_queries(rng, index, live):
+        keys, scores = index.search_arrays(query, k, candidates)
+        assert keys.dtype == np.int64 and scores.dtype == np.float64
+        expected = index.search_exhaustive(query, k, candidates)
+        assert list(zip(keys.tolist(), scores.tolist(), strict=True)) == expected, (query, k)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_equal_after_a_checkpoint_round_trip(seed: int) -> None:
     """A loaded checkpoint (all postings merged, dead slots kept) prunes exactly as well."""
