@@ -70,7 +70,13 @@ def top_k(matrix: np.ndarray, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[
     # einsum, not `@`: a matrix-vector product through multi-threaded BLAS took 10-30x longer on a busy 2-core
     # machine (thread oversubscription); einsum stays single-threaded and is as fast when idle.
     scores = np.einsum("ij,j->i", matrix, q)
-    top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
+    if k < len(rows):  # the k-th score's ties are cut by row too (argpartition alone keeps any of them)
+        kth = np.partition(scores, len(rows) - k)[len(rows) - k]
+        tied = np.flatnonzero(scores == kth)
+        above = np.flatnonzero(scores > kth)
+        top = np.concatenate([above, tied[np.argsort(rows[tied], kind="stable")][: k - len(above)]])
+    else:
+        top = np.arange(len(rows))
     top = top[np.lexsort((rows[top], -scores[top]))]
     return rows[top], scores[top]
 

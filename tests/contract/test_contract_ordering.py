@@ -143,11 +143,6 @@ TIED = ["alpha beta", "beta alpha", "Alpha beta", "alpha Beta", "ALPHA beta", "b
 FILTERS = {"unfiltered": {}, "filtered": {"since": "2000-01-01", "tags": ["t"]}}
 
 
-def _xfail_if(request: pytest.FixtureRequest, condition: bool, reason: str) -> None:
-    if condition:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 @pytest.mark.parametrize("filtered", list(FILTERS))
 @pytest.mark.parametrize("mode", MODES)
 def test_ties_come_oldest_first(backend: BackendUnderTest, mode: str, filtered: str) -> None:
@@ -162,28 +157,14 @@ def test_ties_come_oldest_first(backend: BackendUnderTest, mode: str, filtered: 
 
 @pytest.mark.parametrize("filtered", list(FILTERS))
 @pytest.mark.parametrize("mode", MODES)
-def test_ties_are_ordered_by_created_at_then_insertion(
-    backend: BackendUnderTest, request: pytest.FixtureRequest, mode: str, filtered: str
-) -> None:
-    """Equal scores are ordered by created_at (oldest first), then insertion, however the memories were imported,
-    before and after reopening and compacting (so an export imported elsewhere ranks the same)."""
-    _xfail_if(
-        request,
-        backend.engine == "local",
-        "ties are broken by row (insertion order, or any order in HNSW and exact top-k cuts); compaction "
-        "renumbers rows in created_at order, so the tie order of imported memories changes when compacting",
-    )
-    _xfail_if(
-        request,
-        backend.engine == "postgresql" and mode == "hybrid",
-        "hybrid ranks with the local store's code (retrieval/hybrid_convex.py), which breaks ties by stored order "
-        "(the row, here the seq), not created_at",
-    )
+def test_ties_go_to_the_earlier_stored_however_dated(backend: BackendUnderTest, mode: str, filtered: str) -> None:
+    """Equal scores go to the earlier-stored memory (the order of import), whatever created_at the memories carry,
+    before and after reopening and compacting: both engines break ties alike (issue 25's parity)."""
     stamps = ["2025-01-05", "2025-01-03", "2025-01-04", "2025-01-01", "2025-01-03", "2025-01-02"]
     backend.store.import_(
         [{"content": t, "tags": ["t"], "created_at": f"{d}T00:00:00Z"} for t, d in zip(TIED, stamps, strict=True)]
     )
-    expected = [TIED[i] for i in (3, 5, 1, 4, 2, 0)]
+    expected = TIED
     for step in ("fresh", "reopened", "compacted"):
         if step == "reopened":
             backend.reopen()
