@@ -604,6 +604,14 @@ def _links(tool: types.Tool, payload: dict[str, Any]) -> list[types.ResourceLink
     return [resources.memory_link(memory["id"], memory.get("namespace")) for memory in found]
 
 
+def _prepare(tool_set: ToolSet) -> None:
+    """The store's background load also builds the tools' argument validators (the first call's jsonschema) and
+    imports the work a call runs on the loop (tool_work.py): a first recall then costs what a warm one does."""
+    for tool in tool_set.tools:
+        tools.prepare(tool, tool_set.checked.get(tool.name))
+        tool_set.nowait(tool.name)
+
+
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -665,7 +673,8 @@ def build_server(
         database: a postgresql:// URL: the default factory keeps the memories there instead of in data_dir.
         tool_set: the tools to serve: MEMORY_TOOLS (default), or `chat_tools(options)` (`--tools chat`).
     """
-    stores = Stores(store_factory or DefaultStoreFactory(data_dir, database=database), per_user=per_user)
+    factory = store_factory or DefaultStoreFactory(data_dir, database=database)
+    stores = Stores(factory, per_user=per_user, warm_up=partial(_prepare, tool_set))
 
     @asynccontextmanager
     async def lifespan(server: Server[Lifespan]) -> AsyncIterator[Lifespan]:
