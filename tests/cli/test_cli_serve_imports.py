@@ -22,8 +22,9 @@ REQUESTS = [
     },
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
 ]
-# Packages, and memserver's modules, that `initialize` and `tools/list` do not need.
-NOT_NEEDED = ("numpy", "hnswlib", "onnxruntime", "tokenizers", "psycopg", "httpx", "jwt")  # (the SDK imports starlette)
+# Packages, and memserver's modules, that `initialize` and `tools/list` do not need (the SDK imports starlette;
+# jsonschema, for the tools' arguments, is imported by the warm-up that the handshake's end starts).
+NOT_NEEDED = ("numpy", "hnswlib", "onnxruntime", "tokenizers", "psycopg", "httpx", "jwt", "jsonschema")
 NOT_NEEDED_OURS = ("memserver.local", "memserver.postgres", "memserver.importers", "memserver.ui")
 OTHER_COMMANDS = ("memserver.cli.admin", "memserver.cli.editing", "memserver.cli.memories", "memserver.cli.care")
 # The features only other requests use (server.py imports them in the handlers), and the contract they bring.
