@@ -35,7 +35,8 @@ Errors land on three planes (see the SDK's "handling errors" guide):
 
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
-when the client completes the handshake (over HTTP, when the server starts). The first call that needs the store
+when the client completes the handshake (over HTTP, when the server starts), beside a warm-up of what a first call
+would pay for (`_prepare`: the tools' argument validators, their work's module). The first call that needs the store
 waits for it, and tells a client that sent a `progressToken` what it is waiting for (`notifications/progress`).
 A client's `notifications/cancelled` (on 2026-07-28 HTTP: closing the response stream) makes the SDK cancel the
 handler: a wait for the store is abandoned (the store loads on for the next call); a store call already running
