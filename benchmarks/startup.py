@@ -15,7 +15,9 @@ clock, client side) when `initialize` and `tools/list` are answered. Two kinds o
 The server's query cache is off, so every recall embeds its query; the queries are quality.json's.
 memserver's own imports: in a fresh interpreter that has imported the SDK's server side, the CPU time of
 importing the CLI, the stdio transport and the server, and building the server (what `memserver serve` needs to
-answer initialize and tools/list); median of --repeat runs.
+answer initialize and tools/list); median of --repeat runs, twice: as this environment runs it (if it sets
+PYTHONDONTWRITEBYTECODE, every module is compiled from source on every start) and from bytecode caches (written
+to a temporary PYTHONPYCACHEPREFIX by one run first: what an installed memserver does from its second start on).
 The baseline is the cost of the same interpreter importing the SDK's server side
 (`python -c "import anyio, mcp.server.lowlevel, mcp.server.stdio, mcp_types"`, spawn to exit).
 Medians over --repeat spawns. Stores are the cached synthetic stores of benchmarks/_common.py.
@@ -25,9 +27,11 @@ Prints a table and writes benchmarks/results/startup.json (with --old: startup-a
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -77,9 +81,16 @@ async def one_spawn(root: Path, queries: list[str], tree: Path, loaded: bool) ->
     return out
 
 
-def own_imports_ms(tree: Path) -> float:
-    done = subprocess.run([sys.executable, "-c", OWN_IMPORTS], cwd=tree, capture_output=True, text=True, check=True)
+def own_imports_ms(tree: Path, env: dict[str, str] | None = None) -> float:
+    command = [sys.executable, "-c", OWN_IMPORTS]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=True, env=env)
     return float(done.stdout.split()[-1])
+
+
+def cached_env(prefix: str) -> dict[str, str]:
+    """This environment, with bytecode written to and read from `prefix` (PYTHONPYCACHEPREFIX)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": prefix}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,10 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     baseline = C.sdk_import_s(1 if args.quick else 5)
     results: dict[str, Any] = {"machine": host, "baseline_s": baseline, "repeat": repeat, "sizes": {}}
     imports: dict[str, list[float]] = {name: [] for name in trees}
-    for _ in range(repeat):
-        for name, tree in trees.items():
-            imports[name].append(own_imports_ms(tree))
+    cached: dict[str, list[float]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory() as prefix:
+        for tree in trees.values():
+            own_imports_ms(tree, cached_env(prefix))  # writes the bytecode caches
+        for _ in range(repeat):
+            for name, tree in trees.items():
+                imports[name].append(own_imports_ms(tree))
+                cached[name].append(own_imports_ms(tree, cached_env(prefix)))
     results["own_imports_ms"] = {name: round(statistics.median(v), 1) for name, v in imports.items()}
+    results["own_imports_cached_ms"] = {name: round(statistics.median(v), 1) for name, v in cached.items()}
     for n in sizes:
         C.log(f"start-up at {n:,} memories ...")
         runs: dict[str, list[dict[str, Any]]] = {
@@ -146,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         f"start-up over MCP stdio, median of {repeat} spawns of each kind; baseline: python alone "
         f"{baseline['python']} s, python + SDK import {baseline['sdk_import']} s; memserver's own imports (CPU ms): "
         + ", ".join(f"{name} {ms}" for name, ms in results["own_imports_ms"].items())
+        + "; from bytecode caches: "
+        + ", ".join(f"{name} {ms}" for name, ms in results["own_imports_cached_ms"].items())
     )
     headers = ["memories", "checkout", "spawn->initialize s", "minus SDK import", "spawn->tools/list s"]
     headers += ["spawn->first recall s", "spawn->loaded s", "first recall, loaded ms", "warm p50 ms", "first/warm"]

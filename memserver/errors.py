@@ -11,13 +11,14 @@
     │   └── ModelMismatchError      the collection was built with another embedding model or dimension
     ├── ConfigError                 a setting (environment variable, flag, token file) is invalid
     ├── NotAuthenticatedError       a per-user server got a request without an authenticated user
-    └── AuthUnavailableError        the identity provider cannot be asked about a token now (keys, introspection)
+    ├── AuthUnavailableError        the identity provider cannot be asked about a token now (keys, introspection)
+    └── CannotAskError              a change that needs the person's yes, and nobody can be asked: nothing changed
 
-The MCP server turns InvalidInputError into a tool result with isError: true, and NotAuthenticatedError into a
-protocol error; HTTP answers AuthUnavailableError with 503; the CLI turns any MemserverError into one line on
-stderr and exit status 1. Nothing here knows about MCP. The local store turns an OSError of the disk into
-StoreWriteError (durable.disk_error), so a full disk reaches the client as a tool error that says so, never as
-"internal error".
+The MCP server turns InvalidInputError and CannotAskError into a tool result with isError: true, and
+NotAuthenticatedError into a protocol error; HTTP answers AuthUnavailableError with 503; the CLI turns any
+MemserverError into one line on stderr and exit status 1. Nothing here knows about MCP. The local store turns an
+OSError of the disk into StoreWriteError (durable.disk_error), so a full disk reaches the client as a tool error
+that says so, never as "internal error".
 """
 
 from __future__ import annotations
@@ -75,3 +76,8 @@ class NotAuthenticatedError(MemserverError):
 class AuthUnavailableError(MemserverError):
     """A token cannot be checked now: the identity provider's keys or its introspection endpoint are out of reach.
     Not the token's fault, so HTTP answers 503 (try again), not 401 (sign in again)."""
+
+
+class CannotAskError(MemserverError):
+    """A change needs the person's yes and nobody can be asked (forget_matching: the client has no elicitation, or
+    asking failed): nothing was changed. Here, not in features/forgetting.py, so the server need not import that."""

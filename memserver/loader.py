@@ -60,14 +60,18 @@ def embedding_seconds() -> Iterator[Callable[[], float]]:
 class Stores:
     """The stores this server serves, one per user, each built once in a background thread on first need.
 
-    `start()` begins building the default store (or, with per-user stores, warms the shared model) without
+    `start()` begins building the default store (or, with per-user stores, warms the shared model), and runs
+    `warm_up` (what else a first request would pay for: the server's argument validators) in a thread, without
     waiting; `get(user)` awaits the user's store without blocking the event loop, and passes on what the build is
     doing meanwhile (`stage`) to a `progress` callback: the server turns that into notifications/progress.
     """
 
-    def __init__(self, factory: StoreFactory, *, per_user: bool = False) -> None:
+    def __init__(
+        self, factory: StoreFactory, *, per_user: bool = False, warm_up: Callable[[], None] | None = None
+    ) -> None:
         self.factory = factory
         self.per_user = per_user
+        self._warm_up = warm_up
         self._futures: dict[str | None, Future[MemoryBackend]] = {}
         self._lock = threading.Lock()
         self._stages: dict[str | None, str] = {}  # what each build in progress is doing
@@ -77,6 +81,10 @@ class Stores:
 
     def start(self) -> None:
         """Start loading in the background; returns at once. Calling it again does not start a second load."""
+        with self._lock:
+            warm_up, self._warm_up = self._warm_up, None
+        if warm_up is not None:
+            threading.Thread(target=_log_failure(warm_up), name="memserver-warm-up", daemon=True).start()
         if self.per_user:
             warm = getattr(self.factory, "warm", None)
             if warm is not None:

@@ -35,7 +35,8 @@ Errors land on three planes (see the SDK's "handling errors" guide):
 
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
-when the client completes the handshake (over HTTP, when the server starts). The first call that needs the store
+when the client completes the handshake (over HTTP, when the server starts), beside a warm-up of what a first call
+would pay for (`_prepare`: the tools' argument validators, their work's module). The first call that needs the store
 waits for it, and tells a client that sent a `progressToken` what it is waiting for (`notifications/progress`).
 A client's `notifications/cancelled` (on 2026-07-28 HTTP: closing the response stream) makes the SDK cancel the
 handler: a wait for the store is abandoned (the store loads on for the next call); a store call already running
@@ -68,25 +69,21 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from memserver import __version__
-from memserver.errors import InvalidInputError, MemserverError, NotAuthenticatedError
-from memserver.features import (
-    apps,
-    chat,
-    client_log,
-    completions,
-    consolidating,
-    forgetting,
-    prompts,
-    request_errors,
-    resources,
-    tool_work,
-    tools,
-)
+from memserver.errors import CannotAskError, InvalidInputError, MemserverError, NotAuthenticatedError
+
+# Only what `initialize` and `tools/list` need: the other features (chat, consolidating, forgetting, prompts,
+# completions, tool_work) are imported by the handlers that use them, so start-up compiles none of them (issue 26).
+from memserver.features import apps, client_log, request_errors, resources, tools
 from memserver.features.subscriptions import Subscriptions
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
 if TYPE_CHECKING:
     from memserver.contract.backend import MemoryBackend
+    from memserver.features import chat
+
+    Payload = dict[str, Any] | str | chat.ContextBlock  # structured JSON, plain text, or a block to condense
+    Work = Callable[[MemoryBackend, dict[str, Any]], Payload]
+    NowaitWork = Callable[[MemoryBackend, dict[str, Any]], Payload | None]  # None: it would wait; run the Work
 
 logger = logging.getLogger(__name__)
 # Caching hints (SEP-2549, protocol 2026-07-28: ttlMs and cacheScope on these results; 2025-11-25 defines no cache
@@ -113,9 +110,6 @@ INSTRUCTIONS = (
 # --- the handlers, in protocol order --------------------------------------------------------------------------------
 
 
-Payload = dict[str, Any] | str | chat.ContextBlock  # structured JSON, plain text, or a block to condense
-Work = Callable[["MemoryBackend", dict[str, Any]], Payload]
-NowaitWork = Callable[["MemoryBackend", dict[str, Any]], Payload | None]  # None: it would wait; run the Work
 T = TypeVar("T")
 
 
@@ -135,7 +129,7 @@ class ToolSet:
     tools: tuple[types.Tool, ...]
     work: Callable[[str, chat.Conversation], Work]
     instructions: str
-    nowait: dict[str, NowaitWork] = field(default_factory=dict)
+    nowait: Callable[[str], NowaitWork | None] = lambda name: None  # tool name -> its work on the loop, if any
     app_resources: tuple[types.Resource, ...] = ()  # the ui:// pages its tools link (apps.py: MCP Apps)
     checked: dict[str, dict[str, Any]] = field(default_factory=dict)  # whole schemas of tools advertised looser
 
@@ -228,9 +222,9 @@ async def call_tool(
                 work = tool_set.work(tool.name, _conversation(ctx))
                 answer = await anyio.to_thread.run_sync(partial(_timed, work, store, args, timing))
             payload = answer
-            if isinstance(payload, chat.ContextBlock):  # --tools chat --chat-condense
+            if not isinstance(payload, dict | str):  # a chat.ContextBlock: --tools chat --chat-condense
                 payload = await _condensed(ctx, payload)
-    except (InvalidInputError, forgetting.CannotAskError) as exc:
+    except (InvalidInputError, CannotAskError) as exc:
         return _tool_error(tools.in_tool_words(str(exc)))
     except NotAuthenticatedError as exc:  # a per-user server, and the request names no user
         raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
@@ -265,12 +259,14 @@ async def forget_matching(
     2026-07-28: a server sends no requests of its own (SEP-2322, multi round-trip requests): the call answers
     `input_required` with the question and a `requestState`, and the client calls again with the answer.
     """
+    from memserver.features import forgetting  # (like every feature that initialize and tools/list do not need)
+
     store = await _store(ctx)
     selection = await anyio.to_thread.run_sync(store.select, forgetting.memory_filter(args), forgetting.SAMPLE)
     if not selection.count:
         return forgetting.outcome("nothing_matched", 0)
     if not forgetting.can_ask(ctx.session.client_capabilities):
-        raise forgetting.CannotAskError(forgetting.cannot_ask(selection))
+        raise CannotAskError(forgetting.cannot_ask(selection))
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         answer = (params.input_responses or {}).get(forgetting.CONFIRM_FIELD)
         shown = forgetting.shown_digest(params.request_state)
@@ -287,7 +283,7 @@ async def forget_matching(
             try:
                 answer = await ctx.session.elicit_form(form.message, form.requested_schema, ctx.request_id)
             except MCPError as exc:  # the client said elicitation, then failed to ask
-                raise forgetting.CannotAskError(forgetting.failed_to_ask(selection, exc.error.message)) from None
+                raise CannotAskError(forgetting.failed_to_ask(selection, exc.error.message)) from None
         if answer is None:
             return forgetting.outcome("unanswered", selection.count)
     if not forgetting.confirmed(answer):
@@ -307,6 +303,8 @@ async def consolidate(
     sampling: deprecated there, the longest member's text stands). A client without elicitation gets the
     proposals only: nothing is applied without an elicited yes (the CLI and the browser apply them).
     """
+    from memserver.features import consolidating, forgetting
+
     store = await _store(ctx)
     capabilities = ctx.session.client_capabilities
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and forgetting.can_ask(capabilities):
@@ -408,11 +406,15 @@ async def subscriptions_listen(
 
 async def list_prompts(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
     """prompts/list: recall-context and remember-session, with their arguments."""
+    from memserver.features import prompts
+
     return types.ListPromptsResult(prompts=list(prompts.PROMPTS))
 
 
 async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
     """prompts/get: check the arguments, then build the prompt's messages from the store in a worker thread."""
+    from memserver.features import prompts
+
     try:
         prompt = prompts.find(params.name)
         arguments = prompts.check_arguments(prompt, params.arguments)
@@ -426,6 +428,8 @@ async def get_prompt(ctx: Context, params: types.GetPromptRequestParams) -> type
 
 async def complete(ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
     """completion/complete: values for a prompt argument or a template variable that start with what was typed."""
+    from memserver.features import completions
+
     try:
         context = params.context.arguments if params.context is not None else None  # variables chosen already
         target = completions.target(params.ref, params.argument.name, context)
@@ -467,13 +471,26 @@ async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
 
 # --- the tools' work --------------------------------------------------------------------------------------------------
 
-_MEMORY_WORK: dict[str, Work] = {**tool_work.WORK, apps.BROWSE.name: apps.browse}
+
+def _memory_work(name: str, conversation: chat.Conversation) -> Work:
+    """The memory tools' work by name (tool_work.py is imported at the first call: tools/list needs none of it)."""
+    from memserver.features import tool_work
+
+    return apps.browse if name == apps.BROWSE.name else tool_work.WORK[name]
+
+
+def _memory_nowait(name: str) -> NowaitWork | None:
+    from memserver.features import tool_work
+
+    return tool_work.NOWAIT.get(name)
+
+
 MEMORY_TOOLS = ToolSet(
     "memory",
     (*tools.TOOLS, apps.BROWSE),
-    lambda name, conversation: _MEMORY_WORK[name],
+    _memory_work,
     INSTRUCTIONS,
-    dict(tool_work.NOWAIT),
+    _memory_nowait,
     app_resources=(apps.RESOURCE,),
     checked={apps.BROWSE.name: apps.CHECKED_INPUT},
 )
@@ -481,6 +498,8 @@ MEMORY_TOOLS = ToolSet(
 
 def chat_tools(options: chat.ChatOptions | None = None) -> ToolSet:
     """The chat-memory interface (chat.py), with its own record of each connection's conversation."""
+    from memserver.features import chat  # (only `--tools chat` serves it)
+
     memory = chat.ChatMemory(options)
     return ToolSet("chat", chat.TOOLS, memory.work, chat.INSTRUCTIONS)
 
@@ -498,7 +517,7 @@ def _nowait(
     waiting for it and not when another request (a ping, a cancellation, another session's call) is. What it
     saves: the hop to a worker thread and the wake-up of the loop when it ends (benchmarks/README.md, finding 1).
     """
-    nowait = ctx.lifespan_context.tool_set.nowait.get(name)
+    nowait = ctx.lifespan_context.tool_set.nowait(name)
     if nowait is None or ctx.lifespan_context.in_flight > 1:
         return None
     return _timed(nowait, store, args, timing)
@@ -586,6 +605,14 @@ def _links(tool: types.Tool, payload: dict[str, Any]) -> list[types.ResourceLink
     return [resources.memory_link(memory["id"], memory.get("namespace")) for memory in found]
 
 
+def _prepare(tool_set: ToolSet) -> None:
+    """The store's background load also builds the tools' argument validators (the first call's jsonschema) and
+    imports the work a call runs on the loop (tool_work.py): a first recall then costs what a warm one does."""
+    for tool in tool_set.tools:
+        tools.prepare(tool, tool_set.checked.get(tool.name))
+        tool_set.nowait(tool.name)
+
+
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -647,7 +674,8 @@ def build_server(
         database: a postgresql:// URL: the default factory keeps the memories there instead of in data_dir.
         tool_set: the tools to serve: MEMORY_TOOLS (default), or `chat_tools(options)` (`--tools chat`).
     """
-    stores = Stores(store_factory or DefaultStoreFactory(data_dir, database=database), per_user=per_user)
+    factory = store_factory or DefaultStoreFactory(data_dir, database=database)
+    stores = Stores(factory, per_user=per_user, warm_up=partial(_prepare, tool_set))
 
     @asynccontextmanager
     async def lifespan(server: Server[Lifespan]) -> AsyncIterator[Lifespan]:

@@ -146,10 +146,6 @@ def outcome(status: str, matched: int, forgotten: int = 0) -> dict[str, Any]:
     return {"status": status, "matched": matched, "forgotten": forgotten, "note": note}
 
 
-class CannotAskError(Exception):
-    """The client cannot ask the user (no elicitation, or its attempt failed): a tool error, nothing forgotten."""
-
-
 def failed_to_ask(selection: Selection, reason: str) -> str:
     return (
         f"The client could not ask the user to confirm ({reason[:200]}): nothing was forgotten. "

@@ -28,8 +28,7 @@ from urllib.parse import quote, unquote
 
 import mcp_types as types
 
-from memserver.contract import inputs, overview, versions
-from memserver.contract.backend import MemoryFilter
+from memserver.contract import inputs
 from memserver.features import tools
 
 if TYPE_CHECKING:
@@ -223,6 +222,8 @@ def read(store: MemoryBackend, target: Target) -> str:
     Raises:
         UnknownResourceError: a memory id that does not exist (in the namespace).
     """
+    from memserver.contract import overview, versions  # (a read's, not start-up's: the server imports this module)
+
     payload: Any
     namespace = target.namespace
     if target.kind == "stats":
@@ -272,6 +273,8 @@ def read(store: MemoryBackend, target: Target) -> str:
 def kind_counts(store: MemoryBackend, namespace: str | None) -> dict[str, Any]:
     """{"kinds": {kind: current, unarchived memories}, kinds without any left out; "archived": how many are},
     through the contract's select (a count per kind)."""
+    from memserver.contract.backend import MemoryFilter
+
     counts = {}
     for kind in inputs.KINDS:
         n = store.select(MemoryFilter(namespace=namespace, kinds=[kind])).count

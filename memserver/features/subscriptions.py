@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
@@ -240,6 +239,8 @@ class Subscriptions:
 
     def _report_from_thread(self, user: str | None) -> None:
         """The poller saw `user`'s revision move (called in its thread)."""
+        import anyio.from_thread  # (only once something is subscribed: start-up need not compile it)
+
         if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the event loop has stopped: the server is going away
                 anyio.from_thread.run_sync(self._moved_now, user, token=self._loop)

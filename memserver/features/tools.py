@@ -378,6 +378,12 @@ def checked_schema(tool: types.Tool) -> Mapping[str, Any]:
     return tool.input_schema
 
 
+def prepare(tool: types.Tool, schema: Mapping[str, Any] | None = None) -> None:
+    """Build the validator `validate_arguments` uses for `tool` now: its first build imports jsonschema and checks
+    the schema (~100 ms), which the first call would otherwise pay (issue 26, item 5; the server's warm-up)."""
+    _validator(checked_schema(tool) if schema is None else schema)
+
+
 class ArgumentError(ValueError):
     """Arguments that break a tool's input schema; `errors` holds one 'field: rule' line per problem."""
 
