@@ -198,10 +198,12 @@ def search_sql(
         parts = []
         if plan.kind != "ann":
             # The scored candidates by an aggregate over both, not a join: a tenant without statistics yet (every
-            # estimate 1 row) got a nested loop comparing every scored row with every candidate.
+            # estimate 1 row) got a nested loop comparing every scored row with every candidate. (In a probe that
+            # ran HNSW, `cand` is empty: the guard spares aggregating every scored row for nothing, ~8 ms at 7,000.)
+            guard = " WHERE (SELECT yes FROM small)" if plan.kind == "probe" else ""
             parts.append(
-                "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25, NULL::timestamptz AS created_at FROM scored "
-                "UNION ALL SELECT seq, NULL, created_at FROM cand) x GROUP BY seq "
+                "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25, NULL::timestamptz AS created_at FROM scored"
+                f"{guard} UNION ALL SELECT seq, NULL, created_at FROM cand) x GROUP BY seq "
                 "HAVING count(bm25) > 0 AND count(created_at) > 0 "
                 f"ORDER BY max(bm25) DESC, max(created_at), seq LIMIT {klimit})"
             )
@@ -212,9 +214,16 @@ def search_sql(
             cut = f"s.bm25 >= (SELECT min(bm25) FROM (SELECT bm25 FROM scored ORDER BY bm25 DESC LIMIT {klimit}) x)"
             if not unfiltered:
                 cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
+            source = "scored"
+            if f.tags and not unfiltered:  # the tag's scored rows first, by an aggregate as above: a lookup each
+                source = (  # for them only (a 10% tag at 100k memories: ~700 of ~7,000 scored rows, 30 -> ~5 ms)
+                    "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25 FROM scored UNION ALL SELECT g.seq, NULL "
+                    "FROM memserver.memory_tags g WHERE g.tenant = %(tenant)s AND g.tag = ANY(%(tags)s)) x "
+                    "GROUP BY seq HAVING count(bm25) > 0 AND count(bm25) < count(*))"
+                )
             if lateral:  # one (tenant, seq) lookup per scored row passing the cut (review S1)
                 parts.append(
-                    "(SELECT s.seq, s.bm25 FROM scored s CROSS JOIN LATERAL (SELECT m.created_at FROM "
+                    f"(SELECT s.seq, s.bm25 FROM {source} s CROSS JOIN LATERAL (SELECT m.created_at FROM "
                     f"memserver.memories m WHERE {rowwise} AND m.seq = s.seq OFFSET 0) m WHERE {cut}{guard} "
                     f"ORDER BY s.bm25 DESC, m.created_at, s.seq LIMIT {klimit})"
                 )
