@@ -10,6 +10,7 @@ benchmarks/engine_parity.py is the full-size form (the quality set and the conve
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,84 @@ def test_keyword_ties_go_to_the_earlier_stored_memory_on_both_engines(tied: Any,
     theirs = [h.memory.content for h in pg.search("quartz", limit=limit, mode="keyword")]
     assert mine == [f"quartz {WORDS[i]}" for i in range(limit)]  # the contract: ties to the earlier-stored
     assert theirs == mine
+
+
+# A tenant past the exact plan's floor (search.EXACT_MIN = 1,000 memories): unfiltered, PostgreSQL ranks by HNSW (the
+# `ann` plan), and a tag on nearly every memory takes the `probe` plan's HNSW branch; the local store ranks these few
+# rows exactly, so only the clear top of each list (the special sessions below, far above the filler's noise: CLEAR) is
+# compared. FILLER sessions of pseudo-words that share no word with the questions.
+FILLER, FILLER_TURNS = 60, 18
+SYLLABLES = ["ka", "lo", "mi", "ne", "pu", "ra", "si", "to", "vu", "ze", "qa", "wo"]
+CLEAR = 0.5  # a fused score the filler never reaches (its best ~0.26): the special sessions' turns
+LARGE_QUESTIONS = ["Where did Ines hide the brass compass?", "When is the glassblowing workshop with Oskar?"]
+
+
+def _large_records() -> list[dict[str, Any]]:
+    """The filler, then two sessions whose question is followed by an answer that shares none of its words: in
+    `compass` the answer is archived (a following turn that is no candidate), in `glass` the answer's own next
+    turn is archived and repeats the question (context only: neither ranking holds it, yet the answer's vector
+    side counts it as its next turn)."""
+    out: list[dict[str, Any]] = []
+    start = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+
+    def turn(session: str, i: int, text: str, archived: bool = False) -> dict[str, Any]:
+        when = start + timedelta(minutes=len(out))
+        record = {
+            "id": f"{len(out):032x}",
+            "content": text,
+            "created_at": when.isoformat(),
+            "session": session,
+            "speaker": SPEAKERS[i % 3],
+            "tags": ["bulk"],
+        }
+        return record | ({"archived": True} if archived else {})
+
+    for s in range(FILLER):
+        for t in range(FILLER_TURNS):
+            n = s * FILLER_TURNS + t
+            words = ["".join(SYLLABLES[x // 12**d % 12] for d in range(3)) for x in (n, n * 7 + 3, n * 11 + 5)]
+            out.append(turn(f"filler-{s}", t, " ".join(words)))  # (n < 12**3: no two turns alike)
+    for i, text in enumerate(["good morning", LARGE_QUESTIONS[0], "under the loose floorboard, she said"]):
+        out.append(turn("compass", i, text, archived=i == 2))
+    glass = ["hello again", LARGE_QUESTIONS[1], "next thursday at noon", "the glassblowing workshop with Oskar moved"]
+    for i, text in enumerate(glass):
+        out.append(turn("glass", i, text, archived=i == 3))
+    return out
+
+
+@pytest.fixture(scope="module")
+def large(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    embedder = FakeEmbedder()
+    local = MemoryStore(Path(tmp_path_factory.mktemp("large")), "large", embedder=embedder)  # type: ignore[arg-type]
+    pg = PostgresBackend(postgres.database("large"), tenant="large", embedder=embedder)  # type: ignore[arg-type]
+    for engine in (local, pg):
+        engine.import_(_large_records())
+    pg.search("good morning", limit=1)  # the plans' counts are the tenant's as the backend opened (empty) till then
+    yield local, pg
+    local.close()
+    pg.close()
+
+
+@pytest.mark.parametrize("filters", [{}, {"tags": ["bulk"]}], ids=["ann", "probe"])
+def test_hybrid_ranks_alike_on_a_tenant_past_the_exact_plan(
+    large: Any, filters: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The top of the ranking and the answers' explanations match the local store's; an archived answer is no hit
+    (the following turns' filter check on the HNSW plans); the answer whose next turn is archived counts that turn
+    (the chain reads two turns past a session's last ranked turn); and HNSW's rows sufficed: no search ran again
+    exactly (ranking.py's check counts the turns with a vector distance, which a context statement's rows are)."""
+    local, pg = large
+    answers = {text: r["id"] for r in _large_records() for text in [r["content"]]}
+    with caplog.at_level(logging.INFO, "memserver.postgres.ranking"):
+        for query in LARGE_QUESTIONS:
+            mine, theirs = _ranked(local, query, 10, **filters), _ranked(pg, query, 10, **filters)
+            top, their_top = [h for h in mine if h[1] > CLEAR], [h for h in theirs if h[1] > CLEAR]
+            assert [i for i, _, _ in their_top] == [i for i, _, _ in top], query
+            assert [s for _, s, _ in their_top] == pytest.approx([s for _, s, _ in top], abs=TIE), query
+            assert answers["under the loose floorboard, she said"] not in {i for i, _, _ in theirs}, query
+        # (mine, theirs: the glass question's) its answer ranks by the archived turn after it too
+        why = {i: w for i, _, w in theirs}[answers["next thursday at noon"]]
+        assert "next_turn" in why["semantic"], query
+        assert _rounded(why) == _rounded({i: w for i, _, w in mine}[answers["next thursday at noon"]]), query
+    reruns = [r.getMessage() for r in caplog.records if r.name == "memserver.postgres.ranking"]
+    assert not [m for m in reruns if "ranking exactly" in m], reruns
