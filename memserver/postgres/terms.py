@@ -62,9 +62,12 @@ def query_terms(query: str) -> list[str]:
 # postings over the whole tenant, before any filter, like the local index (filters restrict candidates, not the
 # statistics); the window count and the scoring read the same index-only range scan. Every literal is float8: a
 # bare 2.2 is numeric in SQL, and numeric arithmetic is slower (review S2; benchmarks/postgres_keyword.py).
+# Rounded to float32, the local store's precision: two scores equal in exact arithmetic but a unit apart in the last
+# place of float8 (the terms summed in another order) tie, and the tie goes to the earlier-stored, as locally.
 BM25_SCORES = f"""
     SELECT p.seq, sum(ln(1 + (st.n - p.df + 0.5::float8) / (p.df + 0.5::float8)) * {K1 + 1}::float8 * p.tf
-                      / (p.tf + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS bm25
+                      / (p.tf + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * p.doc_len / st.avgdl)))
+                  ::real::float8 AS bm25
     FROM (SELECT seq, tf, doc_len, count(*) OVER (PARTITION BY term) AS df
           FROM memserver.postings WHERE tenant = %(tenant)s AND term = ANY(%(terms)s)) p,
          (SELECT coalesce(sum(docs), 0)::float8 AS n,
