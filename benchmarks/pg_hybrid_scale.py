@@ -62,7 +62,7 @@ def load(url: str, n: int, cache: Path, quick: bool) -> dict[str, float]:
     """The bulk-load recipe into the empty database at `url`: import without the HNSW index, build it, analyze."""
     import psycopg
 
-    from benchmarks.postgres import HNSW_DDL
+    from benchmarks.postgres import build_hnsw
     from memserver.postgres.backend import PostgresBackend
 
     out: dict[str, float] = {}
@@ -72,13 +72,7 @@ def load(url: str, n: int, cache: Path, quick: bool) -> dict[str, float]:
         t0 = time.perf_counter()
         pg.import_(records(n, cache, quick))
         out["import_s"] = round(time.perf_counter() - t0, 1)
-    with psycopg.connect(url, autocommit=True) as owner:
-        owner.execute("SET maintenance_work_mem = '1GB'")
-        owner.execute("SET max_parallel_maintenance_workers = 2")
-        t0 = time.perf_counter()
-        owner.execute(HNSW_DDL)
-        out["index_build_s"] = round(time.perf_counter() - t0, 1)
-        owner.execute("VACUUM ANALYZE memserver.memories, memserver.postings, memserver.memory_tags")
+    out["index_build_s"] = build_hnsw(url)
     return out
 
 

@@ -264,6 +264,20 @@ HNSW_DDL = (
 )
 
 
+def build_hnsw(url: str) -> float:
+    """The bulk-load recipe's second step (docs/scale-out.md): the HNSW index built, then VACUUM ANALYZE; seconds."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as owner:
+        owner.execute("SET maintenance_work_mem = '1GB'")
+        owner.execute("SET max_parallel_maintenance_workers = 2")
+        t0 = time.perf_counter()
+        owner.execute(HNSW_DDL)
+        seconds = round(time.perf_counter() - t0, 1)
+        owner.execute("VACUUM ANALYZE memserver.memories, memserver.postings, memserver.memory_tags")
+    return seconds
+
+
 def import_postgres(url: str, n: int, bulk: bool) -> dict[str, Any]:
     """The synthetic memories of size n (every 100th also tagged "rare": 1%) imported with their vectors.
 
@@ -299,13 +313,7 @@ def import_postgres(url: str, n: int, bulk: bool) -> dict[str, Any]:
         added = b.import_(records())
         out["import_s"] = round(time.perf_counter() - t0, 1)
         if bulk:
-            with psycopg.connect(url, autocommit=True) as owner:
-                owner.execute("SET maintenance_work_mem = '1GB'")
-                owner.execute("SET max_parallel_maintenance_workers = 2")
-                t0 = time.perf_counter()
-                owner.execute(HNSW_DDL)
-                out["index_build_s"] = round(time.perf_counter() - t0, 1)
-                owner.execute("VACUUM ANALYZE memserver.memories, memserver.postings, memserver.memory_tags")
+            out["index_build_s"] = build_hnsw(url)
         out["per_s"] = round(added / (out["import_s"] + out.get("index_build_s", 0)))
         out["added"] = added
         out["bytes"] = database_stats(url)["bytes_on_disk"]  # (one tenant: the whole database is its)
