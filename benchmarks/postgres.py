@@ -21,6 +21,7 @@ Sections (all by default; `--only NAME...` picks some):
     uv run python -m benchmarks.postgres                       # everything (10k and 100k: ~25 min here)
     uv run python -m benchmarks.postgres --only vectors quality
     uv run python -m benchmarks.postgres --quick               # smoke run, small sizes
+    uv run python -m benchmarks.postgres --only mcp --sizes 100000 --old OLD   # OLD's PostgreSQL server too (A/B)
 
 Prints tables and writes benchmarks/results/postgres.json.
 """
@@ -50,10 +51,14 @@ BLOCK = 20
 class Raw(RawClient):
     """recall_mcp's raw JSON-RPC client of one `memserver serve ARGS` over stdio (only the server's cost is timed)."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        params = C.server_params(None, extra_env=env)
+    def __init__(self, args: list[str], env: dict[str, str], tree: Path = C.ROOT) -> None:
+        params = C.server_params(None, extra_env=env, tree=tree)
         self.proc = subprocess.Popen(
-            [params.command, *params.args, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=params.env
+            [params.command, *params.args, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=params.env,
+            cwd=params.cwd,
         )
         self.next_id = 0
         info = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
@@ -346,7 +351,11 @@ def ann_recall(url: str, local_root: Path, n: int, queries: list[str], embedder:
     return {name: round(statistics.fmean(v), 4) for name, v in found.items()}
 
 
-def bench_mcp(cluster: Cluster, n: int, queries: list[str], limit: int, embedder: Any) -> dict[str, Any]:
+def bench_mcp(
+    cluster: Cluster, n: int, queries: list[str], limit: int, embedder: Any, old: Path | None = None
+) -> dict[str, Any]:
+    """Recall over MCP at n memories; with `old` (another checkout), its `memserver serve --database` on the same
+    database joins the alternation as "postgresql (old)": before and after in one run."""
     local_root = C.ensure_store(C.cache_dir(None), n)
     url = cluster.create_database(f"mcp_{n}")
     C.log(f"importing {n:,} memories into PostgreSQL ...")
@@ -358,8 +367,11 @@ def bench_mcp(cluster: Cluster, n: int, queries: list[str], limit: int, embedder
         "postgresql": Raw(["--database", url], {}),
         "local": Raw(["--data-dir", str(local_root)], {}),
     }
+    if old is not None:
+        servers["postgresql (old)"] = Raw(["--database", url], {}, tree=old)
     lat: dict[str, dict[str, list[float]]] = {name: {} for name in servers}
     rows_returned: dict[str, list[int]] = {}
+    found: dict[tuple[str, str, str], list[Any]] = {}  # (server, case, query) -> the ids returned, in order
     cases = {"hybrid": {}, "tag 1%": {"tags": ["rare"]}, "tag 10%": {"tags": ["work"]}}
     try:
         for server in servers.values():  # warm up: model, pool, caches
@@ -378,6 +390,8 @@ def bench_mcp(cluster: Cluster, n: int, queries: list[str], limit: int, embedder
                         lat[name].setdefault(case, []).append((time.perf_counter() - t0) * 1000)
                         if extra:
                             rows_returned.setdefault(f"{name} {case}", []).append(len(result["results"]))
+                        if name.startswith("postgresql"):
+                            found[(name, case, q)] = [r.get("id") for r in result["results"]]
                         time.sleep(GAP_S)
     finally:
         for server in servers.values():
@@ -391,7 +405,16 @@ def bench_mcp(cluster: Cluster, n: int, queries: list[str], limit: int, embedder
         "semantic_recall@10_vs_exact": recall_at_10,
         "recall_ms": {name: {case: C.summary(v) for case, v in cases_.items()} for name, cases_ in lat.items()},
         "rows_returned": {k: {"min": min(v), "max": max(v)} for k, v in rows_returned.items()},
-    }
+    } | ({"same_ids_as_old": _same_ids(found, list(cases), queries)} if old is not None else {})
+
+
+def _same_ids(found: dict[tuple[str, str, str], list[Any]], cases: list[str], queries: list[str]) -> dict[str, str]:
+    """Per case, how many queries got the very same ids in the same order from this checkout and the old one."""
+    out = {}
+    for case in cases:
+        same = sum(found[("postgresql", case, q)] == found[("postgresql (old)", case, q)] for q in queries)
+        out[case] = f"{same} / {len(queries)}"
+    return out
 
 
 # --- sizes: bytes per memory, relation by relation ---------------------------------------------------------------
@@ -486,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--calls", type=int, default=40, help="calls per process in the fleet run")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--old", default=None, help="mcp: another checkout's server on the same database (A/B)")
     parser.add_argument("--out", default=str(C.RESULTS / "postgres.json"))
     args = parser.parse_args(argv)
     sections = args.only or ["vectors", "quality", "mcp", "fleet"]
@@ -509,9 +533,10 @@ def main(argv: list[str] | None = None) -> int:
             C.log(f"  {results['quality']['recall@10_pg_minus_local']}")
         if "mcp" in sections:
             results["mcp"] = {}
+            old = Path(args.old).absolute() if args.old else None
             for n in [2_000] if args.quick else args.sizes:
                 C.log(f"recall over MCP at {n:,} ...")
-                results["mcp"][str(n)] = bench_mcp(cluster, n, queries, 5, embedder)
+                results["mcp"][str(n)] = bench_mcp(cluster, n, queries, 5, embedder, old)
                 C.log(f"  {results['mcp'][str(n)]['recall_ms']}")
         if "sizes" in sections:
             C.log("bytes per memory ...")
