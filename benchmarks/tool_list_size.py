@@ -22,7 +22,7 @@ import mcp_types as types
 from benchmarks import _common as C
 from memserver.embedding.embedder import load_tokenizer
 from memserver.embedding.sources import resolve_model
-from memserver.server import MEMORY_TOOLS, chat_tools
+from memserver.features.tool_sets import MEMORY_TOOLS, chat_tools
 
 # issue 23 item 21: the whole memory tool set, browse_memories (the MCP App, apps.py) included: 6 KB (6124 bytes
 # used), raised for issue 24 by what kinds cost (7101 bytes): remember kind (its enum) + due +174, recall and

@@ -14,14 +14,13 @@ store for the lifespan and sends `notifications/resources/updated`), and `forget
 confirm before it forgets anything (elicitation: an `elicitation/create` request of the server's own in the
 handshake era, an `input_required` answer in 2026-07-28).
 
-Which tools: a `ToolSet`, the Tool constants `list_tools` shows and the work `call_tool` runs for each. The default
-is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, mark, forget_matching, consolidate, answering
-structuredContent; and apps.py's browse_memories, answering text and linking the in-chat browser, a ui:// page:
-MCP Apps);
-`memserver serve --tools chat` serves `chat_tools()` (chat.py: CleverChatty's remember, recall, search_in_memory,
-answering plain text), whose work knows the connection a call comes from. With --chat-condense, a chat recall
-asks the client's model to condense its block (`_condensed`: sampling/createMessage, a request from the server to
-the client).
+Which tools: a `ToolSet` (features/tool_sets.py), the Tool constants `list_tools` shows and the work `call_tool`
+runs for each. The default is MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, mark, forget_matching,
+consolidate, answering structuredContent; and apps.py's browse_memories, answering text and linking the in-chat
+browser, a ui:// page: MCP Apps); `memserver serve --tools chat` serves `chat_tools()` (chat.py: CleverChatty's
+remember, recall, search_in_memory, answering plain text), whose work knows the connection a call comes from. With
+--chat-condense, a chat recall asks the client's model to condense its block (`_condensed`: sampling/createMessage,
+a request from the server to the client).
 
 Errors land on three planes (see the SDK's "handling errors" guide):
   1. a tool call the model could get right next time (bad arguments, an InvalidInputError from the store)
@@ -36,8 +35,9 @@ Errors land on three planes (see the SDK's "handling errors" guide):
 Start-up never waits on the model or the index: this module imports neither, `initialize` and `tools/list` need
 neither, and the store (with its embedder) is built in a background thread (memserver/loader.py) that starts
 when the client completes the handshake (over HTTP, when the server starts), beside a warm-up of what a first call
-would pay for (`_prepare`: the tools' argument validators, their work's module). The first call that needs the store
-waits for it, and tells a client that sent a `progressToken` what it is waiting for (`notifications/progress`).
+would pay for (`ToolSet.prepare`: the tools' argument validators, their work's module). The first call that needs
+the store waits for it, and tells a client that sent a `progressToken` what it is waiting for
+(`notifications/progress`).
 A client's `notifications/cancelled` (on 2026-07-28 HTTP: closing the response stream) makes the SDK cancel the
 handler: a wait for the store is abandoned (the store loads on for the next call); a store call already running
 in its worker thread finishes (a write is all or nothing), and its answer is not sent. Blocking store calls run in
@@ -54,7 +54,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -75,15 +75,13 @@ from memserver.errors import CannotAskError, InvalidInputError, MemserverError, 
 # completions, tool_work) are imported by the handlers that use them, so start-up compiles none of them (issue 26).
 from memserver.features import apps, client_log, request_errors, resources, tools
 from memserver.features.subscriptions import Subscriptions
+from memserver.features.tool_sets import MEMORY_TOOLS, ToolSet
 from memserver.loader import TIMING, DefaultStoreFactory, StoreFactory, Stores, embedding_seconds
 
 if TYPE_CHECKING:
     from memserver.contract.backend import MemoryBackend
     from memserver.features import chat
-
-    Payload = dict[str, Any] | str | chat.ContextBlock  # structured JSON, plain text, or a block to condense
-    Work = Callable[[MemoryBackend, dict[str, Any]], Payload]
-    NowaitWork = Callable[[MemoryBackend, dict[str, Any]], Payload | None]  # None: it would wait; run the Work
+    from memserver.features.tool_sets import Payload
 
 logger = logging.getLogger(__name__)
 # Caching hints (SEP-2549, protocol 2026-07-28: ttlMs and cacheScope on these results; 2025-11-25 defines no cache
@@ -100,41 +98,7 @@ CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
 }
 CONDENSE_SECONDS = 60.0  # how long a chat recall waits for the client's model to condense its block
 
-INSTRUCTIONS = (
-    "memserver is the user's long-term memory, kept on their own machine. Call recall before answering when "
-    "something the user said in an earlier conversation could matter (preferences, decisions, names, project "
-    "facts); call remember when they tell you something worth keeping, one self-contained fact per call; call "
-    "forget when they ask you to forget something or a memory turns out wrong."
-)
-
 # --- the handlers, in protocol order --------------------------------------------------------------------------------
-
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ToolSet:
-    """The tools a server serves: the Tool constants `tools/list` shows, and the work each `tools/call` runs.
-
-    `memserver serve` serves MEMORY_TOOLS (tools.py: remember, recall, list_recent, forget, forget_matching;
-    apps.py: browse_memories, whose page is among its `app_resources`);
-    `--tools chat` serves the chat-memory interface (chat.py: remember, recall, search_in_memory), whose work
-    depends on the connection the call comes from (its conversation). (forget_matching is no work of a worker
-    thread: `call_tool` runs it, since it asks the user first.) `nowait`: read-only work that `call_tool` may
-    run on the event loop, sparing the hop to a worker thread and back, when the store can answer at once.
-    """
-
-    name: str
-    tools: tuple[types.Tool, ...]
-    work: Callable[[str, chat.Conversation], Work]
-    instructions: str
-    nowait: Callable[[str], NowaitWork | None] = lambda name: None  # tool name -> its work on the loop, if any
-    app_resources: tuple[types.Resource, ...] = ()  # the ui:// pages its tools link (apps.py: MCP Apps)
-    checked: dict[str, dict[str, Any]] = field(default_factory=dict)  # whole schemas of tools advertised looser
-
-    def find(self, name: str) -> types.Tool | None:
-        return next((tool for tool in self.tools if tool.name == name), None)
 
 
 @dataclass
@@ -472,38 +436,6 @@ async def forward_logs(ctx: Context, call_next: CallNext) -> HandlerResult:
 # --- the tools' work --------------------------------------------------------------------------------------------------
 
 
-def _memory_work(name: str, conversation: chat.Conversation) -> Work:
-    """The memory tools' work by name (tool_work.py is imported at the first call: tools/list needs none of it)."""
-    from memserver.features import tool_work
-
-    return apps.browse if name == apps.BROWSE.name else tool_work.WORK[name]
-
-
-def _memory_nowait(name: str) -> NowaitWork | None:
-    from memserver.features import tool_work
-
-    return tool_work.NOWAIT.get(name)
-
-
-MEMORY_TOOLS = ToolSet(
-    "memory",
-    (*tools.TOOLS, apps.BROWSE),
-    _memory_work,
-    INSTRUCTIONS,
-    _memory_nowait,
-    app_resources=(apps.RESOURCE,),
-    checked={apps.BROWSE.name: apps.CHECKED_INPUT},
-)
-
-
-def chat_tools(options: chat.ChatOptions | None = None) -> ToolSet:
-    """The chat-memory interface (chat.py), with its own record of each connection's conversation."""
-    from memserver.features import chat  # (only `--tools chat` serves it)
-
-    memory = chat.ChatMemory(options)
-    return ToolSet("chat", chat.TOOLS, memory.work, chat.INSTRUCTIONS)
-
-
 def _nowait(
     ctx: Context, name: str, store: MemoryBackend, args: dict[str, Any], timing: dict[str, float]
 ) -> Payload | None:
@@ -521,6 +453,9 @@ def _nowait(
     if nowait is None or ctx.lifespan_context.in_flight > 1:
         return None
     return _timed(nowait, store, args, timing)
+
+
+T = TypeVar("T")
 
 
 def _timed(
@@ -605,14 +540,6 @@ def _links(tool: types.Tool, payload: dict[str, Any]) -> list[types.ResourceLink
     return [resources.memory_link(memory["id"], memory.get("namespace")) for memory in found]
 
 
-def _prepare(tool_set: ToolSet) -> None:
-    """The store's background load also builds the tools' argument validators (the first call's jsonschema) and
-    imports the work a call runs on the loop (tool_work.py): a first recall then costs what a warm one does."""
-    for tool in tool_set.tools:
-        tools.prepare(tool, tool_set.checked.get(tool.name))
-        tool_set.nowait(tool.name)
-
-
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -675,7 +602,7 @@ def build_server(
         tool_set: the tools to serve: MEMORY_TOOLS (default), or `chat_tools(options)` (`--tools chat`).
     """
     factory = store_factory or DefaultStoreFactory(data_dir, database=database)
-    stores = Stores(factory, per_user=per_user, warm_up=partial(_prepare, tool_set))
+    stores = Stores(factory, per_user=per_user, warm_up=tool_set.prepare)
 
     @asynccontextmanager
     async def lifespan(server: Server[Lifespan]) -> AsyncIterator[Lifespan]:

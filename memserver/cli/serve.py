@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
 
     from memserver.features.chat import ChatOptions
-    from memserver.server import ToolSet
+    from memserver.features.tool_sets import ToolSet
     from memserver.transports.limits import HttpLimits
     from memserver.transports.oauth import OAuthSettings
 
@@ -324,9 +324,9 @@ def _chat_options(args: argparse.Namespace) -> ChatOptions:
 
 
 def _tool_set(chat_options: ChatOptions | None) -> ToolSet:
-    from memserver import server
+    from memserver.features import tool_sets
 
-    return server.MEMORY_TOOLS if chat_options is None else server.chat_tools(chat_options)
+    return tool_sets.MEMORY_TOOLS if chat_options is None else tool_sets.chat_tools(chat_options)
 
 
 def _http_flags(args: argparse.Namespace) -> dict[str, object]:

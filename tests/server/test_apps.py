@@ -20,8 +20,9 @@ from mcp.shared.exceptions import MCPError
 
 from memserver.contract.backend import MemoryBackend
 from memserver.features import apps
+from memserver.features.tool_sets import chat_tools
 from memserver.local.store import MemoryStore
-from memserver.server import build_server, chat_tools
+from memserver.server import build_server
 from tests.support.fakes import FakeEmbedder
 
 TIMEOUT = 10

@@ -18,8 +18,9 @@ from mcp import Client
 from memserver.cli.command import build_parser
 from memserver.features import chat, tools
 from memserver.features.chat import ChatMemory, ChatOptions
+from memserver.features.tool_sets import chat_tools
 from memserver.local.store import MemoryStore
-from memserver.server import build_server, chat_tools
+from memserver.server import build_server
 from tests.support.conversation_fake import ConversationFake
 from tests.support.fakes import FakeEmbedder
 

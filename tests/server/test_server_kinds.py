@@ -16,8 +16,9 @@ from mcp.client import Client
 
 from memserver.contract import inputs
 from memserver.features import chat, prompts
+from memserver.features.tool_sets import chat_tools
 from memserver.local.store import MemoryStore
-from memserver.server import build_server, chat_tools
+from memserver.server import build_server
 from tests.support.fakes import FakeEmbedder
 
 RECALL = types.PromptReference(type="ref/prompt", name="recall-context")
