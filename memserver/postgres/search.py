@@ -222,6 +222,11 @@ def search_sql(
             if not unfiltered:
                 cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
             source = "scored"
+            if unfiltered and lateral:  # the same rows by one bounded sort (the cut's subquery and a filter: 0.3 ms)
+                source, cut = (
+                    f"(SELECT seq, bm25 FROM scored ORDER BY bm25 DESC FETCH FIRST ({klimit}) ROWS WITH TIES)",
+                    "true",
+                )
             if f.tags and not unfiltered:  # the tag's scored rows first, by an aggregate as above: a lookup each
                 source = (  # for them only (a 10% tag at 100k memories: ~700 of ~7,000 scored rows, 30 -> ~5 ms)
                     "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25 FROM scored UNION ALL SELECT g.seq, NULL "
