@@ -37,6 +37,7 @@ from memserver.postgres.terms import BM25_SCORES
 # hnsw.ef_search floor (pgvector: 40), the local store's ef (local/index.DEFAULT_EF). At 100k memories, the hybrid
 # pool's vector side (k 50) against the exact top 50: recall 0.989 at 256, 0.996 at 400, the local store 0.985; the
 # context statement 1-1.5 ms faster (benchmarks/README.md, "PostgreSQL + pgvector", hybrid in process at 100k).
+# Lower floors fall short of the local store's recall: 0.962 at 128, 0.979 at 160, 0.984 at 200 (same section).
 EF_SEARCH = 256
 EF_SEARCH_MAX = 1000  # pgvector's limit
 COST_RATIO = 0.025  # sqrt(0.025 * 256 * 100k) = 800 (the local store's is 4.0: numpy's exact rows are cheap)
@@ -164,6 +165,9 @@ def search_sql(
     ctes: list[str] = []
     branches: list[str] = []
     vlimit = klimit = "%(depth)s"
+    # Unfiltered (the ann plan), the scans that find the ranked turns read their rows anyway: they carry what the
+    # context statement's `l1` needs (_CARRIED), and no turn is looked up again (~150 memories_seq probes).
+    carried = context and plan.kind == "ann"
     if context:
         klimit = "%(kdepth)s"
         if not unfiltered and plan.kind != "ann":  # few candidates: every one of them, as the local store does
@@ -190,8 +194,9 @@ def search_sql(
             parts.append(f"(SELECT seq, dist FROM cand ORDER BY dist, seq LIMIT {vlimit})")
         if plan.kind != "exact":
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
+            what = _CARRIED if carried else "m.seq, m.embedding <=> %(q)b AS dist"
             parts.append(
-                f"(SELECT m.seq, m.embedding <=> %(q)b AS dist FROM memserver.memories m WHERE {rowwise}{guard} "
+                f"(SELECT {what} FROM memserver.memories m WHERE {rowwise}{guard} "
                 "ORDER BY m.embedding <=> %(q)b LIMIT %(depth)s)"
             )
         ctes.append(f"near AS ({' UNION ALL '.join(parts)})")
@@ -218,6 +223,11 @@ def search_sql(
             if not unfiltered:
                 cut = "true"  # the filter decides which rows count; it needs the join for every scored row anyway
             source = "scored"
+            if unfiltered and lateral:  # the same rows by one bounded sort (the cut's subquery and a filter: 0.3 ms)
+                source, cut = (
+                    f"(SELECT seq, bm25 FROM scored ORDER BY bm25 DESC FETCH FIRST ({klimit}) ROWS WITH TIES)",
+                    "true",
+                )
             if f.tags and not unfiltered:  # the tag's scored rows first, by an aggregate as above: a lookup each
                 source = (  # for them only (a 10% tag at 100k memories: ~700 of ~7,000 scored rows, 30 -> ~5 ms)
                     "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25 FROM scored UNION ALL SELECT g.seq, NULL "
@@ -225,8 +235,9 @@ def search_sql(
                     "GROUP BY seq HAVING count(bm25) > 0 AND count(bm25) < count(*))"
                 )
             if lateral:  # one (tenant, seq) lookup per scored row passing the cut (review S1)
+                what, read = ("s.bm25, m.*", _CARRIED) if carried else ("s.seq, s.bm25", "m.created_at")
                 parts.append(
-                    f"(SELECT s.seq, s.bm25 FROM {source} s CROSS JOIN LATERAL (SELECT m.created_at FROM "
+                    f"(SELECT {what} FROM {source} s CROSS JOIN LATERAL (SELECT {read} FROM "
                     f"memserver.memories m WHERE {rowwise} AND m.seq = s.seq OFFSET 0) m WHERE {cut}{guard} "
                     f"ORDER BY s.bm25 DESC, s.seq LIMIT {klimit})"
                 )
@@ -241,7 +252,7 @@ def search_sql(
     ncand = "(SELECT count(*) FROM cand)" if plan.kind != "ann" else "NULL::bigint"
     ctes.append(f"info AS ({COUNTS}, {exact} AS exact, {ncand} AS ncand)")
     if context:
-        return _with_context(ctes, branches, where, exact=plan.kind == "exact")
+        return _with_context(ctes, branches, where, exact=plan.kind == "exact", carried=carried, words=keyword)
     ctes.append(f"hits AS ({' UNION ALL '.join(branches)})")
     return (
         "WITH " + ",\n".join(ctes) + "\n"
@@ -268,7 +279,6 @@ PREV, NEXT, ADMITTED, IS_CURRENT, NCAND, LINK_SEQS, LINK_PREVS, LINK_NEXTS = ran
 RANKED_ROW, CONTEXT_ROW, LINK_ROW = 5, 4, 3
 
 # The memory columns of the ranked turns' rows (alias x) and the distance.
-_LINKED = ", ".join(f"x.{c.split('.')[-1]}" for c in [*COLUMNS.replace(OCCURRED, "occurred").split(", "), "dist"])
 _LINK = ", ".join("NULL" for _ in range(WIDTH))
 # One session's turns (alias s: namespace, session), by memories_session (migration 5: its predicate spelt out, so
 # the planner need not prove it): an index-only range scan.
@@ -296,28 +306,49 @@ _CHAIN = (
 )
 
 
+# What `l1` holds of a ranked turn (alias m) besides its place on each side: its row, cosine distance and whether it
+# is current; and the names of those columns but the last (`_names`).
+_CARRIED = (
+    f"{COLUMNS.replace(OCCURRED, f'{OCCURRED} AS occurred')}, m.embedding <=> %(q)b AS dist, {CURRENT} AS current"
+)
+_NAMES = [*(c.split(".")[-1] for c in COLUMNS.replace(OCCURRED, "occurred").split(", ")), "dist"]
+
+
+def _names(alias: str) -> str:
+    return ", ".join(f"{alias}.{name}" for name in _NAMES)
+
+
 def _row(seq: str) -> str:
     """The end of a lateral subquery over alias m reading the row of `seq` (one probe of memories_seq); OFFSET 0
     keeps the planner from pulling it up into a join (which it planned as a scan of the tenant per turn)."""
     return f" FROM memserver.memories m WHERE m.tenant = %(tenant)s AND m.seq = {seq} OFFSET 0"
 
 
-def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool) -> str:
+def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool, carried: bool, words: bool) -> str:
     """search_sql's statement with the session context of hybrid_convex.fused (see SEQ and _CHAIN): the ranked
     turns with their place on each side (`sides`: an aggregate, so a turn on both sides is one row, and no join of
     two CTEs a tenant without statistics could plan as a nested loop), the turns that follow them with whether they
     pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked turn passes), the turns
-    around both (LIGHT), and the links (`links`, arrays on the LINK_ROW); each row read by one probe (_row)."""
-    ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
-    ctes.append(
-        "sides AS MATERIALIZED (SELECT seq, min(rank_score) FILTER (WHERE ranking = 1) AS vdist, "
-        "max(rank_score) FILTER (WHERE ranking = 2) AS bm25 FROM ranked GROUP BY seq)"
-    )
-    columns = COLUMNS.replace(OCCURRED, f"{OCCURRED} AS occurred")
-    ctes.append(
-        f"l1 AS MATERIALIZED (SELECT u.vdist, u.bm25, m.* FROM sides u CROSS JOIN LATERAL (SELECT {columns}, "
-        f"m.embedding <=> %(q)b AS dist, {CURRENT} AS current{_row('u.seq')}) m)"
-    )
+    around both (LIGHT), and the links (`links`, arrays on the LINK_ROW); each row read by one probe (_row), but
+    the ranked turns of an unfiltered search (`carried`: their rows came with near's and words' scans)."""
+    if carried:  # the rows came with near and words (_CARRIED): a turn on both sides is one row, its words row
+        l1 = f"SELECT n.dist AS vdist, NULL::float8 AS bm25, {_names('n')}, n.current FROM near n"
+        if words:
+            l1 = (
+                f"SELECT n.dist AS vdist, w.bm25, {_names('w')}, w.current FROM words w LEFT JOIN near n "
+                f"ON n.seq = w.seq UNION ALL {l1} WHERE NOT EXISTS (SELECT FROM words w WHERE w.seq = n.seq)"
+            )
+        ctes.append(f"l1 AS MATERIALIZED ({l1})")
+    else:
+        ctes.append(f"ranked AS ({' UNION ALL '.join(branches)})")
+        ctes.append(
+            "sides AS MATERIALIZED (SELECT seq, min(rank_score) FILTER (WHERE ranking = 1) AS vdist, "
+            "max(rank_score) FILTER (WHERE ranking = 2) AS bm25 FROM ranked GROUP BY seq)"
+        )
+        ctes.append(
+            f"l1 AS MATERIALIZED (SELECT u.vdist, u.bm25, m.* FROM sides u CROSS JOIN LATERAL (SELECT {_CARRIED}"
+            f"{_row('u.seq')}) m)"
+        )
     ctes.append(
         "spans AS MATERIALIZED (SELECT namespace, session, min(seq) AS lo, max(seq) AS hi FROM l1 "
         "WHERE session IS NOT NULL GROUP BY namespace, session)"
@@ -325,7 +356,7 @@ def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bo
     ctes.append(f"chain AS MATERIALIZED ({_CHAIN})")
     passes = "m.seq IN (SELECT seq FROM cand)" if exact else f"({where})"
     ctes.append(
-        f"out AS (SELECT {RANKED_ROW} AS ranking, x.vdist, x.bm25, {_LINKED}, NULL::bigint AS prev, "
+        f"out AS (SELECT {RANKED_ROW} AS ranking, x.vdist, x.bm25, {_names('x')}, NULL::bigint AS prev, "
         "NULL::bigint AS next, true AS admitted, x.current FROM l1 x "
         f"UNION ALL SELECT {RANKED_ROW}, NULL, NULL, m.* FROM chain c CROSS JOIN LATERAL (SELECT {COLUMNS}, "
         f"m.embedding <=> %(q)b, NULL::bigint, NULL::bigint, {passes}, {CURRENT}{_row('c.seq')}) m WHERE c.follows "

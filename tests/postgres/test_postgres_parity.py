@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from memserver.local.store import MemoryStore
+from memserver.postgres import search as pg_search
 from memserver.postgres.backend import PostgresBackend
 from tests.support.fakes import FakeEmbedder
 
@@ -221,6 +222,20 @@ def test_keyword_ties_go_to_the_earlier_stored_memory_on_both_engines(tied: Any,
     theirs = [h.memory.content for h in pg.search("quartz", limit=limit, mode="keyword")]
     assert mine == [f"quartz {WORDS[i]}" for i in range(limit)]  # the contract: ties to the earlier-stored
     assert theirs == mine
+
+
+@pytest.mark.parametrize("limit", [5, 25])
+def test_keyword_ties_at_the_hnsw_plans_cut_go_to_the_earlier_stored_memory(
+    tied: Any, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unfiltered on a tenant past the exact plan's floor (the `ann` plan), the keyword ranking is cut at its
+    depth-th score with every row tied with it (search.py: FETCH FIRST ... WITH TIES) before the filter and the
+    order by seq: 30 notes tied, a depth of 20 or 25, and still the earliest-stored first."""
+    monkeypatch.setattr(pg_search, "EXACT_MIN", 10)  # the tenant's 30 memories are then past it
+    _, pg = tied
+    pg.search("quartz", limit=1)  # the plans' counts are the tenant's as the backend opened (empty) till then
+    theirs = [h.memory.content for h in pg.search("quartz", limit=limit, mode="keyword")]
+    assert theirs == [f"quartz {WORDS[i]}" for i in range(limit)]
 
 
 # A tenant past the exact plan's floor (search.EXACT_MIN = 1,000 memories): unfiltered, PostgreSQL ranks by HNSW (the
