@@ -7,9 +7,10 @@
 Issue 26, item 1: over MCP the recall's store call minus its embedding took 2.1 ms, in process
 (hybrid_profile.py) the same hybrid search 0.8 ms. This opens the store as `memserver serve` does
 (loader.DefaultStoreFactory: the shared Embedder, MEMSERVER_TIMING=1, no query cache) in a fresh process and times
-the real queries under five conditions, query by query in turn (query i under condition i mod 5, so each condition
+the real queries under six conditions, query by query in turn (query i under condition i mod 6, so each condition
 meets fresh queries and the load alike):
   - back to back   `search(query_vector=v)` right after another search (hybrid_profile's setting);
+  - busy           the same after GAP_S of a busy loop (the thread keeps its core; other processes share caches);
   - idle           the same after GAP_S asleep (recall_mcp.py's pace between recalls);
   - after embed    idle, then the query embedded (untimed), then the search with its vector;
   - server work    idle, then the recall tool's work as the server runs it on the event loop
@@ -38,7 +39,7 @@ import numpy as np
 from benchmarks import _common as C
 
 GAP_S = 0.05  # recall_mcp.py's pause between two recalls
-CONDITIONS = ("back to back", "idle", "after embed", "server work", "server, warm")
+CONDITIONS = ("back to back", "busy", "idle", "after embed", "server work", "server, warm")
 
 
 def _faults() -> int:
@@ -86,12 +87,18 @@ def measure(root: Any, queries: list[str], vecs: np.ndarray, passes: int, limit:
         def back_to_back(i: int) -> tuple[float, int]:
             return timed(lambda: search(i - 1), i)
 
+        def busy() -> None:  # the thread keeps its core, other processes still share the caches
+            end = time.perf_counter() + GAP_S
+            while time.perf_counter() < end:
+                pass
+
         def after_embed(i: int) -> None:
             time.sleep(GAP_S)
             embedder.embed_query(queries[i])
 
         run: dict[str, Callable[[int], tuple[float, int]]] = {
             "back to back": back_to_back,
+            "busy": partial(timed, busy),
             "idle": partial(timed, partial(time.sleep, GAP_S)),
             "after embed": lambda i: timed(partial(after_embed, i), i),
             "server work": partial(timed_work, False),
