@@ -31,6 +31,8 @@ measured side by side instead: a server of that checkout ("old") and one of this
 timed on the floor, then on old and new in alternating order, so the load hits all three alike. Per side: p50 over
 the floor, and the median of each part: embed, search, server (handler minus the store call) and outside the
 handler (the client's latency minus the handler: the protocol on both sides, the pipes, the wake-ups).
+Also per side: the server's minor page faults per recall (/proc/PID/stat) and the search part's median over the
+first and the last third of the calls (does a fresh server converge?).
 Prints a table and writes benchmarks/results/recall_mcp.json (with --old: recall_mcp-ab.json).
 """
 
