@@ -31,6 +31,8 @@ measured side by side instead: a server of that checkout ("old") and one of this
 timed on the floor, then on old and new in alternating order, so the load hits all three alike. Per side: p50 over
 the floor, and the median of each part: embed, search, server (handler minus the store call) and outside the
 handler (the client's latency minus the handler: the protocol on both sides, the pipes, the wake-ups).
+Also per side: the server's minor page faults per recall (/proc/PID/stat) and the search part's median over the
+first and the last third of the calls (does a fresh server converge?).
 Prints a table and writes benchmarks/results/recall_mcp.json (with --old: recall_mcp-ab.json).
 """
 
@@ -228,12 +230,29 @@ def measure_raw(
 Call = Callable[[str, str], Awaitable[tuple[float, dict[str, float]]]]  # (side, query) -> (ms, timing meta)
 
 
+def minor_faults(pid: int | None) -> int:
+    """The minor page faults process `pid` has taken so far (/proc/PID/stat, field 10); 0 where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[7])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class Side:
-    """One server's timings in an A/B run: client latency and the parts from `_meta["memserver/timing"]`."""
+    """One server's timings in an A/B run: client latency, the parts from `_meta["memserver/timing"]` and the
+    server's minor page faults during the call (`faults`, set by the caller)."""
 
     def __init__(self) -> None:
         self.lat: list[float] = []
-        self.parts: dict[str, list[float]] = {"embed": [], "search": [], "server": [], "handler": [], "outside": []}
+        self.parts: dict[str, list[float]] = {
+            "embed": [],
+            "search": [],
+            "server": [],
+            "handler": [],
+            "outside": [],
+            "faults": [],
+        }
 
     def add(self, ms: float, t: dict[str, float]) -> None:
         self.lat.append(ms)
@@ -243,15 +262,27 @@ class Side:
             ("server", t["handler_ms"] - t["work_ms"]),
             ("handler", t["handler_ms"]),
             ("outside", ms - t["handler_ms"]),
+            ("faults", t.get("faults", 0.0)),
         ):
             self.parts[name].append(value)
 
     def summary(self, floor_p50: float) -> dict[str, Any]:
         recall = C.summary(self.lat)
+        search = self.parts["search"]
+        third = max(1, len(search) // 3)
         return {
             "recall_ms": recall,
             "ratio_p50_to_floor": round(recall["p50"] / floor_p50, 3),
             "parts_p50_ms": {k: round(statistics.median(v), 3) for k, v in self.parts.items()},
+            # does a fresh server converge? the search part's median over the first and the last third of calls
+            "search_p50_first_last_third_ms": [
+                round(statistics.median(search[:third]), 3),
+                round(statistics.median(search[-third:]), 3),
+            ],
+            "faults_p50_first_last_third": [
+                statistics.median(self.parts["faults"][:third]),
+                statistics.median(self.parts["faults"][-third:]),
+            ],
         }
 
 
@@ -292,29 +323,33 @@ async def measure_ab(
     out: dict[str, Any] = {"mode": mode}
     async with contextlib.AsyncExitStack() as stack:
         sdk = {
-            n: (await stack.enter_async_context(C.mcp_client(root, extra_env=NO_QUERY_CACHE, tree=t)))[0]
+            n: await stack.enter_async_context(C.mcp_client(root, extra_env=NO_QUERY_CACHE, tree=t))
             for n, t in trees.items()
         }
 
         async def sdk_call(name: str, q: str) -> tuple[float, dict[str, float]]:
+            client, pid = sdk[name]
+            f0 = minor_faults(pid)
             t0 = time.perf_counter()
-            result = await sdk[name].call_tool("recall", {"query": q, **args})
+            result = await client.call_tool("recall", {"query": q, **args})
             ms = (time.perf_counter() - t0) * 1000
             if result.is_error:
                 raise RuntimeError(f"recall failed: {result.content}")
-            return ms, C.timing_meta(result)
+            return ms, {**C.timing_meta(result), "faults": minor_faults(pid) - f0}
 
         out["sdk_client"] = await alternate(sdk_call, names, queries, bare, repeat)
     raw = {n: RawClient(root, extra_env=NO_QUERY_CACHE, tree=t) for n, t in trees.items()}
     try:
 
         async def raw_call(name: str, q: str) -> tuple[float, dict[str, float]]:
+            pid = raw[name].proc.pid
+            f0 = minor_faults(pid)
             t0 = time.perf_counter()
             result = raw[name].request("tools/call", {"name": "recall", "arguments": {"query": q, **args}})
             ms = (time.perf_counter() - t0) * 1000
             if result.get("isError"):
                 raise RuntimeError(f"recall failed: {result['content']}")
-            return ms, dict(result["_meta"]["memserver/timing"])
+            return ms, {**result["_meta"]["memserver/timing"], "faults": minor_faults(pid) - f0}
 
         out["raw_client"] = await alternate(raw_call, names, queries, bare, repeat)
     finally:
@@ -337,6 +372,8 @@ def print_ab(results: dict[str, Any]) -> None:
         "server",
         "handler",
         "outside handler",
+        "faults",
+        "search, 1st / last third",
     ]
     rows = []
     for n, r in results["sizes"].items():
@@ -358,6 +395,8 @@ def print_ab(results: dict[str, Any]) -> None:
                         parts["server"],
                         parts["handler"],
                         parts["outside"],
+                        parts["faults"],
+                        " / ".join(str(x) for x in s["search_p50_first_last_third_ms"]),
                     ]
                 )
     print("recall over MCP stdio, old vs new checkout side by side (ms; parts are per-call medians)")

@@ -313,3 +313,18 @@ def test_pg_hybrid_scale_quick(real_embedder, bench_cache, tmp_path):
     assert 0 < split["client"]["round trip"] < split["client"]["search"]
     assert split["explain"]["execution"] > 0 and "CTE l1" in split["explain"]
     assert all(v["recall@50"] == 1.0 for v in r["ef_recall"].values())
+
+
+def test_search_context_quick(real_embedder, bench_cache, tmp_path):
+    """search_context.py --quick times the hybrid search under each condition, fresh queries and repeated ones."""
+    out = tmp_path / "search_context.json"
+    run = _run_bench("search_context", "--quick", "--cache", str(bench_cache), "--out", str(out))
+    assert "server work" in run.stdout
+    r = json.loads(out.read_text())["sizes"]["300"]
+    assert r["memories"] == 300
+    names = ["back to back", "busy", "idle", "after embed", "server work", "server, warm"]
+    assert list(r["conditions"]) == names
+    for key in ("pass 1", "passes 2+"):  # 20 timed queries a pass (10 of 30 warm up), one condition each in turn
+        assert sum(parts[key]["n"] for parts in r["conditions"].values()) == 20
+    for parts in r["conditions"].values():
+        assert parts["pass 1"]["p50"] > 0 and parts["passes 2+"]["p50"] > 0 and parts["pass 1 faults"] >= 0
