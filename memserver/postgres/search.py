@@ -166,8 +166,10 @@ def search_sql(
     branches: list[str] = []
     vlimit = klimit = "%(depth)s"
     # Unfiltered (the ann plan), the scans that find the ranked turns read their rows anyway: they carry what the
-    # context statement's `l1` needs (_CARRIED), and no turn is looked up again (~150 memories_seq probes).
-    carried = context and plan.kind == "ann"
+    # context statement's `l1` needs (_CARRIED), and no turn is looked up again (~150 memories_seq probes). `l1`
+    # then relies on near and words holding each turn once (one part each in the ann plan, `scored` grouped by seq);
+    # the keyword side's rows come with its lateral lookup, so only the lateral form carries them.
+    carried = context and plan.kind == "ann" and lateral
     if context:
         klimit = "%(kdepth)s"
         if not unfiltered and plan.kind != "ann":  # few candidates: every one of them, as the local store does
@@ -278,7 +280,7 @@ COSDIST = TURN.stop
 PREV, NEXT, ADMITTED, IS_CURRENT, NCAND, LINK_SEQS, LINK_PREVS, LINK_NEXTS = range(COSDIST + 1, COSDIST + 9)
 RANKED_ROW, CONTEXT_ROW, LINK_ROW = 5, 4, 3
 
-# The memory columns of the ranked turns' rows (alias x) and the distance.
+# The link row's memory columns: all NULL.
 _LINK = ", ".join("NULL" for _ in range(WIDTH))
 # One session's turns (alias s: namespace, session), by memories_session (migration 5: its predicate spelt out, so
 # the planner need not prove it): an index-only range scan.
@@ -327,7 +329,8 @@ def _row(seq: str) -> str:
 def _with_context(ctes: list[str], branches: list[str], where: str, *, exact: bool, carried: bool, words: bool) -> str:
     """search_sql's statement with the session context of hybrid_convex.fused (see SEQ and _CHAIN): the ranked
     turns with their place on each side (`sides`: an aggregate, so a turn on both sides is one row, and no join of
-    two CTEs a tenant without statistics could plan as a nested loop), the turns that follow them with whether they
+    two CTEs a tenant without statistics could plan as a nested loop; when `carried`, words LEFT JOIN near and the
+    near rows not in words do that), the turns that follow them with whether they
     pass the filters (a candidate, when the `exact` plan listed them all in `cand`; a ranked turn passes), the turns
     around both (LIGHT), and the links (`links`, arrays on the LINK_ROW); each row read by one probe (_row), but
     the ranked turns of an unfiltered search (`carried`: their rows came with near's and words' scans)."""
