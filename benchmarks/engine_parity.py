@@ -7,7 +7,7 @@ per mode and category for each engine with the difference (PostgreSQL - local, p
 point everywhere.
 
     uv run python -m benchmarks.engine_parity            # both sets, full size
-    uv run python -m benchmarks.engine_parity --quick    # 80 quality queries, one conversation's first 8 sessions
+    uv run python -m benchmarks.engine_parity --quick    # 80 quality queries, each set's first 8 sessions
 
 Prints a table per set and writes benchmarks/results/engine_parity.json.
 """
@@ -91,9 +91,8 @@ def conversations(url: str, embedder: Any, cache: Path, quick: bool) -> dict[str
             super().__init__(url, tenant=f"conv{next(tenants)}", embedder=embedder)
 
     sets = V.find_sets([convdata.DATA_DIR], None)
-    if quick:
-        first = next(iter(sets))
-        sets = {first: [V.shorten(sets[first][0], 8)]}
+    if quick:  # every set, its first conversation's first 8 sessions
+        sets = {name: [V.shorten(convs[0], 8)] for name, convs in sets.items()}
     out: dict[str, Any] = {}
     classes: dict[str, type[Any]] = {"local": MemoryStore, "postgresql": PostgresStore}
     for name, convs in sets.items():
@@ -125,7 +124,7 @@ HEADERS = ["mode", "category", "n", "L R@5", "L R@10", "L MRR", "PG R@5", "PG R@
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small size: 80 quality queries, 8 sessions")
+    parser.add_argument("--quick", action="store_true", help="small size: 80 quality queries, 8 sessions of each set")
     parser.add_argument("--no-conversations", action="store_true", help="the quality set only")
     parser.add_argument("--cache", default=None, help="embedding cache (default: $MEMSERVER_BENCH_CACHE)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="result file")

@@ -120,7 +120,7 @@ def _plan_times(node: dict[str, Any], out: dict[str, float]) -> None:
         _plan_times(child, out)
 
 
-def split(url: str, queries: list[str], vecs: np.ndarray, limit: int) -> dict[str, Any]:
+def split(url: str, queries: list[str], vecs: np.ndarray, limit: int, **filters: Any) -> dict[str, Any]:
     """Where a search's time goes, this tree's PostgresBackend (see the module's docstring); medians, ms."""
     from memserver.postgres import hybrid, ranking
     from memserver.postgres.backend import PostgresBackend
@@ -149,12 +149,12 @@ def split(url: str, queries: list[str], vecs: np.ndarray, limit: int) -> dict[st
         hybrid.hits = _timed(spent, "ranking (hybrid.hits)", hybrid.hits)
         with PostgresBackend(url, tenant=C.COLLECTION, embedder=NoModel()) as pg:  # type: ignore[arg-type]
             for text, v in zip(queries[:10], vecs[:10], strict=True):  # warm: prepared statements, pages
-                pg.search(text, limit=limit, mode="hybrid", query_vector=v)
+                pg.search(text, limit=limit, mode="hybrid", query_vector=v, **filters)
             for text, v in zip(queries, vecs, strict=True):
                 spent.clear()
                 captured.clear()
                 t0 = time.perf_counter()
-                pg.search(text, limit=limit, mode="hybrid", query_vector=v)
+                pg.search(text, limit=limit, mode="hybrid", query_vector=v, **filters)
                 total = (time.perf_counter() - t0) * 1000
                 per["search"].append(total)
                 per["round trip"].append(spent["round trip"])

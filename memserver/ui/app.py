@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from memserver.contract import inputs, lifecycle, versions
+from memserver.contract import inputs, versions
 from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError, MemserverError
-from memserver.features import forgetting
-from memserver.ui import consolidate, marks, security, sessions, transfer, views
+from memserver.ui import bulk, changes, consolidate, forms, marks, security, sessions, transfer, views
 from memserver.ui.census import Censuses
 from memserver.ui.markup import Child, Markup, breakable, el, text
 from memserver.ui.plot import timeline_plot
@@ -42,8 +41,6 @@ T = TypeVar("T")
 
 STATIC = Path(__file__).parent / "static"
 PAGE = 50  # memories per Browse page
-RESULTS = 20  # hits per search
-SAMPLE = 10  # memories shown in a bulk preview
 POLL_SECONDS = 0.25  # the live watch: how often a page's store is asked for its revision (as subscriptions.py)
 
 
@@ -85,11 +82,11 @@ class Browser:
             Route("/", page(self.search_page)),
             Route("/browse", page(self.browse_page)),
             Route("/memory/{memory_id}", page(self.memory_page)),
-            Route("/memory/{memory_id}/edit", page(self.edit), methods=["POST"]),
-            Route("/memory/{memory_id}/tags", page(self.retag), methods=["POST"]),
-            Route("/memory/{memory_id}/forget", page(self.forget), methods=["GET", "POST"]),
+            Route("/memory/{memory_id}/edit", page(functools.partial(changes.edit, self)), methods=["POST"]),
+            Route("/memory/{memory_id}/tags", page(functools.partial(changes.retag, self)), methods=["POST"]),
+            Route("/memory/{memory_id}/forget", page(functools.partial(changes.forget, self)), methods=["GET", "POST"]),
             Route("/memory/{memory_id}/mark", page(functools.partial(marks.mark, self)), methods=["POST"]),
-            Route("/bulk", page(self.bulk), methods=["GET", "POST"]),
+            Route("/bulk", page(functools.partial(bulk.page, self)), methods=["GET", "POST"]),
             Route("/transfer", page(functools.partial(transfer.page, self))),
             Route("/export.jsonl", page(functools.partial(transfer.export, self))),
             Route("/import", page(functools.partial(transfer.import_, self)), methods=["POST"]),
@@ -123,7 +120,7 @@ class Browser:
         )
         return HTMLResponse(markup, status_code=status, headers={"cache-control": "no-store"})
 
-    # Public for the pages of other modules (ui/consolidate.py, ui/transfer.py): the same checks, the same frame.
+    # Public for the pages of other modules (ui/changes.py, bulk.py, marks.py, ...): the same checks, the same frame.
 
     async def checked_form(self, request: Request, visit: Visit | None) -> dict[str, str]:
         """A POST's fields once its origin and CSRF token are checked (Refused 403 otherwise)."""
@@ -153,7 +150,7 @@ class Browser:
         if q.get("q", "").strip():
             store = await self._store(visit)
             try:
-                args = search_args(q)
+                args = forms.search_args(q)
                 hits = await _in_thread(lambda: store.search(explain=True, **args))
             except InvalidInputError as exc:
                 error, status = str(exc), 400
@@ -182,12 +179,12 @@ class Browser:
         filters = {k: q[k] for k in ("namespace", "tags", "session", "speaker", "role", "kind") if q.get(k)}
         filters |= {"include_archived": "1"} if q.get("include_archived") else {}
         try:
-            tags = split_tags(q.get("tags", ""))
+            tags = forms.split_tags(q.get("tags", ""))
             kinds = list(inputs.check_kinds(q.get("kind") or None)) or None
             archived = bool(q.get("include_archived"))
             if q.get("month"):
-                month, offset = q["month"], _int(q.get("offset"), "offset")
-                since, until = month_bounds(month)
+                month, offset = q["month"], forms.whole_number(q.get("offset"), "offset")
+                since, until = forms.month_bounds(month)
                 chosen = MemoryFilter(
                     namespace=namespace,
                     tags=tags,
@@ -399,155 +396,6 @@ class Browser:
         ]
         return self._html(visit, views.cut(memory.content, 60), body, current="", name="memory", status=status)
 
-    async def _new_version(self, request: Request, visit: Visit, *, content: str | None, tags: str | None) -> Response:
-        from starlette.responses import RedirectResponse
-
-        store, memory, _ = await self.memory_of(request, visit)
-        if memory is None:
-            return self.missing(visit)
-        old = memory
-        try:
-            new_tags = split_tags(tags) if tags is not None else list(old.tags)
-            text_now = content if content is not None else old.content
-            item = lifecycle.new_version(old, content=text_now, tags=new_tags)  # a pinned task stays one
-            new = await _in_thread(lambda: store.add_many([item])[0])
-        except InvalidInputError as exc:
-            return await self.memory_page(request, visit, error=str(exc), status=400)
-        if new.duplicate:
-            note = "Nothing changed: a current memory already has this content" + (
-                " (this one: the store keeps one memory per content, so tags change with the text)."
-                if new.id == old.id
-                else "."
-            )
-            return await self.memory_page(request, visit, error=note, status=409)
-        return RedirectResponse(views.memory_url(new), status_code=303)
-
-    async def edit(self, request: Request, visit: Visit) -> Response:
-        fields = await self.signins.form(request, visit)
-        return await self._new_version(request, visit, content=fields.get("content", ""), tags=None)
-
-    async def retag(self, request: Request, visit: Visit) -> Response:
-        fields = await self.signins.form(request, visit)
-        return await self._new_version(request, visit, content=None, tags=fields.get("tags", ""))
-
-    async def forget(self, request: Request, visit: Visit) -> Response:
-        from starlette.responses import RedirectResponse
-
-        store, memory, namespace = await self.memory_of(request, visit)
-        if memory is None:
-            return self.missing(visit)
-        if request.method == "POST":
-            await self.signins.form(request, visit)
-            found = memory
-            await _in_thread(lambda: store.delete(found.id, namespace=found.namespace))
-            return RedirectResponse(views.url("/browse", forgot=memory.id[:8]), status_code=303)
-        body = [
-            el("h1", "Forget this memory?"),
-            el("blockquote", text(views.cut(memory.content, 600)), dir="auto"),
-            el("p", "It is deleted for good once the store compacts; its other versions stay."),
-            el(
-                "form",
-                views.hidden_csrf(visit.csrf),
-                el("button", "Forget this memory", type="submit", class_="danger"),
-                " ",
-                el("a", "Keep it", href=views.memory_url(memory)),
-                method="post",
-                action=views.url(f"/memory/{memory.id}/forget", namespace=namespace),
-            ),
-        ]
-        return self._html(visit, "Forget?", body, current="", name="forget")
-
-    # --- Bulk forget -------------------------------------------------------------------------------------------
-
-    async def bulk(self, request: Request, visit: Visit) -> Response:
-        fields = await self.signins.form(request, visit) if request.method == "POST" else dict(request.query_params)
-        store = await self._store(visit)
-        criteria = {k: fields.get(k, "").strip() for k in BULK_FIELDS}
-        given = {k: v for k, v in criteria.items() if v}
-        out: list[Child] = [
-            el("h1", "Forget many at once"),
-            el(
-                "p",
-                "Choose what to forget, preview it, then confirm. Exactly the memories counted "
-                "are forgotten: if they change in between, nothing is.",
-                class_="muted",
-            ),
-        ]
-        form = el(
-            "form",
-            el("div", *views.filter_fields(fields, before=True), class_="grid"),
-            el("input", type="hidden", name="preview", value="1"),
-            el("button", "Preview", type="submit"),
-            method="get",
-            action="/ui/bulk",
-            class_="stack",
-        )
-        out.append(form)
-        status = 200
-        if given or fields.get("preview"):
-            try:
-                chosen = bulk_filter(criteria)
-                selection = await _in_thread(lambda: store.select(chosen, limit=SAMPLE))
-            except InvalidInputError as exc:
-                out.append(views.error_box(str(exc)))
-                return self._html(visit, "Bulk forget", out, current="/ui/bulk", name="bulk", status=400)
-            if request.method == "POST":
-                if forgetting.digest(selection.ids) != fields.get("digest"):
-                    out.append(
-                        el(
-                            "p",
-                            "These memories changed since the preview: nothing was forgotten. Here is the new preview.",
-                            role="alert",
-                            class_="error",
-                            id="bulk-result",
-                        )
-                    )
-                    status = 409
-                else:
-                    ids = selection.ids
-                    forgotten = await _in_thread(lambda: store.delete_many(ids, namespace=chosen.namespace))
-                    out.append(
-                        el(
-                            "p",
-                            f"Forgot {forgetting.memories(forgotten)}.",
-                            role="status",
-                            class_="notice",
-                            id="bulk-result",
-                        )
-                    )
-                    selection = await _in_thread(lambda: store.select(chosen, limit=SAMPLE))
-            many = forgetting.memories(selection.count)
-            confirm = (
-                el(
-                    "form",
-                    views.hidden_csrf(visit.csrf),
-                    [el("input", type="hidden", name=k, value=v) for k, v in given.items()],
-                    el("input", type="hidden", name="digest", value=forgetting.digest(selection.ids)),
-                    el("button", f"Forget {many}", type="submit", class_="danger"),
-                    " ",
-                    el("span", "They are deleted for good once the store compacts.", class_="muted"),
-                    method="post",
-                    action="/ui/bulk",
-                    class_="confirm",
-                )
-                if selection.count
-                else None
-            )
-            rest = selection.count - len(selection.sample)
-            out.append(
-                el(
-                    "section",
-                    el("h2", el("span", f"{many} match", id="bulk-count")),
-                    confirm,
-                    el("h3", "The newest of them" if rest else "They are"),
-                    el("ol", [views.memory_item(m) for m in selection.sample], id="bulk-sample", class_="list"),
-                    el("p", f"… and {rest:,} more", class_="muted") if rest > 0 else None,
-                    class_="preview",
-                    aria_live="polite",
-                )
-            )
-        return self._html(visit, "Bulk forget", out, current="/ui/bulk", name="bulk", status=status)
-
     # --- Stats -------------------------------------------------------------------------------------------------
 
     async def stats_page(self, request: Request, visit: Visit) -> Response:
@@ -611,78 +459,6 @@ class Browser:
 
 
 # --- the pieces of each page's work --------------------------------------------------------------------------------
-
-BULK_FIELDS = ("namespace", "tags", "speaker", "role", "session", "since", "until", "before")
-
-
-def split_tags(value: str) -> list[str] | None:
-    tags = [t.strip() for t in value.split(",") if t.strip()]
-    return tags or None
-
-
-def _int(value: str | None, name: str) -> int:
-    if not value:
-        return 0
-    if not value.isdigit():
-        raise InvalidInputError(f"{name} must be a whole number")
-    return int(value)
-
-
-def month_bounds(month: str) -> tuple[str, str]:
-    """The first and last day of "YYYY-MM" (until is inclusive of a whole date)."""
-    import calendar
-
-    if len(month) != 7 or month[4] != "-" or not (month[:4].isdigit() and month[5:].isdigit()):
-        raise InvalidInputError("month must look like 2026-03")
-    year, number = int(month[:4]), int(month[5:])
-    if not 1 <= number <= 12 or year < 1:
-        raise InvalidInputError("month must look like 2026-03")
-    return f"{month}-01", f"{month}-{calendar.monthrange(year, number)[1]:02d}"
-
-
-def search_args(q: Mapping[str, str]) -> dict[str, Any]:
-    """The search() arguments a Search form's query string names (checks: the store's, via inputs.py)."""
-    min_score = q.get("min_score", "").strip()
-    try:
-        score = float(min_score) if min_score else None
-    except ValueError:
-        raise InvalidInputError("Minimum score must be a number between -1 and 1") from None
-    return {
-        "query": q.get("q", "").strip()[: inputs.MAX_QUERY_CHARS],
-        "limit": RESULTS,
-        "mode": q.get("mode") or "hybrid",
-        "tags": split_tags(q.get("tags", "")),
-        "since": q.get("since", "").strip() or None,
-        "until": q.get("until", "").strip() or None,
-        "min_score": score,
-        "speaker": q.get("speaker", "").strip() or None,
-        "role": q.get("role", "").strip() or None,
-        "session": q.get("session", "").strip() or None,
-        "namespace": q.get("namespace", "").strip() or None,
-        "as_of": q.get("as_of", "").strip() or None,
-        "kinds": list(inputs.check_kinds(q.get("kind", "").strip() or None)) or None,
-        "include_archived": bool(q.get("include_archived")),
-    }
-
-
-def bulk_filter(criteria: Mapping[str, str]) -> MemoryFilter:
-    """forget_matching's rule: a namespace alone selects all of it (the person still confirms); nothing at all is
-    refused."""
-    given = {k for k, v in criteria.items() if v}
-    if not given:
-        raise InvalidInputError("choose at least one criterion (a namespace alone selects all of it)")
-    return MemoryFilter(
-        namespace=criteria.get("namespace") or None,
-        tags=split_tags(criteria.get("tags", "")),
-        speaker=criteria.get("speaker") or None,
-        role=criteria.get("role") or None,
-        session=criteria.get("session") or None,
-        since=criteria.get("since") or None,
-        until=criteria.get("until") or None,
-        before=criteria.get("before") or None,
-        everything=given == {"namespace"},
-    )
-
 
 FACT_LABELS = {
     "engine": "engine",
