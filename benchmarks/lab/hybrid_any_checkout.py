@@ -10,7 +10,8 @@ the same queries with the same vectors on both engines, passes alternating local
     cd CHECKOUT && MEMSERVER_BENCH_CACHE=/tmp/bench-CHECKOUT uv run python /path/to/hybrid_any_checkout.py --out F
 
 (a cache per checkout: the local store's files may differ between revisions). Prints p50/p95 per engine and limit
-and writes F (JSON). Issue 25's figures: benchmarks/README.md, "Issue 25: before and after, one run each".
+and writes F (JSON). Issue 25's figures: benchmarks/README.md, "Issue 25's before and after, one run each with the
+local store beside it".
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The memory browser as an ASGI app: its routes and each page's store calls.
+"""The memory browser as an ASGI app: its routes, and the store calls of the search, browse, memory, stats and events
+pages. The memory page's Edit, Tags and Forget make theirs in ui/changes.py, bulk forget in ui/bulk.py (and Pin /
+Archive / Done, transfer and consolidate in marks.py, transfer.py and consolidate.py).
 
 `Browser(stores, check_token=...)` serves /ui/... (mounted at /ui by transports/http.py, or served alone by
 `memserver ui`). Every store call goes through the storage contract in a worker thread; pages are built by

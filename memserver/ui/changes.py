@@ -4,7 +4,9 @@ Edit and Tags POST to /ui/memory/{id}/edit and /tags and store `contract.lifecyc
 history keeps the old one) through `add_many`, so the store's rules apply as to any write: the answer redirects to
 the new version's page, or shows the memory page again with the store's message (400), or with "nothing changed"
 (409) when a current memory already has that content. Forget GETs a confirmation page and POSTs the delete. Each
-POST is checked for origin and CSRF token like every form of the browser (`Browser.checked_form`).
+POST is checked for origin and CSRF token like every form of the browser (`Browser.checked_form`). A missing memory
+(no such id, or not in the namespace asked) answers 404: Forget looks it up before checking the form, Edit and Tags
+after (so there a refused form answers 403 first).
 """
 
 from __future__ import annotations

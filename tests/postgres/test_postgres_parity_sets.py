@@ -39,6 +39,7 @@ def test_the_quality_set_scores_the_same_on_both_engines(database: str, real_emb
     engines = result["engines"]
     assert result["queries"] == 80
     assert set(engines["local"]) == {"semantic", "keyword", "hybrid"}
+    assert engines["local"]["hybrid"]["all"]["recall@10"] > 0  # not two empty results
     assert _apart(engines["local"], engines["postgresql"]) == []
 
 
