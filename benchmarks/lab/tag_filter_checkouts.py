@@ -6,7 +6,9 @@ This script loads one throwaway PostgreSQL with the 100k synthetic records of be
 recipe: every 100th memory tagged "rare", 1%; the fixture's "work" tag, ~10%), embeds the queries once, and then
 times each checkout's own `PostgresBackend.search(text, limit=10, mode="hybrid", query_vector=v, tags=...)` in a
 child process run from that checkout (`uv run`, so its own code and environment), checkouts alternating pass by
-pass: the same rows, queries and vectors for all of them.
+pass: the same rows, queries and vectors for all of them. Then, with this tree's code, the split of the 1% tag's
+search (benchmarks/pg_hybrid_scale.py's `split`: the statement's round trip, decoding, ranking; EXPLAIN ANALYZE's
+planning, execution and each CTE; medians).
 
     uv run python benchmarks/lab/tag_filter_checkouts.py --checkout ../old --checkout . --out F
 
@@ -73,6 +75,7 @@ def main() -> int:
     import numpy as np
 
     from benchmarks import _common as C
+    from benchmarks.pg_hybrid_scale import split
     from benchmarks.postgres import import_postgres
     from memserver.embedding.embedder import Embedder
     from tests.support.pg_cluster import Cluster
@@ -110,9 +113,12 @@ def main() -> int:
                 out = scratch / f"{i}-{n}.json"
                 child_args = [url, str(scratch / "vectors.npy"), str(scratch / "queries.json"), str(out)]
                 cmd = ["uv", "run", "python", str(Path(__file__).resolve()), "--checkout", ".", "--out", "-"]
-                subprocess.run([*cmd, "--child", *child_args], cwd=checkout, check=True)
+                env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}  # the checkout's own environment
+                subprocess.run([*cmd, "--child", *child_args], cwd=checkout, check=True, env=env)
                 for case, ms in json.loads(out.read_text()).items():
                     times[i].setdefault(case, []).extend(ms)
+        C.log(f"this tree's split of the 1% tag's search ({len(texts)} queries) ...")
+        split_1 = split(url, texts, np.load(scratch / "vectors.npy"), 10, tags=["rare"])
     finally:
         cluster.remove()
     result = {
@@ -125,6 +131,7 @@ def main() -> int:
             {"commit": commit, "uncommitted_changes": d, "hybrid_ms": {c: C.summary(ms) for c, ms in t.items()}}
             for commit, d, t in zip(commits, dirty, times, strict=True)
         ],
+        "split_tag_1%_this_tree": split_1,
     }
     rows = []
     for case in CASES:
@@ -133,6 +140,8 @@ def main() -> int:
             s = C.summary(t[case])
             rows.append([case, commit, s["p50"], s["p95"], f"{s['p50'] / base:.2f}x"])
     print(C.table(["case", "checkout", "p50 ms", "p95 ms", "p50 vs first"], rows))
+    parts = [[part, ms] for section in ("client", "explain") for part, ms in split_1[section].items()]
+    print(C.table(["this tree, tag 1%: part of a search", "median ms"], parts))
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
     return 0

@@ -9,9 +9,8 @@ each one SQL statement (one round trip), built by `search_sql`:
   ann    the candidates are many and unfiltered beyond the tenant: HNSW with hnsw.iterative_scan = strict_order
          and hnsw.ef_search >= 2k (set for the transaction). If it still returns fewer than k rows, the caller
          reruns the search with the exact plan.
-  probe  filters on a large tenant, selectivity unknown: the statement first reads up to EXACT_MAX + 1
-         matching rows with their distances, then ranks them exactly if that was all of them, or runs the HNSW
-         branch (the other is cut by a one-time filter).
+  probe  filters on a large tenant, selectivity unknown: the statement first counts up to EXACT_MAX + 1
+         matching rows, then runs the exact branch or the HNSW branch (the other is cut by a one-time filter).
 
 "Few" follows the local store's cost model: exact costs ~1 row read per candidate; HNSW with a filter passing a
 fraction f of the table's N rows visits ~ef/f rows; they cross at sqrt(ratio * ef * N). The ratio is PostgreSQL's
@@ -175,26 +174,26 @@ def search_sql(
         klimit = "%(kdepth)s"
         if not unfiltered and plan.kind != "ann":  # few candidates: every one of them, as the local store does
             every = "(SELECT count(*) FROM cand) <= %(every)s"
-            if plan.kind == "probe":  # (when the probe ran HNSW, `small` is false: not "few")
+            if plan.kind == "probe":  # (when the probe ran HNSW, `cand` is empty: not "few")
                 every = f"(SELECT yes FROM small) AND {every}"
             vlimit = f"CASE WHEN {every} THEN %(every)s ELSE %(depth)s END"
             klimit = f"CASE WHEN {every} THEN %(every)s ELSE %(kdepth)s END"
     exact = {"exact": "true", "ann": "false", "probe": "(SELECT yes FROM small)"}[plan.kind]
+    if plan.kind == "probe":
+        ctes.append(
+            "small AS MATERIALIZED (SELECT count(*) <= %(exact_max)s AS yes FROM "
+            f"(SELECT 1 FROM memserver.memories m WHERE {where} LIMIT %(exact_max)s + 1) x)"
+        )
     if plan.kind != "ann":
-        # The probe reads its candidates once: up to exact_max + 1 of them, with their distances; `small` says
-        # whether that was all of them (every use of `cand` is cut by it when not).
-        cap = " LIMIT %(exact_max)s + 1" if plan.kind == "probe" else ""
+        guard = " WHERE (SELECT yes FROM small)" if plan.kind == "probe" else ""
         ctes.append(
             "cand AS MATERIALIZED (SELECT m.seq, m.created_at, m.embedding <=> %(q)b AS dist "
-            f"FROM memserver.memories m WHERE {where}{cap})"
+            f"FROM memserver.memories m WHERE {where}{' AND (SELECT yes FROM small)' if guard else ''})"
         )
-    if plan.kind == "probe":
-        ctes.append("small AS MATERIALIZED (SELECT count(*) <= %(exact_max)s AS yes FROM cand)")
     if vector:
         parts = []
         if plan.kind != "ann":
-            guard = " WHERE (SELECT yes FROM small)" if plan.kind == "probe" else ""
-            parts.append(f"(SELECT seq, dist FROM cand{guard} ORDER BY dist, seq LIMIT {vlimit})")
+            parts.append(f"(SELECT seq, dist FROM cand ORDER BY dist, seq LIMIT {vlimit})")
         if plan.kind != "exact":
             guard = " AND NOT (SELECT yes FROM small)" if plan.kind == "probe" else ""
             what = _CARRIED if carried else "m.seq, m.embedding <=> %(q)b AS dist"
@@ -210,11 +209,11 @@ def search_sql(
         if plan.kind != "ann":
             # The scored candidates by an aggregate over both, not a join: a tenant without statistics yet (every
             # estimate 1 row) got a nested loop comparing every scored row with every candidate. (In a probe that
-            # ran HNSW, the guard spares aggregating every scored row for nothing, ~8 ms at 7,000.)
+            # ran HNSW, `cand` is empty: the guard spares aggregating every scored row for nothing, ~8 ms at 7,000.)
             guard = " WHERE (SELECT yes FROM small)" if plan.kind == "probe" else ""
             parts.append(
                 "(SELECT seq, max(bm25) AS bm25 FROM (SELECT seq, bm25, NULL::timestamptz AS created_at FROM scored"
-                f"{guard} UNION ALL SELECT seq, NULL, created_at FROM cand{guard}) x GROUP BY seq "
+                f"{guard} UNION ALL SELECT seq, NULL, created_at FROM cand) x GROUP BY seq "
                 "HAVING count(bm25) > 0 AND count(created_at) > 0 "
                 f"ORDER BY max(bm25) DESC, seq LIMIT {klimit})"
             )
