@@ -262,21 +262,19 @@ class Database:
         *,
         write: bool = False,
         settings: Mapping[str, str] | None = None,
-        binary: bool = False,
     ) -> list[psycopg.Cursor[Any]]:
         """Run `statements` as one transaction for `tenant`, in one round trip; their cursors, results fetched.
 
         In pipeline mode on an autocommit connection, everything up to the Sync is one implicit transaction:
         the set_config(..., true) calls (the tenant for row-level security, and `settings` such as
         hnsw.ef_search) hold until it ends, a failing statement rolls back the ones before it, and the answer to
-        the Sync means COMMIT is done. `binary` asks for results in binary format: vectors, floats and
-        timestamps then cross the wire without text formatting and parsing on either side.
+        the Sync means COMMIT is done.
         """
 
         def body(conn: psycopg.Connection[Any]) -> list[psycopg.Cursor[Any]]:
             with conn.pipeline():
                 _configure_transaction(conn, tenant, settings)
-                return [conn.execute(query, params, binary=binary) for query, params in statements]
+                return [conn.execute(query, params) for query, params in statements]
 
         return self._attempts(body, write, pipelined=True)
 

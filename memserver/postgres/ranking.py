@@ -167,9 +167,7 @@ def _run(
         if context:  # see GENERIC
             settings["plan_cache_mode"] = GENERIC
         params["exact_max"] = plan.exact_max
-        # Binary results: the search's ~1,000 rows decode ~1 ms faster than as text (benchmarks/README.md,
-        # "Regression, open: the 1% tag").
-        result = db.run(tenant, [(sql, params)], settings=settings or None, binary=True)[0].fetchall()
+        result = db.run(tenant, [(sql, params)], settings=settings or None)[0].fetchall()
         head = result[0]
         n, space = int(head[search.N]), int(head[search.IN_NAMESPACE])
         est.tenant_rows, est.table_rows = n, max(int(max(head[search.TABLE_ROWS] or 0, 0)), n)

@@ -176,10 +176,8 @@ class ShortHnsw(Database):
         super().__init__(*args, **kwargs)
         self.plans: list[str] = []
 
-    def run(
-        self, tenant: str, statements: Any, *, write: bool = False, settings: Any = None, binary: bool = False
-    ) -> Any:
-        cursors = super().run(tenant, statements, write=write, settings=settings, binary=binary)
+    def run(self, tenant: str, statements: Any, *, write: bool = False, settings: Any = None) -> Any:
+        cursors = super().run(tenant, statements, write=write, settings=settings)
         if write or not statements or "FROM info i" not in statements[0][0]:
             return cursors
         self.plans.append("exact" if settings is None else "hnsw")
