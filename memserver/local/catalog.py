@@ -8,7 +8,9 @@ tag/source/label -> rows, and the current rows in (occurred_at, row) order (time
 
 A row is current (`alive`: what search and the listings see, and what the derived indexes hold), history
 (replaced by a newer memory: get() and export() still return it), or forgotten (a tombstone: its metadata stays
-for `as_of` until compaction). history.py keeps the links and tombstones.
+for `as_of` until compaction). history.py keeps the links and tombstones. Which rows pass a filter (sets of rows
+at once: search's candidates, the listings' pages) is its `filters`' job (filters.py); the lifecycle state column's
+encoding is states.py's.
 
 It is fed by the store's replay of the journal (`add`, `supersede`, `forget`), restored from a snapshot
 (snapshot.py), and built afresh for a compacted generation (compaction.py). It does no I/O and takes no lock: the
@@ -19,17 +21,18 @@ so a row that stops being current is masked by `alive` rather than removed from 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from memserver.contract import inputs, requests
+from memserver.contract import inputs
 from memserver.contract.backend import Memory
 from memserver.local import columns
+from memserver.local.filters import Filters
 from memserver.local.history import History
 from memserver.local.replay import AddRecord
+from memserver.local.states import parse_state, public_state, state_key
 from memserver.local.time_order import TimeOrder
 
 log = logging.getLogger(__name__)
@@ -108,6 +111,7 @@ class Catalog:
         self.plain = True  # no memory has a conversation label or a replace link yet: `memory` skips them
         self.next_row = 0  # one past the highest row ever added
         self._interned: dict[Any, Any] = {}  # one object per distinct tag tuple / source
+        self.filters = Filters(self)  # which rows pass a search's or a listing's filter (filters.py)
 
     @property
     def occurred(self) -> columns.FixedText:
@@ -309,7 +313,7 @@ class Catalog:
             self.namespaces.get(row),
             history.replaces.get(row, "") if history.replaces else "",
             newer[0] if newer else "",
-            *_public_state(self.states.get(row)),
+            *public_state(self.states.get(row)),
         )
 
     def duplicate_row(self, key: int, content: str, namespace: str = DEFAULT_NAMESPACE) -> int | None:
@@ -363,98 +367,9 @@ class Catalog:
     def _in(self, row: int, namespace: str) -> bool:
         return self.namespaces.get(row) == namespace
 
-    def tag_counts(self, namespace: str = DEFAULT_NAMESPACE) -> dict[str, int]:
-        ns = self.namespace_rows(namespace)
-        counts = []
-        for t in self.tag_rows.names():
-            rows = self.tag_rows.rows(t, self.alive)
-            n = len(rows) if ns is None else len(np.intersect1d(rows, ns, assume_unique=True))
-            counts.append((t, n))
-        return dict(sorted(((t, c) for t, c in counts if c), key=lambda kv: (-kv[1], kv[0])))
-
-    def namespace_rows(self, namespace: str) -> np.ndarray | None:
-        """The current rows of `namespace` (sorted), or None when it holds every current row: filtering by the
-        namespace of a one-namespace store costs nothing."""
-        spaces = self.per_namespace
-        if namespace not in spaces:
-            return columns.NO_ROWS if spaces else None
-        if len(spaces) == 1:
-            return None
-        return self.namespaces.rows(namespace, self.alive[: self.next_row])
-
-    def candidates(self, f: requests.SearchFilter) -> np.ndarray | None:
-        """Current rows passing every filter of `f` but as_of (sorted), or None when nothing filters (all)."""
-        rows = self.namespace_rows(f.namespace)  # sorted, unique
-        if f.tags:
-            rows = _and(rows, self._tag_union(f.tags))
-        if f.source is not None:
-            rows = _and(rows, self.source_rows.rows(f.source, self.alive))
-        if f.labelled:
-            alive = self.alive[: self.next_row]
-            for labels, value in ((self.speakers, f.speaker), (self.roles, f.role), (self.sessions, f.session)):
-                if value is not None:
-                    rows = _and(rows, labels.rows(value, alive))
-        if f.lifecycle:
-            rows = self._admitted(rows, f)
-        return self.times.within(rows, f) if f.timed else rows
-
-    def _admitted(self, rows: np.ndarray | None, f: requests.SearchFilter) -> np.ndarray | None:
-        """Of `rows` (None: every current row), those whose kind and archived state pass `f` (None: all still)."""
-        admitted = [code for code, name in enumerate(self.states.names) if _admits(f, name)]
-        if len(admitted) == len(self.states.names):
-            return rows
-        if rows is None:
-            rows = self.live_rows()
-        return rows[np.isin(self.states.codes[rows], np.asarray(admitted, np.int32))]
-
-    def candidates_as_of(self, f: requests.SearchFilter) -> np.ndarray:
-        """Rows passing every filter of `f` that stood at `f.as_of` (history.py), current or not, sorted."""
-        when = f.as_of or ""
-        current = self.candidates(f)
-        if current is None:
-            current = self.live_rows()
-        created = self.created.a[current]
-        current = current[created <= (when.encode("ascii") if self.created.fixed else when)]
-        held = self.history.rows()
-        if len(held):
-            held = held[self.matching(held, f)]
-            held = held[self.history.visible_at(held, self.created.a[held], when)]
-        return columns.sorted_union(current, held) if len(held) else current
-
-    def matching(self, rows: np.ndarray, f: requests.SearchFilter) -> np.ndarray:
-        """Which of `rows` (current or not: history, tombstones) pass every filter of `f` but as_of: a mask.
-        Slower than `candidates` (tags and sources are tested row by row): for the few rows that are not current."""
-        keep = self.namespaces.matching(rows, f.namespace)
-        for labels, value in ((self.speakers, f.speaker), (self.roles, f.role), (self.sessions, f.session)):
-            if value is not None:
-                keep &= labels.matching(rows, value)
-        if f.timed:
-            keep &= self.times.in_range(rows, f)
-        if f.lifecycle:
-            admitted = [code for code, name in enumerate(self.states.names) if _admits(f, name)]
-            keep &= np.isin(self.states.codes[rows], np.asarray(admitted, np.int32))
-        if f.tags or f.source is not None:
-            wanted = set(f.tags)
-            for i, row in enumerate(rows.tolist()):
-                if keep[i]:
-                    tags = self.tags[row] or ()
-                    keep[i] = (not wanted or not wanted.isdisjoint(tags)) and (
-                        f.source is None or self.sources[row] == f.source
-                    )
-        return keep
-
     def tag_names(self) -> list[str]:
         """Every tag a memory was ever stored with (some may have no current memory left)."""
         return list(self.tag_rows.names())
-
-    def tagged_rows(self, tags: Sequence[str]) -> np.ndarray:
-        """Current rows carrying any of `tags`, sorted."""
-        return self._tag_union(tags)
-
-    def _tag_union(self, tags: Sequence[str]) -> np.ndarray:
-        """Current rows carrying any of `tags`, sorted."""
-        parts = [self.tag_rows.rows(t, self.alive) for t in tags]
-        return parts[0] if len(parts) == 1 else columns.sorted_union(*parts)
 
     def export_columns(self, namespace: str | None = None) -> ExportColumns:
         """Copies of the stored memories' columns (of `namespace`, or all), oldest first (~130 MB at 1M
@@ -510,36 +425,3 @@ def memory_of(r: AddRecord, duplicate: bool = False) -> Memory:
         r.pinned,
         r.archived,
     )
-
-
-# --- the lifecycle state column: kind, due, done, pinned, archived in one short text ---------------------------
-
-
-def state_key(r: AddRecord) -> str:
-    """ "" for a plain note (most memories), else "kind|due|<done><pinned><archived>" (each flag 0 or 1)."""
-    if r.kind == "note" and not (r.due or r.done or r.pinned or r.archived):
-        return ""
-    return f"{r.kind}|{r.due}|{int(r.done)}{int(r.pinned)}{int(r.archived)}"
-
-
-def parse_state(key: str) -> tuple[str, str, bool, bool, bool]:
-    """(kind, due, done, pinned, archived) of a state_key."""
-    if not key:
-        return ("note", "", False, False, False)
-    kind, due, flags = key.split("|")
-    return (kind, due, flags[0] == "1", flags[1] == "1", flags[2] == "1")
-
-
-def _public_state(key: str) -> tuple[str, str | None, bool, bool, bool]:
-    kind, due, done, pinned, archived = parse_state(key)
-    return (kind, due or None, done, pinned, archived)
-
-
-def _admits(f: requests.SearchFilter, key: str) -> bool:
-    kind, _, _, _, archived = parse_state(key)
-    return f.admits(kind, archived)
-
-
-def _and(rows: np.ndarray | None, more: np.ndarray) -> np.ndarray:
-    """The intersection of two sorted row sets (None: every row)."""
-    return more if rows is None else np.intersect1d(rows, more, assume_unique=True)

@@ -68,7 +68,7 @@ def page(
 ) -> tuple[list[int], bool]:
     """Up to `limit` rows passing `f` (as they stood at `f.as_of`, if given), newest first in `order`, that sort
     below the time key `below` (None: from the newest); and whether more follow."""
-    rows = catalog.candidates_as_of(f) if f.as_of is not None else catalog.candidates(f)
+    rows = catalog.filters.candidates_as_of(f) if f.as_of is not None else catalog.filters.candidates(f)
     ordered: Sequence[int]
     if order == "stored":
         ordered = _by_created(catalog, catalog.live_rows() if rows is None else rows)
@@ -97,13 +97,13 @@ def _by_created(catalog: Catalog, rows: np.ndarray) -> list[int]:
 def select_rows(catalog: Catalog, s: requests.SelectFilter) -> list[int]:
     """The rows a bulk selection takes, newest first: current ones passing the filter (and replaced ones with
     `include_replaced`), stored before `s.before` if given."""
-    rows = catalog.candidates(s.filter)
+    rows = catalog.filters.candidates(s.filter)
     if rows is None:
         rows = catalog.live_rows()
     if s.include_replaced:
         held = np.asarray(catalog.history.replaced_rows(), dtype=np.int64)
         if len(held):
-            held = held[catalog.matching(held, s.filter)]
+            held = held[catalog.filters.matching(held, s.filter)]
             rows = np.union1d(rows, held)
     if s.before is not None:
         created = catalog.created.a[rows]
@@ -113,7 +113,7 @@ def select_rows(catalog: Catalog, s: requests.SelectFilter) -> list[int]:
 
 def session_counts(catalog: Catalog, namespace: str) -> dict[str, int]:
     """Current memories of `namespace` per session, the session with the newest occurred_at first."""
-    ns = catalog.namespace_rows(namespace)
+    ns = catalog.filters.namespace_rows(namespace)
     alive = catalog.alive[: catalog.next_row]
     found: list[tuple[str, int, str]] = []
     for name in catalog.sessions.values():

@@ -1,6 +1,6 @@
 """Ranking in the local store: which rows best match a query among the candidates that pass the filters.
 
-The filters come first (catalog.candidates): both rankings see only the rows that pass them, so a selective filter still
+The filters come first (filters.py): both rankings see only the rows that pass them, so a selective filter still
 yields the true top-k. The vector ranking is exact (numpy over the stored rows) for a small candidate set, HNSW with a
 filter otherwise (exact again if that finds too few); the keyword ranking is BM25 (keyword.py); hybrid fuses the two
 with the session context and the soft boosts of retrieval/hybrid_convex.py (`_fused` gathers what that needs: each
@@ -123,11 +123,11 @@ class Searcher:
         past = f.as_of is not None
         # Filters first: both rankings see only these rows. As of a past time the candidates may include history
         # and tombstones, which no index holds: they are ranked exactly.
-        cand = catalog.candidates_as_of(f) if past else catalog.candidates(f)
+        cand = catalog.filters.candidates_as_of(f) if past else catalog.filters.candidates(f)
         ranking = self._ranking(q, text, mode, limit, cand, f, min_score is not None, explain)
         named = [] if mode == "semantic" or not text or past else named_tags(text, catalog.tag_names())
         if named:  # the query names a tag: that tag's memories first, in the same order among themselves
-            tagged = catalog.tagged_rows(named)
+            tagged = catalog.filters.tagged_rows(named)
             tagged = tagged if cand is None else np.intersect1d(tagged, cand, assume_unique=True)
             if len(tagged):
                 first = self._ranking(q, text, mode, limit, tagged, f, min_score is not None, explain)
@@ -168,7 +168,7 @@ class Searcher:
     def similar(self, q: np.ndarray, exclude: str, namespace: str) -> tuple[tuple[str, float], ...]:
         """Current memories of `namespace` (other than `exclude`) with cosine >= NEAR_DUPLICATE_SCORE to `q`,
         best first."""
-        rows, scores = self.rank(q, SIMILAR_MAX + 1, self.catalog.namespace_rows(namespace))
+        rows, scores = self.rank(q, SIMILAR_MAX + 1, self.catalog.filters.namespace_rows(namespace))
         out = []
         for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
             memory_id = self.catalog.id_at(row)

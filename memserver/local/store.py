@@ -7,6 +7,7 @@ It implements backend.MemoryBackend (whose docstrings are the contract) over par
     replay.py      the journal's record shapes, what they feed (DerivedIndex), and how far replay and the
                    checkpoints on disk stand (Coverage)
     catalog.py     the memories' metadata by row (current, history, tombstones), and the lookups on it
+    filters.py     which rows pass a filter, as sorted row sets (search's candidates, the listings)
     history.py     replace links and the tombstones of forgotten memories, for get() and as_of
     listing.py     pages newest first with their cursors, bulk selections, counts per session
     writes.py      the write path: duplicates per namespace, what each memory replaces, the group commit
@@ -383,7 +384,7 @@ class MemoryStore:
         """See backend.MemoryBackend.tag_counts."""
         space = inputs.check_namespace(namespace)
         with self._folder.thread_lock:
-            return self._folder.refresh().catalog.tag_counts(space)
+            return self._folder.refresh().catalog.filters.tag_counts(space)
 
     def namespaces(self) -> dict[str, int]:
         """See backend.MemoryBackend.namespaces."""

@@ -5,11 +5,11 @@ the keyword index with its own tokenizer (terms.py), so both engines answer alik
 one database (the HTTP token's user and the collection); any number of processes on any number of hosts may
 open the same tenant, and each sees the others' writes as soon as they are acknowledged.
 
-Writes are one transaction each (writes.py: content locks, the rules, INSERT and UPDATE), acknowledged after
-COMMIT; reads are one statement each (pool.Database.run: one round trip). Exact dedup per namespace is the
-partial unique index on (tenant, namespace, content hash) of the current memories, behind advisory locks on the
-same keys, so it holds under any concurrency. History stays in the table: a replaced memory has replaced_by, a
-forgotten one forgotten_at (its tombstone, for as_of) until compact() deletes it. Inputs are checked by
+Writes are one transaction each (writer.py: embed only what is new, then writes.py's content locks, rules, INSERT and
+UPDATE), acknowledged after COMMIT; reads are one statement each (pool.Database.run: one round trip). Exact dedup per
+namespace is the partial unique index on (tenant, namespace, content hash) of the current memories, behind advisory
+locks on the same keys, so it holds under any concurrency. History stays in the table: a replaced memory has
+replaced_by, a forgotten one forgotten_at (its tombstone, for as_of) until compact() deletes it. Inputs are checked by
 memserver.contract.inputs, the rules every engine shares.
 """
 
@@ -31,10 +31,11 @@ from memserver.contract.backend import Hit, Memory, MemoryFilter, Page, Selectio
 from memserver.contract.write_rules import Pending
 from memserver.embedding import base as embedding
 from memserver.errors import StoreError
-from memserver.postgres import analyzer, health, listing, ranking, rows, schema, writes
+from memserver.postgres import analyzer, health, listing, ranking, rows, schema
 from memserver.postgres.pool import CALL_DEADLINE_S, Database
 from memserver.postgres.rows import COLUMNS, OCCURRED
 from memserver.postgres.searcher import Searcher
+from memserver.postgres.writer import Writer
 
 if TYPE_CHECKING:
     from memserver.embedding.base import TextEmbedder
@@ -90,7 +91,8 @@ class PostgresBackend:
         self._closed = False
         self._lock = threading.Lock()
         estimates = ranking.Estimates(*self._count())  # the plans' inputs, refreshed by every search
-        self._searcher = Searcher(lambda: self.db, tenant, estimates)
+        self._searcher = Searcher(lambda: self.db, tenant, estimates)  # the read path (searcher.py)
+        self._writer = Writer(lambda: self.db, tenant, self.model_id, self._embed)  # the write path (writer.py)
 
     @property
     def db(self) -> Database:
@@ -131,8 +133,7 @@ class PostgresBackend:
             due=due,
         )
         item = Pending.of(new)
-        self._embed_missing([item], check=True)
-        memory = self._write([item])[0][0]
+        memory = self._writer.write([item])[0]
         if memory.duplicate or item.vector is None:
             return memory
         similar = self._searcher.similar(item.vector, memory.id, memory.namespace)
@@ -145,50 +146,15 @@ class PostgresBackend:
         if not news:
             return []
         pending = [Pending.of(m, "" if one else f"items[{n}].") for n, m in enumerate(news)]
-        self._embed_missing(pending, check=True)
-        return self._write(pending)[0]
-
-    def _embed_missing(self, items: list[Pending], check: bool = False) -> None:
-        """Embed the items that are not known duplicates and have no vector; with `check`, refuse a bad
-        `replaces` first (the write transaction checks again, on what is committed by then)."""
-
-        view = writes.view_of(self.db.run(self.tenant, writes.view_statements(self.tenant, items, lock=False)))
-        if check:
-            writes.plan(view, items, defer=False)
-        known = view.dups.keys()  # (and an imported id that is stored: skipped, as the local store does)
-        todo = [
-            it
-            for it in items
-            if it.vector is None and writes.content_of(it) not in known and it.m.id not in view.stored
-        ]
-        if todo:
-            for it, v in zip(todo, self._embed([it.m.content for it in todo]), strict=True):
-                it.vector = v
-
-    def _write(self, items: list[Pending], importing: bool = False) -> tuple[list[Memory], list[Pending], int]:
-        def work(conn: Any) -> tuple[list[Memory], list[Pending], int]:
-            return writes.write(conn, self.tenant, self.model_id, items, self._embed, importing=importing)
-
-        return self.db.transact(self.tenant, work)
+        return self._writer.write(pending)
 
     def delete(self, memory_id: str, *, namespace: str | None = None) -> bool:
         """See backend.MemoryBackend.delete."""
         return self.delete_many([inputs.check_id(memory_id)], namespace=namespace) == 1
 
     def delete_many(self, ids: Iterable[str], *, namespace: str | None = None) -> int:
-        """See backend.MemoryBackend.delete_many: one UPDATE (forgotten_at: the tombstone), rows locked in id order."""
-        wanted = sorted(uuid.UUID(i) for i in inputs.check_ids(ids))
-        space = listing.namespace_param(namespace)
-        if not wanted:
-            _ = self.db  # (closed: StoreError)
-            return 0
-        sql = (
-            "UPDATE memserver.memories m SET forgotten_at = %s::timestamptz FROM (SELECT seq FROM memserver.memories "
-            "WHERE tenant = %s AND namespace = %s AND id = ANY(%s) AND forgotten_at IS NULL ORDER BY id FOR UPDATE) s "
-            "WHERE m.tenant = %s AND m.seq = s.seq RETURNING m.id"
-        )
-        params = [inputs.now(), self.tenant, space, wanted, self.tenant]
-        return len(self.db.run(self.tenant, [(sql, params)], write=True)[0].fetchall())
+        """See backend.MemoryBackend.delete_many (writer.py: one UPDATE, the tombstones)."""
+        return self._writer.forget(inputs.check_ids(ids), listing.namespace_param(namespace))
 
     # --- reading -----------------------------------------------------------------------------------------------
 
@@ -418,18 +384,10 @@ class PostgresBackend:
         is estimated at 1 row, every index on `tenant` ties, and a lookup by seq could filter the tenant's every row
         (benchmarks/README.md, "Engine parity": a new tenant of 419 turns beside 9 others)."""
         before, _ = self._count()
-        added = importing.import_records(records, self.dim, Pending.of, self._import_batch, IMPORT_BATCH)
+        added = importing.import_records(records, self.dim, Pending.of, self._writer.import_batch, IMPORT_BATCH)
         if added > ANALYZE_AFTER + ANALYZE_SHARE * before:
             self.db.analyze()
         return added
-
-    def _import_batch(self, batch: list[Pending], held: list[Pending]) -> int:
-        if not batch:
-            return 0
-        self._embed_missing(batch)
-        written, waiting, _ = self._write(batch, importing=True)
-        held += waiting
-        return sum(1 for m in written if not m.duplicate)
 
     def compact(self) -> dict[str, Any]:
         """Purge the tenant's forgotten memories for good (their tombstones), then VACUUM (ANALYZE) memserver's

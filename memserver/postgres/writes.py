@@ -11,8 +11,8 @@ One add, add_many or import batch is one transaction (pool.Database.transact):
      what each item replaces);
   4. INSERT of the fresh rows, and UPDATE of the memories they replace (replaced_by, replaced_at).
 
-Before embedding, the same rules run once over a plain read (`precheck`), so a bad `replaces` is refused and a
-known duplicate is not embedded; inside the transaction they run again on what is committed by then.
+Before embedding, the same rules run once over a plain read (writer.py, `Writer.precheck`), so a bad `replaces` is
+refused and a known duplicate is not embedded; inside the transaction they run again on what is committed by then.
 """
 
 from __future__ import annotations

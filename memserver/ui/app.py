@@ -1,6 +1,7 @@
-"""The memory browser as an ASGI app: its routes, and the store calls of the search, browse, memory, stats and events
-pages. The memory page's Edit, Tags and Forget make theirs in ui/changes.py, bulk forget in ui/bulk.py (and Pin /
-Archive / Done, transfer and consolidate in marks.py, transfer.py and consolidate.py).
+"""The memory browser as an ASGI app: its routes, and the store calls of the search, memory and events pages. The
+other pages are their own modules' (each a function of the Browser and the request): Browse in ui/browse.py, Stats in
+ui/stats.py, the memory page's Edit, Tags and Forget in ui/changes.py, bulk forget in ui/bulk.py, Pin / Archive /
+Done, transfer and consolidate in marks.py, transfer.py and consolidate.py.
 
 `Browser(stores, check_token=...)` serves /ui/... (mounted at /ui by transports/http.py, or served alone by
 `memserver ui`). Every store call goes through the storage contract in a worker thread; pages are built by
@@ -12,22 +13,19 @@ the sign-in and the static files needs a signed-in session, and a session sees i
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from memserver.contract import inputs, versions
-from memserver.contract.backend import MemoryFilter
 from memserver.errors import InvalidInputError, MemserverError
-from memserver.ui import bulk, changes, consolidate, forms, marks, security, sessions, transfer, views
+from memserver.ui import browse, bulk, changes, consolidate, forms, marks, security, sessions, stats, transfer, views
 from memserver.ui.census import Censuses
-from memserver.ui.markup import Child, Markup, breakable, el, text
-from memserver.ui.plot import timeline_plot
+from memserver.ui.markup import Child, breakable, el, text
 from memserver.ui.sessions import Refused, Visit
 
 if TYPE_CHECKING:
@@ -42,7 +40,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STATIC = Path(__file__).parent / "static"
-PAGE = 50  # memories per Browse page
 POLL_SECONDS = 0.25  # the live watch: how often a page's store is asked for its revision (as subscriptions.py)
 
 
@@ -82,7 +79,7 @@ class Browser:
         page = self.signins.page
         routes = [
             Route("/", page(self.search_page)),
-            Route("/browse", page(self.browse_page)),
+            Route("/browse", page(functools.partial(browse.page, self))),
             Route("/memory/{memory_id}", page(self.memory_page)),
             Route("/memory/{memory_id}/edit", page(functools.partial(changes.edit, self)), methods=["POST"]),
             Route("/memory/{memory_id}/tags", page(functools.partial(changes.retag, self)), methods=["POST"]),
@@ -92,7 +89,7 @@ class Browser:
             Route("/transfer", page(functools.partial(transfer.page, self))),
             Route("/export.jsonl", page(functools.partial(transfer.export, self))),
             Route("/import", page(functools.partial(transfer.import_, self)), methods=["POST"]),
-            Route("/stats", page(self.stats_page)),
+            Route("/stats", page(functools.partial(stats.page, self))),
             Route("/consolidate", page(functools.partial(consolidate.page, self)), methods=["GET", "POST"]),
             Route("/events", page(self.events)),
             Route("/signin", self.signins.signin, methods=["GET", "POST"]),
@@ -132,20 +129,23 @@ class Browser:
         """The visitor's store (Refused 503 while it is not open)."""
         return await self._store(visit)
 
-    def render(self, visit: Visit, title: str, body: Child, *, current: str, name: str, status: int = 200) -> Response:
-        """A whole HTML page (views.page) for this visit, not cached."""
-        return self._html(visit, title, body, current=current, name=name, status=status)
+    def render(
+        self, visit: Visit, title: str, body: Child, *, current: str, name: str, status: int = 200, live: bool = False
+    ) -> Response:
+        """A whole HTML page (views.page) for this visit, not cached; `live`: it reloads when the store changes."""
+        return self._html(visit, title, body, current=current, name=name, status=status, live=live)
 
-    # --- Search ------------------------------------------------------------------------------------------------
-
-    def _query(self, request: Request) -> dict[str, str]:
+    def query(self, request: Request) -> dict[str, str]:
+        """The query string's fields, with `memserver ui --namespace` as the namespace when none is given."""
         q = dict(request.query_params)
         if self.home_namespace and "namespace" not in q:
             q["namespace"] = self.home_namespace
         return q
 
+    # --- Search ------------------------------------------------------------------------------------------------
+
     async def search_page(self, request: Request, visit: Visit) -> Response:
-        q = self._query(request)
+        q = self.query(request)
         hits = None
         error = None
         status = 200
@@ -166,134 +166,6 @@ class Browser:
             views.results(hits),
         ]
         return self._html(visit, "Search", body, current="/ui/", name="search", status=status, live=hits is not None)
-
-    # --- Browse ------------------------------------------------------------------------------------------------
-
-    async def browse_page(self, request: Request, visit: Visit) -> Response:
-        q = self._query(request)
-        store = await self._store(visit)
-        namespace = q.get("namespace") or None
-        error = None
-        status = 200
-        memories: list[Memory] = []
-        next_link = None
-        heading = "Every memory, newest first"
-        filters = {k: q[k] for k in ("namespace", "tags", "session", "speaker", "role", "kind") if q.get(k)}
-        filters |= {"include_archived": "1"} if q.get("include_archived") else {}
-        try:
-            tags = forms.split_tags(q.get("tags", ""))
-            kinds = list(inputs.check_kinds(q.get("kind") or None)) or None
-            archived = bool(q.get("include_archived"))
-            if q.get("month"):
-                month, offset = q["month"], forms.whole_number(q.get("offset"), "offset")
-                since, until = forms.month_bounds(month)
-                chosen = MemoryFilter(
-                    namespace=namespace,
-                    tags=tags,
-                    session=q.get("session") or None,
-                    speaker=q.get("speaker") or None,
-                    role=q.get("role") or None,
-                    since=since,
-                    until=until,
-                    kinds=kinds,
-                    include_archived=archived,
-                )
-                selection = await _in_thread(lambda: store.select(chosen))
-                ids = selection.ids[offset : offset + PAGE]
-                found = await _in_thread(lambda: [store.get(i, namespace=namespace) for i in ids])
-                memories = [m for m in found if m is not None]
-                heading = f"{month}: {selection.count:,} memor{'y' if selection.count == 1 else 'ies'}"
-                if offset + PAGE < selection.count:
-                    next_link = views.url("/browse", **filters, month=month, offset=offset + PAGE)
-            else:
-                page = await _in_thread(
-                    lambda: store.list_page(
-                        PAGE,
-                        tags,
-                        namespace=namespace,
-                        session=q.get("session") or None,
-                        speaker=q.get("speaker") or None,
-                        role=q.get("role") or None,
-                        cursor=q.get("cursor") or None,
-                        kinds=kinds,
-                        include_archived=archived,
-                    )
-                )
-                memories = page.memories
-                if page.next_cursor:
-                    next_link = views.url("/browse", **filters, cursor=page.next_cursor)
-        except InvalidInputError as exc:
-            error, status = str(exc), 400
-        except ValueError as exc:
-            error, status = str(exc), 400
-
-        def facet_facts() -> tuple[dict[str, int], dict[str, int], dict[str, int], Any]:
-            try:
-                census = self.censuses.of(store, namespace)
-                return (
-                    store.namespaces(),
-                    store.tag_counts(namespace=namespace),
-                    store.sessions(namespace=namespace),
-                    census,
-                )
-            except InvalidInputError:
-                return store.namespaces(), {}, {}, None
-
-        spaces, tag_counts, session_counts, census = await _in_thread(facet_facts)
-        ns = {"namespace": namespace} if namespace else {}
-        facets = el(
-            "aside",
-            el("h2", "Filter", class_="visually-hidden"),
-            views.facet("Namespaces", spaces, lambda n: views.url("/browse", namespace=n)),
-            views.facet("Tags", tag_counts, lambda t: views.url("/browse", **ns, tags=t)),
-            views.facet("Sessions", session_counts, lambda s: views.url("/browse", **ns, session=s)),
-            views.facet("Speakers", census.speakers if census else {}, lambda s: views.url("/browse", **ns, speaker=s)),
-            id="facets",
-        )
-        months = list(reversed(census.months.items())) if census else []
-        timeline = el(
-            "nav",
-            el("h2", "Timeline"),
-            el(
-                "ul",
-                [
-                    el(
-                        "li",
-                        el(
-                            "a",
-                            month,
-                            " ",
-                            el("span", f"{n:,}", class_="count"),
-                            href=views.url("/browse", **ns, month=month),
-                            aria_current="true" if q.get("month") == month else None,
-                        ),
-                    )
-                    for month, n in months
-                ]
-                or el("li", "no memories yet", class_="muted"),
-            ),
-            id="timeline",
-            aria_label="Timeline by month",
-        )
-        active = [el("span", f"{k}: ", text(v), class_="chip") for k, v in filters.items()]
-        listing = el(
-            "section",
-            el("h1", heading),
-            views.kind_form(q),
-            el("p", "Filtered by ", views.joined(active), " · ", el("a", "clear", href="/ui/browse"), class_="muted")
-            if active
-            else None,
-            views.error_box(error),
-            el("ol", [views.memory_item(m) for m in memories], id="memories", class_="list"),
-            el("p", "No memories here yet.", class_="muted", id="no-memories") if not memories and not error else None,
-            el("p", el("a", "Next page", href=next_link, rel="next", class_="button"), class_="pager")
-            if next_link
-            else None,
-            class_="listing",
-        )
-        body = el("div", listing, el("div", facets, timeline, class_="side"), class_="browse")
-        first_page = not q.get("cursor") and not q.get("month")
-        return self._html(visit, "Browse", body, current="/ui/browse", name="browse", status=status, live=first_page)
 
     # --- Memory ------------------------------------------------------------------------------------------------
 
@@ -398,39 +270,6 @@ class Browser:
         ]
         return self._html(visit, views.cut(memory.content, 60), body, current="", name="memory", status=status)
 
-    # --- Stats -------------------------------------------------------------------------------------------------
-
-    async def stats_page(self, request: Request, visit: Visit) -> Response:
-        store = await self._store(visit)
-
-        def facts() -> tuple[dict[str, Any], dict[str, Any], dict[str, int], dict[str, int], dict[str, int], Any]:
-            return (
-                store.stats(),
-                store.health(),
-                store.namespaces(),
-                store.tag_counts(),
-                store.sessions(),
-                self.censuses.of(store, None),
-            )
-
-        stats, health, spaces, tags, sessions, census = await _in_thread(facts)
-        body = [
-            el("h1", "Stats"),
-            el("section", el("h2", "Memories over time"), timeline_plot(census.months), class_="plot"),
-            el("section", el("h2", "The store"), store_facts(stats)),
-            el("section", el("h2", "Health"), health_checks(health)),
-            el(
-                "div",
-                views.counts_table("By namespace", spaces, lambda n: views.url("/browse", namespace=n)),
-                views.counts_table("By tag (namespace default)", tags, lambda t: views.url("/browse", tags=t)),
-                views.counts_table(
-                    "By session (namespace default)", sessions, lambda s: views.url("/browse", session=s)
-                ),
-                class_="tables",
-            ),
-        ]
-        return self._html(visit, "Stats", body, current="/ui/stats", name="stats")
-
     # --- Live --------------------------------------------------------------------------------------------------
 
     async def events(self, request: Request, visit: Visit) -> Response:
@@ -458,70 +297,6 @@ class Browser:
         return StreamingResponse(
             stream(), media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"}
         )
-
-
-# --- the pieces of each page's work --------------------------------------------------------------------------------
-
-FACT_LABELS = {
-    "engine": "engine",
-    "model": "model",
-    "dim": "dimensions",
-    "count": "current memories",
-    "replaced": "kept as history",
-    "namespaces": "namespaces",
-    "collection": "collection",
-    "bytes_on_disk": "size on disk",
-    "journal_bytes": "journal",
-    "deleted_pending_compaction": "forgotten, awaiting compaction",
-}
-
-
-def store_facts(stats: Mapping[str, Any]) -> Markup:
-    rows: list[Child] = []
-    for key, label in FACT_LABELS.items():
-        if key in stats:
-            value = stats[key]
-            shown = (
-                _bytes(value)
-                if key.endswith("bytes") or key == "bytes_on_disk"
-                else (f"{value:,}" if isinstance(value, int) else str(value))
-            )
-            rows += [el("dt", label), el("dd", shown)]
-    if "deleted_pending_compaction" in stats:
-        pending = stats["deleted_pending_compaction"]
-        rows += [
-            el("dt", "compaction"),
-            el("dd", "not needed" if not pending else f"would reclaim {pending:,} memories"),
-        ]
-    for key, value in stats.items():
-        if key not in FACT_LABELS and key != "path":
-            rows += [
-                el("dt", key.replace("_", " ")),
-                el("dd", json.dumps(value) if isinstance(value, dict | list) else str(value)),
-            ]
-    return el("dl", rows, id="store-facts")
-
-
-def health_checks(health: Mapping[str, Any]) -> Markup:
-    """The store's health (the contract's health(), as `memserver doctor` prints it): checkpoint, journal and
-    replay, compaction, disk, the model's check; each warning with its advice."""
-    items: list[Child] = []
-    for check in health.get("checks", []):
-        parts: list[Child] = [el("strong", f"{check['status']}: {check['name']}"), " ", check["detail"]]
-        if check.get("advice"):
-            parts += [el("br"), check["advice"]]
-        items.append(el("li", parts, class_=f"check {check['status']}"))
-    return el("ul", items, id="health")
-
-
-def _bytes(n: Any) -> str:
-    if not isinstance(n, int | float):
-        return str(n)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 async def _in_thread(fn: Callable[[], T]) -> T:
