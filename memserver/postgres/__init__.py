@@ -2,7 +2,9 @@
 
     backend.py     PostgresBackend: the MemoryBackend contract, one tenant of one database
     rows.py        a memory as a row: the columns read, text escaping, the default namespace, "current"
+    writer.py      Writer: the write path as the backend calls it (embed only what is new, one transaction)
     writes.py      the write path: content locks, duplicates per namespace, replace links, INSERT + UPDATE
+    searcher.py    Searcher: which ranking a checked request runs; ranking.py and hybrid.py the rankings
     search.py      the search plans (exact / HNSW / probe) as SQL, filters (and as_of) before ranking
     listing.py     pages newest first by occurred_at with cursors, bulk selections, counts per tag/session
     terms.py       the keyword side: memserver's tokenizer in Python, BM25 in SQL

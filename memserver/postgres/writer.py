@@ -1,10 +1,10 @@
 """One tenant's write path on PostgreSQL, as PostgresBackend calls it: embed only what is new, then one transaction.
 
-Embedding is the slow part of a write (milliseconds per memory), so it happens before the transaction and only for
-what needs it: `precheck` reads, in one plain statement, what the rules need (writes.View) and runs them once, so a
-bad `replaces` is refused before any model run and a known duplicate is never embedded. The transaction
-(writes.write) then takes the content locks and runs the same rules again on what is committed by then. Forgetting
-is one UPDATE. The statements are writes.py's; PostgresBackend checks the inputs and owns the model.
+Embedding is the slow part of a write (milliseconds per memory), so it happens before the transaction and only for what
+needs it: `precheck` reads, in one plain statement, what the rules need (writes.View), so a known duplicate is never
+embedded, and for add / add_many runs the rules once, so a bad `replaces` is refused before any model run. The
+transaction (writes.write) then takes the content locks and runs the same rules again on what is committed by then.
+Forgetting is one UPDATE. The statements are writes.py's; PostgresBackend checks the inputs and owns the model.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def test_a_migration_killed_at_each_statement_leaves_one_version_and_the_next_op
 
 RECORDS = 3 * IMPORT_BATCH
 CLI = "import sys\nfrom memserver.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-BATCHES = "memserver.postgres.backend:PostgresBackend._import_batch"  # before each batch (and after the last)
+BATCHES = "memserver.postgres.writer:Writer.import_batch"  # before each batch (and after the last)
 WRITES = "memserver.postgres.writes:write"  # each batch's transaction: after it, the rows are in, not committed
 
 
