@@ -15,12 +15,19 @@ and the hits' Memory objects), and the rest; and EXPLAIN (ANALYZE, FORMAT JSON) 
 settings: planning, execution and each materialised CTE / index scan (median over the queries, ms). The round trip
 less execution (and planning) is the wire: sending, the server's output, the client's receiving.
 
+With `--floor N`, the floor under any hybrid statement, N queries, the passes alternating query by query: the local
+store's hybrid search (limit 10), this tree's, and alone through the same pool and settings: `SELECT 1` (a round
+trip), the HNSW top 50 (the vector side at ef_search 256, nothing else) and the BM25 top 100 (the keyword side's
+depth, nothing else); then EXPLAIN ANALYZE of the last two (the server's time alone). A hybrid statement does both
+walks, so their times bound it from below whatever its SQL.
+
 And the vector side's recall at the ef_search values `--ef` (semantic, limit 50 = the hybrid pool's depth, against
 the exact top 50 of the same float32 vectors), beside the local store's (hnswlib, ef 256).
 
     uv run python -m benchmarks.pg_hybrid_scale                      # writes benchmarks/results/pg_hybrid_scale.json
     uv run python -m benchmarks.pg_hybrid_scale --baseline ''        # without a baseline
     uv run python -m benchmarks.pg_hybrid_scale --ef 400 256                 # ... and the vector side's recall
+    uv run python -m benchmarks.pg_hybrid_scale --baseline '' --repeat 0 --split 0 --floor 367   # the floor only
     uv run python -m benchmarks.pg_hybrid_scale --quick                      # smoke run: 300 memories
 """
 
@@ -184,6 +191,72 @@ def split(url: str, queries: list[str], vecs: np.ndarray, limit: int, **filters:
     return {"queries": len(queries), "limit": limit, "client": med, "explain": plan, "wire_ms": round(wire, 3)}
 
 
+def floor(url: str, root: Path, queries: list[str], vecs: np.ndarray) -> dict[str, Any]:
+    """The floor under a hybrid search on PostgreSQL (see the module's docstring): p50 / p95 of each, ms."""
+    from memserver.contract.requests import SearchFilter
+    from memserver.embedding.embedder import Embedder
+    from memserver.local.store import MemoryStore
+    from memserver.postgres import search
+    from memserver.postgres.backend import PostgresBackend, open_database
+    from memserver.postgres.ranking import GENERIC
+    from memserver.postgres.rows import CURRENT
+    from memserver.postgres.terms import BM25_SCORES, query_terms
+
+    where, base = search.filter_sql(SearchFilter())
+    statements = {
+        "SELECT 1 (a round trip)": "SELECT 1",
+        "HNSW top 50 alone": f"SELECT m.seq, m.embedding <=> %(q)b AS dist FROM memserver.memories m WHERE {where} "
+        "ORDER BY m.embedding <=> %(q)b LIMIT 50",
+        "BM25 top 100 alone": f"SELECT seq, bm25 FROM ({BM25_SCORES}) s ORDER BY bm25 DESC, seq LIMIT 100",
+    }
+    assert CURRENT in where  # the HNSW index's predicate: the partial index serves the statement
+    settings = {
+        "hnsw.ef_search": str(search.ef_search(50)),
+        "hnsw.iterative_scan": "strict_order",
+        "plan_cache_mode": GENERIC,
+    }
+    ms: dict[str, list[float]] = defaultdict(list)
+    server: dict[str, list[float]] = defaultdict(list)
+    db = open_database(url, NoModel.model_name, NoModel.dim, migrate=False)
+    try:
+        with (
+            MemoryStore(root, C.COLLECTION, embedder=Embedder()) as local,
+            PostgresBackend(url, tenant=C.COLLECTION, embedder=NoModel()) as pg,  # type: ignore[arg-type]
+        ):
+            for warm in (True, False):  # the first pass warms pages and prepared statements, untimed
+                for text, v in zip(queries, vecs, strict=True):
+                    params = base | {"tenant": C.COLLECTION, "q": v, "terms": query_terms(text)}
+                    for name, store in (("local hybrid limit 10", local), ("PostgreSQL hybrid limit 10", pg)):
+                        t0 = time.perf_counter()
+                        store.search(text, limit=10, mode="hybrid", query_vector=v)
+                        ms[name].append((time.perf_counter() - t0) * 1000)
+                    for name, sql in statements.items():
+                        t0 = time.perf_counter()
+                        db.run(C.COLLECTION, [(sql, params)], settings=settings)[0].fetchall()
+                        ms[name].append((time.perf_counter() - t0) * 1000)
+                    if warm:
+                        continue
+                    for name, sql in list(statements.items())[1:]:
+                        plan_sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + sql
+                        doc = db.run(C.COLLECTION, [(plan_sql, params)], settings=settings)[0].fetchone()[0]
+                        server[f"{name}: execution (EXPLAIN ANALYZE)"].append(float(doc[0]["Execution Time"]))
+                if warm:
+                    ms.clear()
+    finally:
+        db.close()
+    names = list(statements)
+    both = [h + k - r for r, h, k in zip(*(ms[n] for n in names), strict=True)]  # two walks, one round trip
+    out = {name: {"p50": round(C.pct(v, 50), 3), "p95": round(C.pct(v, 95), 3)} for name, v in ms.items()}
+    out["both walks, one round trip (HNSW + BM25 - SELECT 1, per query)"] = {
+        "p50": round(C.pct(both, 50), 3),
+        "p95": round(C.pct(both, 95), 3),
+    }
+    out |= {name: {"p50": round(C.pct(v, 50), 3), "p95": round(C.pct(v, 95), 3)} for name, v in server.items()}
+    local50 = out["local hybrid limit 10"]["p50"]
+    out["3x local hybrid p50"] = {"p50": round(3 * local50, 3), "p95": ""}
+    return {"queries": len(queries), "ms": out}
+
+
 def ef_recall(
     url: str, root: Path, rows: np.ndarray, queries: list[str], vecs: np.ndarray, efs: list[int]
 ) -> dict[str, Any]:
@@ -242,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", default="main", help="revisions whose PostgresBackend runs beside, a,b ('' none)")
     parser.add_argument("--split", type=int, default=100, help="queries of the split (0: none)")
     parser.add_argument("--ef", type=int, nargs="*", default=[], help="ef_search values of the recall study")
+    parser.add_argument("--floor", type=int, default=0, help="queries of the floor study (0: none)")
     parser.add_argument("--url", help="a database this benchmark loaded before (skips the cluster and the load)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 300 memories, 20 queries, 1 pass")
     parser.add_argument("--cache", default=None, help="where built stores are kept (default /tmp/memserver-bench)")
@@ -258,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     vecs = query_vectors(queries, cache)
     if args.quick:
         args.size, args.repeat, args.split, args.ef = 300, 1, min(args.split, 10), args.ef or [40]
+        args.floor = min(args.floor, 10)
     root = C.ensure_store(cache, args.size, quick=args.quick)
     result: dict[str, Any] = {
         "command": "uv run python -m benchmarks.pg_hybrid_scale " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -296,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.split:
             C.log(f"split of {args.split} searches ...")
             result["split"] = split(url, queries[: args.split], vecs[: args.split], 5)
+        if args.floor:
+            C.log(f"floor of {args.floor} searches ...")
+            result["floor"] = floor(url, root, queries[: args.floor], vecs[: args.floor])
         if args.ef:
             C.log(f"vector side's recall at ef_search {args.ef} ...")
             rows = np.stack([r["vector"] for r in records(args.size, cache, args.quick)])
@@ -311,6 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = result["split"]
         print(f"\nsplit (this tree, limit 5, {s['queries']} queries, median ms): wire {s['wire_ms']}")
         print(C.table(["part", "ms"], [[k, v] for k, v in [*s["client"].items(), *s["explain"].items()]]))
+    if "floor" in result:
+        print(f"\nfloor (limit 10, {result['floor']['queries']} queries, ms)")
+        print(C.table(["", "p50", "p95"], [[k, v["p50"], v["p95"]] for k, v in result["floor"]["ms"].items()]))
     if "ef_recall" in result:
         rows = [[k, *v.values()] for k, v in result["ef_recall"].items()]
         print(C.table(["vector side", "recall@50", "recall@10", "p50 ms"], rows))

@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 # setting, for the statement's transaction only) later runs skip planning: unfiltered hybrid p50 19.8 -> 13.4 ms
 # under load (benchmarks/README.md, "Engine parity"). Safe here because the statement's shape is fixed by search.py
 # (the plan kind, exact / ann / probe, is chosen in Python and spelt in the SQL), and its generic plan, with
-# statistics at 10 and 60 tenants, still looks each turn up by index (EXPLAIN (GENERIC_PLAN)).
+# statistics at 10 and 60 tenants, still looks each turn up by index (EXPLAIN (GENERIC_PLAN)), and takes the vector
+# side from the HNSW index as long as its depth is spelt, not a parameter (search.search_sql's `depth`).
 GENERIC = "force_generic_plan"
 EVERY = 2_000  # a filtered search with this few candidates ranks each with its context (local/search.KEYWORD_ALL)
 
@@ -156,7 +157,9 @@ def _run(
     result: list[tuple[Any, ...]] = []
     for _ in range(3):
         keyword = bool(words)
-        sql = search.search_sql(plan, f, vector=vector, keyword=keyword, unfiltered=unfiltered, context=context)
+        sql = search.search_sql(
+            plan, f, depth=depth, vector=vector, keyword=keyword, unfiltered=unfiltered, context=context
+        )
         settings: dict[str, str] = {}
         if plan.kind != "exact":
             settings |= {
@@ -209,7 +212,7 @@ def rankings_as_of(
     held_sql = f"SELECT count(*) FROM memserver.memories m WHERE {where} AND NOT ({CURRENT})"
     if not db.run(tenant, [(held_sql, params)])[0].fetchone()[0]:  # type: ignore[index]
         plan = search.Plan("exact", search.EXACT_MAX)
-        sql = search.search_sql(plan, f, vector=True, keyword=bool(words))
+        sql = search.search_sql(plan, f, depth=depth, vector=True, keyword=bool(words))
         params |= {"depth": depth, "terms": words, "exact_max": plan.exact_max}
         result = db.run(tenant, [(sql, params)])[0].fetchall()
         keyword_rows = ranked(result, 2)

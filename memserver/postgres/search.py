@@ -141,6 +141,7 @@ def search_sql(
     plan: Plan,
     f: SearchFilter,
     *,
+    depth: int,
     vector: bool,
     keyword: bool,
     unfiltered: bool = False,
@@ -159,6 +160,9 @@ def search_sql(
     the planner answered with a scan of every row of the tenant; benchmarks/postgres_keyword.py compares them).
     `context`: what the hybrid ranking needs besides (context_sql): the keyword ranking is %(kdepth)s deep, and
     when the filters pass at most %(every)s candidates both rankings hold all of them (`ncand` says how many).
+    `depth` (also the %(depth)s parameter) is spelt in the HNSW branch's LIMIT: a generic plan (ranking.GENERIC) sees
+    a parameter there as "10% of the rows", and at 10k memories chose a scan and sort of all of them over the index
+    (hybrid p50 16.4 -> 6.5 ms at limit 10 once spelt; benchmarks/README.md, "PostgreSQL + pgvector").
     """
     where, _ = filter_sql(f)
     rowwise, _ = filter_sql(f, rowwise=True)  # for the rows an HNSW scan or a scored row's lookup found
@@ -199,7 +203,7 @@ def search_sql(
             what = _CARRIED if carried else "m.seq, m.embedding <=> %(q)b AS dist"
             parts.append(
                 f"(SELECT {what} FROM memserver.memories m WHERE {rowwise}{guard} "
-                "ORDER BY m.embedding <=> %(q)b LIMIT %(depth)s)"
+                f"ORDER BY m.embedding <=> %(q)b LIMIT {int(depth)})"
             )
         ctes.append(f"near AS ({' UNION ALL '.join(parts)})")
         branches.append("SELECT seq, 1 AS ranking, dist AS rank_score FROM near")
