@@ -27,7 +27,7 @@ the exact top 50 of the same float32 vectors), beside the local store's (hnswlib
     uv run python -m benchmarks.pg_hybrid_scale                      # writes benchmarks/results/pg_hybrid_scale.json
     uv run python -m benchmarks.pg_hybrid_scale --baseline ''        # without a baseline
     uv run python -m benchmarks.pg_hybrid_scale --ef 400 256                 # ... and the vector side's recall
-    uv run python -m benchmarks.pg_hybrid_scale --baseline '' --repeat 0 --split 0 --floor 367   # the floor only
+    uv run python -m benchmarks.pg_hybrid_scale --baseline '' --repeat 1 --split 0 --floor 367   # the floor
     uv run python -m benchmarks.pg_hybrid_scale --quick                      # smoke run: 300 memories
 """
 
@@ -245,13 +245,12 @@ def floor(url: str, root: Path, queries: list[str], vecs: np.ndarray) -> dict[st
     finally:
         db.close()
     names = list(statements)
-    both = [h + k - r for r, h, k in zip(*(ms[n] for n in names), strict=True)]  # two walks, one round trip
-    out = {name: {"p50": round(C.pct(v, 50), 3), "p95": round(C.pct(v, 95), 3)} for name, v in ms.items()}
-    out["both walks, one round trip (HNSW + BM25 - SELECT 1, per query)"] = {
-        "p50": round(C.pct(both, 50), 3),
-        "p95": round(C.pct(both, 95), 3),
+    ms["both walks, one round trip (HNSW + BM25 - SELECT 1, per query)"] = [
+        h + k - r for r, h, k in zip(*(ms[n] for n in names), strict=True)
+    ]
+    out: dict[str, dict[str, Any]] = {
+        name: {"p50": round(C.pct(v, 50), 3), "p95": round(C.pct(v, 95), 3)} for name, v in (ms | server).items()
     }
-    out |= {name: {"p50": round(C.pct(v, 50), 3), "p95": round(C.pct(v, 95), 3)} for name, v in server.items()}
     local50 = out["local hybrid limit 10"]["p50"]
     out["3x local hybrid p50"] = {"p50": round(3 * local50, 3), "p95": ""}
     return {"queries": len(queries), "ms": out}
